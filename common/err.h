@@ -1,0 +1,48 @@
+/*
+ * Errors as values: every fallible function returns 0 or a negative errno
+ * (or NULL) and fills a caller-owned struct err, left alone on success.
+ * Messages read "what failed: why", lowercase, naming the offending value.
+ * Any thread; no allocation.
+ */
+#ifndef BERTH_COMMON_ERR_H
+#define BERTH_COMMON_ERR_H
+
+#include <errno.h>
+
+#define ERR_MSG_MAX 512
+
+/*
+ * code is a positive errno value (EINVAL, ENOENT, EEXIST...) or one of the
+ * berth-specific codes below, chosen so that the API can map each to one
+ * HTTP status without parsing the message.
+ */
+struct err {
+    int code;
+    char msg[ERR_MSG_MAX];
+};
+
+enum {
+    /* The request is well formed but its content is invalid (HTTP 422). */
+    ERR_INVALID_CONTENT = 10001,
+    /* Something the daemon depends on is missing or unusable (HTTP 503). */
+    ERR_UNAVAILABLE = 10002,
+    /* The operation conflicts with the current state (HTTP 409). */
+    ERR_CONFLICT = 10003,
+};
+
+/* Sets err (if not NULL) and returns -code, so callers can write
+ * `return err_set(err, EINVAL, "bad x %s", x);`. */
+int err_set(struct err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* As err_set, appending ": strerror(errnum)" to the message. */
+int err_errno(struct err *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefixes err->msg with "context: ", keeping the code; returns -code. */
+int err_wrap(struct err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Copies src into dst (either may be NULL). */
+void err_copy(struct err *dst, const struct err *src);
+
+#endif
