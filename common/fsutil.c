@@ -1,5 +1,4 @@
 /* Filesystem helpers: mkdir -p, safe recursive remove, atomic writes. Blocking. */
-#define _GNU_SOURCE
 #include "common/fsutil.h"
 
 #include <dirent.h>

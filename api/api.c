@@ -1,0 +1,453 @@
+/*
+ * The access handler: the life of a request from its first MHD callback
+ * (route, limits, body mode) through its body (buffered JSON or a stream)
+ * to the handler, suspension while a job runs, the reply, and the
+ * completion (request log, metrics, free). Loop thread only.
+ */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/http.h"
+#include "api/metrics.h"
+#include "api/request.h"
+#include "common/log.h"
+#include "daemon/daemon.h"
+
+/* Headers-phase timeout for new connections. */
+#define HEADER_TIMEOUT_S 10
+
+struct api {
+    struct daemon *daemon;
+    struct http_server *http;
+    struct metrics *metrics;
+    struct api_req *suspended; /* list of suspended requests */
+    bool shutting_down;
+    uv_timer_t drain_timer; /* final shutdown: lets MHD flush the 503s */
+    void (*done)(void *arg);
+    void *done_arg;
+};
+
+const char *
+api_req_param(const struct api_req *req, const char *name)
+{
+    return route_param(&req->match, name);
+}
+
+const char *
+api_req_query(const struct api_req *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *
+api_req_header(const struct api_req *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+void
+api_req_weak_ref(struct api_req *req, struct api_req **ref)
+{
+    req->weak_ref = ref;
+    *ref = req;
+}
+
+void
+api_req_suspend(struct api_req *req)
+{
+    if (req->suspended)
+        return;
+    MHD_suspend_connection(req->conn);
+    req->suspended = true;
+    struct api *api = req->api;
+    req->susp_prev = NULL;
+    req->susp_next = api->suspended;
+    if (api->suspended)
+        api->suspended->susp_prev = req;
+    api->suspended = req;
+}
+
+void
+api_req_resume(struct api_req *req)
+{
+    if (!req->suspended)
+        return;
+    struct api *api = req->api;
+    if (req->susp_prev)
+        req->susp_prev->susp_next = req->susp_next;
+    else
+        api->suspended = req->susp_next;
+    if (req->susp_next)
+        req->susp_next->susp_prev = req->susp_prev;
+    req->susp_prev = req->susp_next = NULL;
+    req->suspended = false;
+    MHD_resume_connection(req->conn);
+    if (api->http)
+        http_server_kick(api->http);
+}
+
+static enum MHD_Result
+add_header_size_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    size_t *total = cls;
+    *total += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
+static size_t
+headers_size(struct MHD_Connection *conn)
+{
+    size_t total = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header_size_cb, &total);
+    return total;
+}
+
+/* Queues the reply the handler prepared, if there is one. */
+static enum MHD_Result
+queue_reply(struct api_req *req)
+{
+    if (!req->response)
+        return MHD_YES;
+    struct MHD_Response *resp = req->response;
+    req->response = NULL;
+    enum MHD_Result r = MHD_queue_response(req->conn, req->status, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
+/* Sets up a request on its first callback; may reply at once. */
+static void
+begin_request(struct api_req *req, const char *url)
+{
+    struct api *api = req->api;
+    http_server_headers_done(api->http, req->conn);
+
+    if (strlen(url) > API_URI_MAX) {
+        api_reply_error(req, 414, "uri_too_long", "request target is %zu bytes, over the limit of %d",
+                        strlen(url), API_URI_MAX);
+        return;
+    }
+    size_t hs = headers_size(req->conn);
+    if (hs > API_HEADERS_MAX) {
+        api_reply_error(req, 431, "headers_too_large",
+                        "request headers are %zu bytes, over the limit of %d", hs,
+                        API_HEADERS_MAX);
+        return;
+    }
+    if (api->shutting_down) {
+        api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        return;
+    }
+
+    char allow[128];
+    enum route_result rr = router_match(api_routes, api_routes_count, req->method, req->path,
+                                        &req->match, allow, sizeof(allow));
+    switch (rr) {
+    case ROUTE_NOT_FOUND:
+        api_reply_error(req, 404, "not_found", "no route for %s", req->path);
+        return;
+    case ROUTE_BAD_PATH:
+        api_reply_error(req, 400, "bad_request",
+                        "path %s: a parameter is empty, too long or badly percent-encoded",
+                        req->path);
+        return;
+    case ROUTE_METHOD_NOT_ALLOWED: {
+        api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
+                        req->method, req->path, allow);
+        if (req->response)
+            MHD_add_response_header(req->response, MHD_HTTP_HEADER_ALLOW, allow);
+        return;
+    }
+    case ROUTE_FOUND:
+        break;
+    }
+    const struct route *route = req->match.route;
+    req->body_mode = route->begin ? route->begin(req) : route->body;
+    if (req->response)
+        return;
+    if (req->body_mode == BODY_JSON) {
+        const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > API_JSON_BODY_MAX)
+            api_reply_error(req, 413, "payload_too_large",
+                            "request body of %s bytes is over the limit of %d bytes for JSON", cl,
+                            API_JSON_BODY_MAX);
+    }
+}
+
+/* Takes a piece of a buffered body; returns false on allocation failure. */
+static bool
+append_body(struct api_req *req, const char *data, size_t len)
+{
+    if (req->body_too_large)
+        return true;
+    size_t limit = req->body_mode == BODY_JSON ? API_JSON_BODY_MAX : 0;
+    if (req->body_len + len > limit) {
+        req->body_too_large = true;
+        free(req->body);
+        req->body = NULL;
+        req->body_len = req->body_cap = 0;
+        return true;
+    }
+    if (req->body_len + len + 1 > req->body_cap) {
+        size_t ncap = req->body_cap ? req->body_cap : 4096;
+        while (ncap < req->body_len + len + 1)
+            ncap *= 2;
+        char *n = realloc(req->body, ncap);
+        if (!n)
+            return false;
+        req->body = n;
+        req->body_cap = ncap;
+    }
+    memcpy(req->body + req->body_len, data, len);
+    req->body_len += len;
+    req->body[req->body_len] = '\0';
+    return true;
+}
+
+static void
+dispatch(struct api_req *req)
+{
+    req->dispatched = true;
+    if (req->body_too_large) {
+        if (req->body_mode == BODY_NONE)
+            api_reply_error(req, 400, "bad_request", "%s %s takes no request body", req->method,
+                            req->match.route->pattern);
+        else
+            api_reply_error(req, 413, "payload_too_large",
+                            "request body is over the limit of %d bytes for JSON",
+                            API_JSON_BODY_MAX);
+        return;
+    }
+    req->match.route->handler(req);
+}
+
+static enum MHD_Result
+access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+          const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    struct api *api = cls;
+    struct api_req *req = *con_cls;
+    if (!req) {
+        req = calloc(1, sizeof(*req));
+        if (!req)
+            return MHD_NO;
+        req->api = api;
+        req->conn = conn;
+        req->start_ns = uv_hrtime();
+        snprintf(req->method, sizeof(req->method), "%s", method);
+        req->path = strdup(url);
+        if (!req->path) {
+            free(req);
+            return MHD_NO;
+        }
+        *con_cls = req;
+        begin_request(req, url);
+        return queue_reply(req);
+    }
+    if (req->response)
+        return queue_reply(req);
+
+    if (*upload_data_size > 0) {
+        if (req->dispatched && req->body_mode != BODY_STREAM) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (req->body_mode == BODY_STREAM) {
+            if (!req->dispatched)
+                dispatch(req); /* the handler sets stream_data and may reply */
+            if (req->response || !req->stream_data) {
+                *upload_data_size = 0; /* already answered: drop the rest */
+                return queue_reply(req);
+            }
+            size_t took = req->stream_data(req, upload_data, *upload_data_size);
+            *upload_data_size -= took;
+            return queue_reply(req);
+        }
+        if (req->body_mode == BODY_NONE) {
+            req->body_too_large = true; /* any body at all is refused below */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (!append_body(req, upload_data, *upload_data_size))
+            return MHD_NO;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    /* The body is complete. */
+    if (!req->dispatched) {
+        dispatch(req);
+        if (req->body_mode == BODY_STREAM && !req->response && req->stream_data)
+            req->stream_data(req, NULL, 0);
+    } else if (req->body_mode == BODY_STREAM && req->stream_data && !req->response &&
+               !req->suspended) {
+        req->stream_data(req, NULL, 0);
+    }
+    if (!req->response && !req->suspended) {
+        /* A handler must reply or suspend; anything else is a bug, and the
+         * client still deserves an answer rather than a hang. */
+        log_error("%s %s: handler neither replied nor suspended", req->method, req->path);
+        api_reply_error(req, 500, "internal", "the handler did not answer");
+    }
+    return queue_reply(req);
+}
+
+static void
+completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+             enum MHD_RequestTerminationCode toe)
+{
+    struct api *api = cls;
+    struct api_req *req = *con_cls;
+    if (!req)
+        return;
+    *con_cls = NULL;
+    double seconds = (double)(uv_hrtime() - req->start_ns) / 1e9;
+    unsigned status = req->status ? req->status : 499; /* client went away unanswered */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
+        log_debug("%s %s: connection ended before the reply was complete (%d)", req->method,
+                  req->path, (int)toe);
+    log_request(req->method, req->path, status, seconds * 1000.0);
+    metrics_observe_request(api->metrics, req->method,
+                            req->match.route ? req->match.route->pattern : "unmatched", status,
+                            seconds);
+    if (req->suspended) {
+        /* MHD does not complete suspended connections; be safe anyway. */
+        if (req->susp_prev)
+            req->susp_prev->susp_next = req->susp_next;
+        else
+            api->suspended = req->susp_next;
+        if (req->susp_next)
+            req->susp_next->susp_prev = req->susp_prev;
+    }
+    req->completed = true;
+    if (req->weak_ref)
+        *req->weak_ref = NULL;
+    if (req->ctx_free)
+        req->ctx_free(req->ctx);
+    if (req->response)
+        MHD_destroy_response(req->response);
+    free(req->body);
+    free(req->path);
+    free(req);
+}
+
+static void
+lag_observe(void *ctx, double lag_ms)
+{
+    metrics_observe_lag(ctx, lag_ms);
+}
+
+int
+api_start(struct daemon *d, struct api **out, struct err *err)
+{
+    struct api *api = calloc(1, sizeof(*api));
+    if (!api || !(api->metrics = metrics_new())) {
+        free(api);
+        return err_set(err, ENOMEM, "api: out of memory");
+    }
+    api->daemon = d;
+    struct http_server_opts opts = {
+        .host = d->cfg->listen_host,
+        .port = d->cfg->listen_port,
+        .max_connections = d->cfg->max_connections,
+        .idle_timeout_s = d->cfg->connection_timeout_s,
+        .header_timeout_s = HEADER_TIMEOUT_S < d->cfg->connection_timeout_s
+                                ? HEADER_TIMEOUT_S
+                                : d->cfg->connection_timeout_s,
+        .access = access_cb,
+        .completed = completed_cb,
+        .cls = api,
+    };
+    if (http_server_start(d->loop, &opts, &api->http, err) < 0) {
+        metrics_free(api->metrics);
+        free(api);
+        return -err->code;
+    }
+    d->lag.observe = lag_observe;
+    d->lag.observe_ctx = api->metrics;
+    *out = api;
+    return 0;
+}
+
+unsigned
+api_port(const struct api *api)
+{
+    return http_server_port(api->http);
+}
+
+struct daemon *
+api_daemon(const struct api *api)
+{
+    return api->daemon;
+}
+
+struct metrics *
+api_metrics(const struct api *api)
+{
+    return api->metrics;
+}
+
+unsigned
+api_connections(const struct api *api)
+{
+    return http_server_connections(api->http);
+}
+
+void
+api_begin_shutdown(struct api *api)
+{
+    api->shutting_down = true;
+    http_server_quiesce(api->http);
+    /* A hook may resume its request (and so unlink it): walk a copy. */
+    struct api_req *next;
+    for (struct api_req *req = api->suspended; req; req = next) {
+        next = req->susp_next;
+        if (req->on_shutdown)
+            req->on_shutdown(req);
+    }
+}
+
+static void
+http_stopped_cb(void *arg)
+{
+    struct api *api = arg;
+    void (*done)(void *) = api->done;
+    void *done_arg = api->done_arg;
+    api->daemon->lag.observe = NULL;
+    metrics_free(api->metrics);
+    free(api);
+    if (done)
+        done(done_arg);
+}
+
+static void
+drain_timer_closed_cb(uv_handle_t *h)
+{
+    struct api *api = h->data;
+    http_server_stop(api->http, http_stopped_cb, api);
+}
+
+static void
+drain_timer_cb(uv_timer_t *t)
+{
+    uv_close((uv_handle_t *)t, drain_timer_closed_cb);
+}
+
+void
+api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
+{
+    api->done = done;
+    api->done_arg = arg;
+    while (api->suspended) {
+        struct api_req *req = api->suspended;
+        if (!req->response)
+            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        api_req_resume(req);
+    }
+    /* Give MHD a moment to write the 503s, then stop it. */
+    uv_timer_init(api->daemon->loop, &api->drain_timer);
+    api->drain_timer.data = api;
+    uv_timer_start(&api->drain_timer, drain_timer_cb, 200, 0);
+}

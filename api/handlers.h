@@ -1,0 +1,21 @@
+/*
+ * Every route handler, one group per file (health.c, images.c, ...).
+ * They run on the loop thread: validate, then reply or start a job.
+ */
+#ifndef BERTH_API_HANDLERS_H
+#define BERTH_API_HANDLERS_H
+
+#include "api/router.h"
+
+struct api_req;
+
+/* health.c */
+void health_get(struct api_req *req);
+void metrics_get(struct api_req *req);
+
+#ifdef BERTH_BENCH_ROUTES
+/* bench.c: benchmark-only routes, compiled with -DBERTH_BENCH_ROUTES=ON */
+void bench_hash_post(struct api_req *req);
+#endif
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * libmicrohttpd driven from the libuv loop: MHD runs with MHD_USE_EPOLL
+ * and no thread of its own; a uv_poll_t watches MHD's epoll fd and a
+ * uv_timer_t fires at MHD's next timeout, and every MHD_run() is followed
+ * by re-arming that timer. Resumed connections are only processed on the
+ * next MHD_run(), so http_server_kick() schedules one (a zero timeout),
+ * once for any number of resumes. Loop thread only.
+ *
+ * Client limits live here too: a connection cap, an idle timeout, a short
+ * timeout for connections that have not finished sending their headers
+ * (shorter still when the server is nearly full), so a flood of slow
+ * clients cannot hold every slot.
+ */
+#ifndef BERTH_API_HTTP_H
+#define BERTH_API_HTTP_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "common/err.h"
+
+struct http_server;
+
+struct http_server_opts {
+    const char *host; /* numeric IPv4 or IPv6 address */
+    unsigned port;    /* 0 picks a free port */
+    unsigned max_connections;
+    unsigned idle_timeout_s;   /* once a request's headers are in */
+    unsigned header_timeout_s; /* to send the request line and headers */
+    MHD_AccessHandlerCallback access;
+    MHD_RequestCompletedCallback completed;
+    void *cls; /* passed to both */
+};
+
+/* Binds and starts serving. Loop thread. */
+int http_server_start(uv_loop_t *loop, const struct http_server_opts *opts,
+                      struct http_server **out, struct err *err);
+
+/* The port actually bound (useful with port 0). */
+unsigned http_server_port(const struct http_server *s);
+
+/* Number of open connections. */
+unsigned http_server_connections(const struct http_server *s);
+
+/* Schedules an MHD_run() on the next loop iteration (after resumes). */
+void http_server_kick(struct http_server *s);
+
+/* Tells that a connection's request headers are complete, so its timeout
+ * becomes the idle timeout. Called from the access handler. */
+void http_server_headers_done(struct http_server *s, struct MHD_Connection *conn);
+
+/* Stops accepting new connections; existing ones are still served. */
+void http_server_quiesce(struct http_server *s);
+
+/*
+ * Stops MHD (every suspended connection must have been resumed first),
+ * closes the handles and frees the server; done (may be NULL) runs once
+ * both handles are closed.
+ */
+void http_server_stop(struct http_server *s, void (*done)(void *arg), void *arg);
+
+#endif

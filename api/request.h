@@ -1,0 +1,104 @@
+/*
+ * One HTTP request from the first access-handler call until MHD's
+ * completion callback: its route and parameters, its body, the reply it
+ * will send, and whether it is suspended. Handlers reply with the
+ * api_reply_* functions (the one place that writes replies and errors)
+ * or suspend the request while a job runs and reply from the job's
+ * completion. Loop thread only.
+ */
+#ifndef BERTH_API_REQUEST_H
+#define BERTH_API_REQUEST_H
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/router.h"
+#include "common/err.h"
+
+/* JSON request bodies are capped: 413 past this. */
+#define API_JSON_BODY_MAX (1024 * 1024)
+/* Longest request target (path and query) taken: 414 past this. */
+#define API_URI_MAX 8192
+/* Largest total of request header names and values taken: 431 past this. */
+#define API_HEADERS_MAX 16384
+
+struct api;
+
+struct api_req {
+    struct api *api;
+    struct MHD_Connection *conn;
+    char method[16];
+    char *path; /* without the query string */
+    struct route_match match;
+    uint64_t start_ns;
+
+    enum body_mode body_mode;
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_large;
+
+    /*
+     * Streamed request bodies (BODY_STREAM): offered each piece of the
+     * upload, returns how many bytes it took. Taking fewer than offered
+     * means "no room now": it must have suspended the request and will
+     * resume it when there is room, and the rest is offered again.
+     * len == 0 means the body is complete.
+     */
+    size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
+
+    bool dispatched; /* the handler has run */
+    bool suspended;
+    bool completed;  /* MHD reported the request complete */
+    struct MHD_Response *response; /* queued at the next access call */
+    unsigned status;
+
+    /* Handler-owned per-request state, freed with the request. */
+    void *ctx;
+    void (*ctx_free)(void *ctx);
+    /* Called at shutdown for a suspended request, so that whatever it
+     * waits for (an upload pipe, a follow stream) can be aborted. */
+    void (*on_shutdown)(struct api_req *req);
+
+    /* A pointer elsewhere (a job's) that refers to this request and is
+     * cleared when the request goes away, so a job whose client
+     * disconnected finds NULL instead of freed memory. */
+    struct api_req **weak_ref;
+
+    struct api_req *susp_prev, *susp_next; /* suspended list, for shutdown */
+};
+
+/* Path parameter by name ("ref" in /v1/images/{ref}), or NULL. */
+const char *api_req_param(const struct api_req *req, const char *name);
+/* Query argument by name, or NULL. */
+const char *api_req_query(const struct api_req *req, const char *name);
+/* Request header by name (case-insensitive), or NULL. */
+const char *api_req_header(const struct api_req *req, const char *name);
+
+/* Records ref as the one weak reference to req; *ref is set to req now
+ * and to NULL when the request is freed. */
+void api_req_weak_ref(struct api_req *req, struct api_req **ref);
+
+/* Suspends the connection until api_req_resume. */
+void api_req_suspend(struct api_req *req);
+/* Resumes a suspended request and schedules MHD to process it. */
+void api_req_resume(struct api_req *req);
+
+/* Replies with a JSON document (takes the reference to body). */
+void api_reply_json(struct api_req *req, unsigned status, json_object *body);
+/* Replies {"error": {"code": code, "message": ...}}. */
+void api_reply_error(struct api_req *req, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Replies with the HTTP status and code that err->code maps to. */
+void api_reply_err(struct api_req *req, const struct err *err);
+/* Replies with a prepared MHD response (takes it). */
+void api_reply_response(struct api_req *req, unsigned status, struct MHD_Response *resp);
+/* Replies with raw text of the given content type. */
+void api_reply_text(struct api_req *req, unsigned status, const char *content_type,
+                    const char *text, size_t len);
+
+/* The HTTP status and error code string for an err code. */
+unsigned api_err_status(int code, const char **code_str);
+
+#endif

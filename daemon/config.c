@@ -1,0 +1,323 @@
+/* Flag and environment parsing for berthd; runs once in main. */
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char config_usage[] =
+    "usage: berthd [flags]\n"
+    "\n"
+    "berth container worker daemon: images, volumes, containers and processes over HTTP+JSON.\n"
+    "\n"
+    "  --listen HOST:PORT          address to serve on (default 127.0.0.1:7380; port 0 picks a\n"
+    "                              free one and logs it)                         BERTH_LISTEN\n"
+    "  --root DIR                  store root (default /var/lib/berth as root, else\n"
+    "                              $XDG_DATA_HOME/berth or ~/.local/share/berth)  BERTH_ROOT\n"
+    "  --runtime oci|host|hcs      container runtime driver (default oci)        BERTH_RUNTIME\n"
+    "  --oci-runtime PATH          OCI runtime binary for --runtime oci (default runc on PATH)\n"
+    "                                                                            BERTH_OCI_RUNTIME\n"
+    "  --log-level LEVEL           debug, info, warn or error (default info)     BERTH_LOG_LEVEL\n"
+    "  --log-format text|json      log line format (default text)               BERTH_LOG_FORMAT\n"
+    "  --max-connections N         concurrent HTTP connections (default 1024)\n"
+    "                                                                      BERTH_MAX_CONNECTIONS\n"
+    "  --connection-timeout S      idle seconds before a connection is closed (default 60)\n"
+    "                                                                   BERTH_CONNECTION_TIMEOUT\n"
+    "  --pool-threads N            worker threads for blocking jobs (default 8, at least 2)\n"
+    "                                                                        BERTH_POOL_THREADS\n"
+    "  --store-max-bytes N[KMGT]   prune least recently used unused images past this size\n"
+    "                                                                     BERTH_STORE_MAX_BYTES\n"
+    "  --store-device-nodes        create device nodes found in image layers (default: skip)\n"
+    "                                                                  BERTH_STORE_DEVICE_NODES\n"
+    "  --version                   print the version and exit\n"
+    "  --help                      print this help and exit\n";
+
+enum {
+    OPT_LISTEN = 256,
+    OPT_ROOT,
+    OPT_RUNTIME,
+    OPT_OCI_RUNTIME,
+    OPT_LOG_LEVEL,
+    OPT_LOG_FORMAT,
+    OPT_MAX_CONNECTIONS,
+    OPT_CONNECTION_TIMEOUT,
+    OPT_POOL_THREADS,
+    OPT_STORE_MAX_BYTES,
+    OPT_STORE_DEVICE_NODES,
+    OPT_VERSION,
+    OPT_HELP,
+};
+
+struct option_desc {
+    int id;
+    const char *flag;
+    const char *env;
+    int has_arg;
+};
+
+static const struct option_desc option_descs[] = {
+    {OPT_LISTEN, "listen", "BERTH_LISTEN", required_argument},
+    {OPT_ROOT, "root", "BERTH_ROOT", required_argument},
+    {OPT_RUNTIME, "runtime", "BERTH_RUNTIME", required_argument},
+    {OPT_OCI_RUNTIME, "oci-runtime", "BERTH_OCI_RUNTIME", required_argument},
+    {OPT_LOG_LEVEL, "log-level", "BERTH_LOG_LEVEL", required_argument},
+    {OPT_LOG_FORMAT, "log-format", "BERTH_LOG_FORMAT", required_argument},
+    {OPT_MAX_CONNECTIONS, "max-connections", "BERTH_MAX_CONNECTIONS", required_argument},
+    {OPT_CONNECTION_TIMEOUT, "connection-timeout", "BERTH_CONNECTION_TIMEOUT", required_argument},
+    {OPT_POOL_THREADS, "pool-threads", "BERTH_POOL_THREADS", required_argument},
+    {OPT_STORE_MAX_BYTES, "store-max-bytes", "BERTH_STORE_MAX_BYTES", required_argument},
+    {OPT_STORE_DEVICE_NODES, "store-device-nodes", "BERTH_STORE_DEVICE_NODES", no_argument},
+    {OPT_VERSION, "version", NULL, no_argument},
+    {OPT_HELP, "help", NULL, no_argument},
+};
+
+#define N_OPTIONS (sizeof(option_descs) / sizeof(option_descs[0]))
+
+char *
+config_default_root(void)
+{
+    if (geteuid() == 0)
+        return strdup("/var/lib/berth");
+    char *out = NULL;
+    const char *xdg = getenv("XDG_DATA_HOME");
+    if (xdg && xdg[0] == '/') {
+        if (asprintf(&out, "%s/berth", xdg) < 0)
+            return NULL;
+        return out;
+    }
+    const char *home = getenv("HOME");
+    if (asprintf(&out, "%s/.local/share/berth", home && *home ? home : "/tmp") < 0)
+        return NULL;
+    return out;
+}
+
+int
+config_parse_listen(const char *s, char **host, unsigned *port, struct err *err)
+{
+    const char *colon;
+    char *h;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return err_set(err, EINVAL, "--listen %s: expected [IPV6]:PORT", s);
+        h = strndup(s + 1, (size_t)(close - s - 1));
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || colon == s)
+            return err_set(err, EINVAL, "--listen %s: expected HOST:PORT", s);
+        h = strndup(s, (size_t)(colon - s));
+    }
+    if (!h)
+        return err_set(err, ENOMEM, "--listen: out of memory");
+    const char *p = colon + 1;
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (*p == '\0' || *end != '\0' || errno || v < 0 || v > 65535) {
+        free(h);
+        return err_set(err, EINVAL, "--listen %s: port must be a number from 0 to 65535", s);
+    }
+    free(*host);
+    *host = h;
+    *port = (unsigned)v;
+    return 0;
+}
+
+static int
+parse_uint(const char *flag, const char *s, unsigned min, unsigned max, unsigned *out,
+           struct err *err)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)s[0]))
+        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s,
+                       min, max);
+    unsigned long v = strtoul(s, &end, 10);
+    if (*end != '\0' || errno || v < min || v > max)
+        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s,
+                       min, max);
+    *out = (unsigned)v;
+    return 0;
+}
+
+int
+config_parse_bytes(const char *s, int64_t *out)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -EINVAL;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*end) {
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+        if (*end)
+            return -EINVAL;
+    }
+    if (v > ((unsigned long long)INT64_MAX >> shift))
+        return -ERANGE;
+    *out = (int64_t)(v << shift);
+    return 0;
+}
+
+static bool
+parse_bool_env(const char *s)
+{
+    return strcmp(s, "1") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0;
+}
+
+/* Applies one option's value; flag is the name used in messages. */
+static int
+apply(struct config *cfg, int id, const char *flag, const char *value, struct err *err)
+{
+    switch (id) {
+    case OPT_LISTEN:
+        return config_parse_listen(value, &cfg->listen_host, &cfg->listen_port, err);
+    case OPT_ROOT:
+        if (value[0] != '/')
+            return err_set(err, EINVAL, "--root %s: must be an absolute path", value);
+        free(cfg->root);
+        cfg->root = strdup(value);
+        return 0;
+    case OPT_RUNTIME:
+        if (strcmp(value, "oci") != 0 && strcmp(value, "host") != 0 && strcmp(value, "hcs") != 0)
+            return err_set(err, EINVAL, "--runtime %s: expected oci, host or hcs", value);
+        free(cfg->runtime);
+        cfg->runtime = strdup(value);
+        return 0;
+    case OPT_OCI_RUNTIME:
+        if (!*value)
+            return err_set(err, EINVAL, "--oci-runtime: must not be empty");
+        free(cfg->oci_runtime);
+        cfg->oci_runtime = strdup(value);
+        return 0;
+    case OPT_LOG_LEVEL:
+        if (log_level_parse(value, &cfg->log_level) < 0)
+            return err_set(err, EINVAL, "--log-level %s: expected debug, info, warn or error",
+                           value);
+        return 0;
+    case OPT_LOG_FORMAT:
+        if (log_format_parse(value, &cfg->log_format) < 0)
+            return err_set(err, EINVAL, "--log-format %s: expected text or json", value);
+        return 0;
+    case OPT_MAX_CONNECTIONS:
+        return parse_uint(flag, value, 1, 65536, &cfg->max_connections, err);
+    case OPT_CONNECTION_TIMEOUT:
+        return parse_uint(flag, value, 1, 86400, &cfg->connection_timeout_s, err);
+    case OPT_POOL_THREADS:
+        return parse_uint(flag, value, 2, 1024, &cfg->pool_threads, err);
+    case OPT_STORE_MAX_BYTES:
+        if (config_parse_bytes(value, &cfg->store_max_bytes) < 0)
+            return err_set(err, EINVAL,
+                           "--store-max-bytes %s: expected a byte count such as 10G", value);
+        return 0;
+    case OPT_STORE_DEVICE_NODES:
+        cfg->store_device_nodes = value ? parse_bool_env(value) : true;
+        return 0;
+    }
+    return err_set(err, EINVAL, "unknown option");
+}
+
+int
+config_parse(struct config *cfg, int argc, char **argv, struct err *err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen_host = strdup("127.0.0.1");
+    cfg->listen_port = 7380;
+    cfg->root = config_default_root();
+    cfg->runtime = strdup("oci");
+    cfg->log_level = LOG_INFO;
+    cfg->log_format = LOG_FORMAT_TEXT;
+    cfg->max_connections = 1024;
+    cfg->connection_timeout_s = 60;
+    cfg->pool_threads = 8;
+    cfg->store_max_bytes = -1;
+    if (!cfg->listen_host || !cfg->root || !cfg->runtime)
+        return err_set(err, ENOMEM, "out of memory");
+
+    /* The environment first, so that flags override it. */
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const struct option_desc *d = &option_descs[i];
+        const char *v = d->env ? getenv(d->env) : NULL;
+        if (!v || !*v)
+            continue;
+        struct err e = {0};
+        if (apply(cfg, d->id, d->flag, d->has_arg == no_argument ? v : v, &e) < 0)
+            return err_set(err, e.code, "%s: %s", d->env, e.msg);
+    }
+
+    struct option longopts[N_OPTIONS + 1];
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        longopts[i] = (struct option){option_descs[i].flag, option_descs[i].has_arg, NULL,
+                                      option_descs[i].id};
+    longopts[N_OPTIONS] = (struct option){0};
+
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int longindex = -1;
+        int c = getopt_long(argc, argv, ":h", longopts, &longindex);
+        if (c == -1)
+            break;
+        if (c == '?')
+            return err_set(err, EINVAL, "unknown flag %s (see --help)", argv[optind - 1]);
+        if (c == ':')
+            return err_set(err, EINVAL, "flag %s needs a value", argv[optind - 1]);
+        if (c == 'h' || c == OPT_HELP) {
+            fputs(config_usage, stdout);
+            return CONFIG_EXIT_OK;
+        }
+        if (c == OPT_VERSION) {
+            printf("berthd %s\n", BERTH_VERSION);
+            return CONFIG_EXIT_OK;
+        }
+        const char *flag = longindex >= 0 ? longopts[longindex].name : "?";
+        if (apply(cfg, c, flag, optarg, err) < 0)
+            return -err->code;
+    }
+    if (optind < argc)
+        return err_set(err, EINVAL, "unexpected argument %s (berthd takes only flags)",
+                       argv[optind]);
+    if (!cfg->root)
+        return err_set(err, ENOMEM, "out of memory");
+    return CONFIG_RUN;
+}
+
+void
+config_close(struct config *cfg)
+{
+    free(cfg->listen_host);
+    free(cfg->root);
+    free(cfg->runtime);
+    free(cfg->oci_runtime);
+    memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,148 @@
+/*
+ * The job queue over uv_queue_work. The list of outstanding jobs and the
+ * done callbacks belong to the loop thread; the queued/running counters
+ * are atomics because pool threads move jobs from queued to running.
+ */
+#include "daemon/job.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+
+struct job {
+    uv_work_t req;
+    struct job_queue *queue;
+    const char *name;
+    job_work_fn work;
+    job_done_fn done;
+    void *ctx;
+    struct job *prev, *next; /* outstanding list, loop-owned */
+};
+
+struct job_queue {
+    uv_loop_t *loop;
+    struct job *head;     /* outstanding jobs (queued or running) */
+    unsigned outstanding; /* loop-owned */
+    atomic_uint queued;
+    atomic_uint running;
+    atomic_uint_fast64_t completed;
+    bool shutting_down;
+};
+
+struct job_queue *
+job_queue_new(uv_loop_t *loop)
+{
+    struct job_queue *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    q->loop = loop;
+    return q;
+}
+
+void
+job_queue_free(struct job_queue *q)
+{
+    if (!q)
+        return;
+    if (q->outstanding)
+        log_error("job queue freed with %u jobs outstanding", q->outstanding);
+    free(q);
+}
+
+static void
+work_cb(uv_work_t *req)
+{
+    struct job *job = req->data;
+    atomic_fetch_sub(&job->queue->queued, 1);
+    atomic_fetch_add(&job->queue->running, 1);
+    job->work(job->ctx);
+    atomic_fetch_sub(&job->queue->running, 1);
+}
+
+static void
+after_work_cb(uv_work_t *req, int status)
+{
+    struct job *job = req->data;
+    struct job_queue *q = job->queue;
+    bool cancelled = status == UV_ECANCELED;
+    if (cancelled)
+        atomic_fetch_sub(&q->queued, 1);
+    if (job->prev)
+        job->prev->next = job->next;
+    else
+        q->head = job->next;
+    if (job->next)
+        job->next->prev = job->prev;
+    q->outstanding--;
+    atomic_fetch_add(&q->completed, 1);
+    job_done_fn done = job->done;
+    void *ctx = job->ctx;
+    if (cancelled)
+        log_debug("job %s cancelled before it started", job->name);
+    free(job);
+    done(ctx, cancelled);
+}
+
+int
+job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done, void *ctx)
+{
+    if (q->shutting_down)
+        return -ECANCELED;
+    struct job *job = calloc(1, sizeof(*job));
+    if (!job)
+        return -ENOMEM;
+    job->queue = q;
+    job->name = name;
+    job->work = work;
+    job->done = done;
+    job->ctx = ctx;
+    job->req.data = job;
+    atomic_fetch_add(&q->queued, 1);
+    int rc = uv_queue_work(q->loop, &job->req, work_cb, after_work_cb);
+    if (rc < 0) {
+        atomic_fetch_sub(&q->queued, 1);
+        free(job);
+        return rc;
+    }
+    job->next = q->head;
+    if (q->head)
+        q->head->prev = job;
+    q->head = job;
+    q->outstanding++;
+    return 0;
+}
+
+unsigned
+job_queue_queued(const struct job_queue *q)
+{
+    return atomic_load(&q->queued);
+}
+
+unsigned
+job_queue_running(const struct job_queue *q)
+{
+    return atomic_load(&q->running);
+}
+
+uint64_t
+job_queue_completed(const struct job_queue *q)
+{
+    return atomic_load(&q->completed);
+}
+
+void
+job_queue_shutdown(struct job_queue *q)
+{
+    q->shutting_down = true;
+    /* uv_cancel fails with EBUSY for jobs already running: they finish. */
+    for (struct job *job = q->head; job; job = job->next)
+        uv_cancel((uv_req_t *)&job->req);
+}
+
+bool
+job_queue_idle(const struct job_queue *q)
+{
+    return q->outstanding == 0;
+}

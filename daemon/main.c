@@ -1,0 +1,168 @@
+/*
+ * berthd: parse the configuration, size the thread pool, open the store,
+ * start the API on one libuv loop, and on SIGTERM or SIGINT shut down in
+ * order (stop accepting, cancel queued jobs, let running ones finish,
+ * answer what is still suspended with 503, close every handle) and exit 0.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "api/api.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "daemon/runtime_probe.h"
+
+/* How often the shutdown waits check whether the running jobs are done. */
+#define SHUTDOWN_POLL_MS 20
+
+struct berthd {
+    struct daemon d;
+    struct config cfg;
+    struct api *api;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t shutdown_timer;
+    int signals_seen;
+};
+
+static void
+handle_closed_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void
+api_stopped_cb(void *arg)
+{
+    struct berthd *b = arg;
+    b->api = NULL;
+    uv_close((uv_handle_t *)&b->shutdown_timer, handle_closed_cb);
+    uv_close((uv_handle_t *)&b->sigterm, handle_closed_cb);
+    uv_close((uv_handle_t *)&b->sigint, handle_closed_cb);
+    lag_monitor_close(&b->d.lag, handle_closed_cb);
+}
+
+static void
+shutdown_poll_cb(uv_timer_t *t)
+{
+    struct berthd *b = t->data;
+    if (!job_queue_idle(b->d.jobs))
+        return;
+    uv_timer_stop(t);
+    log_info("all jobs finished; closing connections");
+    api_finish_shutdown(b->api, api_stopped_cb, b);
+}
+
+static void
+signal_cb(uv_signal_t *s, int signum)
+{
+    struct berthd *b = s->data;
+    if (b->signals_seen++ > 0) {
+        log_warn("%s again: still waiting for %u running jobs to finish", strsignal(signum),
+                 job_queue_running(b->d.jobs));
+        return;
+    }
+    log_info("%s: shutting down (%u jobs running, %u queued)", strsignal(signum),
+             job_queue_running(b->d.jobs), job_queue_queued(b->d.jobs));
+    b->d.shutting_down = true;
+    api_begin_shutdown(b->api);
+    job_queue_shutdown(b->d.jobs);
+    uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
+}
+
+/* Sizes libuv's pool; must run before anything touches the pool. */
+static void
+size_thread_pool(unsigned threads)
+{
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%u", threads);
+    setenv("UV_THREADPOOL_SIZE", buf, 1);
+}
+
+int
+main(int argc, char **argv)
+{
+    static struct berthd b;
+    struct err err = {0};
+    int rc = config_parse(&b.cfg, argc, argv, &err);
+    if (rc < 0) {
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        config_close(&b.cfg);
+        return 2;
+    }
+    if (rc == CONFIG_EXIT_OK) {
+        config_close(&b.cfg);
+        return 0;
+    }
+    log_setup(b.cfg.log_level, b.cfg.log_format);
+    signal(SIGPIPE, SIG_IGN);
+    size_thread_pool(b.cfg.pool_threads);
+
+    /* A root that cannot be made is reported by health as degraded, and
+     * every request that needs the store fails with a clear message. */
+    if (fs_mkdir_p(b.cfg.root, 0700, &err) < 0)
+        log_error("store root: %s", err.msg);
+
+    uv_loop_t loop;
+    if ((rc = uv_loop_init(&loop)) < 0) {
+        log_error("start the event loop: %s", uv_strerror(rc));
+        return 1;
+    }
+    struct daemon *d = &b.d;
+    d->loop = &loop;
+    d->cfg = &b.cfg;
+    d->started_at = (int64_t)time(NULL);
+    d->started_hr = uv_hrtime();
+    d->jobs = job_queue_new(&loop);
+    if (!d->jobs) {
+        log_error("out of memory");
+        return 1;
+    }
+    lag_monitor_start(&loop, &d->lag, 100);
+
+    struct runtime_probe *probe = runtime_probe_new(&b.cfg);
+    if (monitor_start(b.cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0) {
+        log_error("%s", err.msg);
+        return 1;
+    }
+
+    if (api_start(d, &b.api, &err) < 0) {
+        log_error("%s", err.msg);
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        monitor_stop(d->monitor);
+        return 1;
+    }
+    log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
+             BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
+             strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root,
+             b.cfg.runtime, b.cfg.pool_threads);
+
+    uv_signal_init(&loop, &b.sigterm);
+    uv_signal_init(&loop, &b.sigint);
+    b.sigterm.data = b.sigint.data = &b;
+    uv_signal_start(&b.sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&b.sigint, signal_cb, SIGINT);
+    uv_timer_init(&loop, &b.shutdown_timer);
+    b.shutdown_timer.data = &b;
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    monitor_stop(d->monitor);
+    runtime_probe_free(probe);
+    job_queue_free(d->jobs);
+    rc = uv_loop_close(&loop);
+    if (rc != 0) {
+        log_error("event loop closed with handles still open: %s", uv_strerror(rc));
+        config_close(&b.cfg);
+        return 1;
+    }
+    log_info("stopped");
+    config_close(&b.cfg);
+    return 0;
+}

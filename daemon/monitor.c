@@ -1,0 +1,160 @@
+/* The health probe thread: one pthread, woken every interval or on poke. */
+#include "daemon/monitor.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fsutil.h"
+
+struct monitor {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool stop;
+    bool poked;
+    unsigned interval_ms;
+    char *root;
+    monitor_probe_fn runtime_probe;
+    void *probe_ctx;
+    struct monitor_snapshot snap; /* guarded by mu */
+};
+
+static void
+probe_store(const char *root, struct monitor_snapshot *s)
+{
+    struct err err = {0};
+    s->store_writable = false;
+    s->store_error[0] = '\0';
+    if (fs_free_bytes(root, &s->store_free_bytes, &err) < 0) {
+        snprintf(s->store_error, sizeof(s->store_error), "%s", err.msg);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/.health-probe", root);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s",
+                 root, strerror(errno));
+        return;
+    }
+    bool ok = write(fd, "ok\n", 3) == 3;
+    int e = errno;
+    close(fd);
+    unlink(path);
+    if (!ok) {
+        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s",
+                 root, strerror(e));
+        return;
+    }
+    s->store_writable = true;
+}
+
+static void
+probe_round(struct monitor *m)
+{
+    struct monitor_snapshot s = {0};
+    probe_store(m->root, &s);
+    if (m->runtime_probe) {
+        struct err err = {0};
+        s.runtime_usable = m->runtime_probe(m->probe_ctx, &err) == 0;
+        if (!s.runtime_usable)
+            snprintf(s.runtime_error, sizeof(s.runtime_error), "%s", err.msg);
+    } else {
+        s.runtime_usable = true;
+    }
+    s.probed = true;
+    pthread_mutex_lock(&m->mu);
+    m->snap = s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void *
+monitor_main(void *arg)
+{
+    struct monitor *m = arg;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += m->interval_ms / 1000;
+        deadline.tv_nsec += (long)(m->interval_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        while (!m->stop && !m->poked)
+            if (pthread_cond_timedwait(&m->cond, &m->mu, &deadline) == ETIMEDOUT)
+                break;
+        if (m->stop)
+            break;
+        m->poked = false;
+        pthread_mutex_unlock(&m->mu);
+        probe_round(m);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+int
+monitor_start(const char *store_root, monitor_probe_fn runtime_probe, void *probe_ctx,
+              unsigned interval_ms, struct monitor **out, struct err *err)
+{
+    struct monitor *m = calloc(1, sizeof(*m));
+    if (!m || !(m->root = strdup(store_root))) {
+        free(m);
+        return err_set(err, ENOMEM, "monitor: out of memory");
+    }
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    m->interval_ms = interval_ms;
+    m->runtime_probe = runtime_probe;
+    m->probe_ctx = probe_ctx;
+    probe_round(m);
+    int rc = pthread_create(&m->thread, NULL, monitor_main, m);
+    if (rc != 0) {
+        free(m->root);
+        free(m);
+        return err_errno(err, rc, "monitor: start thread");
+    }
+    *out = m;
+    return 0;
+}
+
+void
+monitor_read(struct monitor *m, struct monitor_snapshot *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->snap;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void
+monitor_poke(struct monitor *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->poked = true;
+    pthread_cond_signal(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void
+monitor_stop(struct monitor *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->stop = true;
+    pthread_cond_signal(&m->cond);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cond);
+    free(m->root);
+    free(m);
+}
