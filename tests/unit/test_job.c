@@ -1,0 +1,164 @@
+/*
+ * The job queue: work runs off the loop and done on it, counters, cancel
+ * at shutdown, and a job whose client went away (its weak reference was
+ * cleared) completing without touching freed memory. Every loop test
+ * closes its handles and checks that uv_loop_close returns 0.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "daemon/job.h"
+
+struct probe {
+    pthread_t loop_thread;
+    pthread_t work_thread;
+    atomic_int worked;
+    int done_calls;
+    bool cancelled;
+    struct job_queue *q;
+    unsigned running_seen;
+    void **client; /* weak reference to a "client" that may go away */
+    int delivered;
+    useconds_t sleep_us;
+};
+
+static void
+probe_work(void *ctx)
+{
+    struct probe *p = ctx;
+    p->work_thread = pthread_self();
+    if (p->sleep_us)
+        usleep(p->sleep_us);
+    atomic_fetch_add(&p->worked, 1);
+}
+
+static void
+probe_done(void *ctx, bool cancelled)
+{
+    struct probe *p = ctx;
+    ck_assert(pthread_equal(pthread_self(), p->loop_thread));
+    p->done_calls++;
+    p->cancelled = cancelled;
+    if (p->client && *p->client)
+        p->delivered++;
+}
+
+START_TEST(job_runs_work_on_pool_and_done_on_loop)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    /* Slow enough that it is still queued or running when counted. */
+    struct probe p = {.loop_thread = pthread_self(), .sleep_us = 200000};
+    ck_assert_int_eq(job_submit(q, "test", probe_work, probe_done, &p), 0);
+    ck_assert_uint_eq(job_queue_queued(q) + job_queue_running(q), 1);
+    ck_assert(!job_queue_idle(q));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(atomic_load(&p.worked), 1);
+    ck_assert_int_eq(p.done_calls, 1);
+    ck_assert(!p.cancelled);
+    ck_assert(!pthread_equal(p.work_thread, p.loop_thread));
+    ck_assert(job_queue_idle(q));
+    ck_assert_uint_eq(job_queue_completed(q), 1);
+    ck_assert_uint_eq(job_queue_queued(q), 0);
+    ck_assert_uint_eq(job_queue_running(q), 0);
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(job_shutdown_cancels_queued_and_refuses_new)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    /* More slow jobs than pool threads, so some are still queued. */
+    enum { N = 12 };
+    struct probe p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = (struct probe){.loop_thread = pthread_self(), .sleep_us = 200000};
+        ck_assert_int_eq(job_submit(q, "slow", probe_work, probe_done, &p[i]), 0);
+    }
+    usleep(50000);
+    job_queue_shutdown(q);
+    struct probe late = {.loop_thread = pthread_self()};
+    ck_assert_int_eq(job_submit(q, "late", probe_work, probe_done, &late), -ECANCELED);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    int cancelled = 0, ran = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(p[i].done_calls, 1);
+        if (p[i].cancelled) {
+            cancelled++;
+            ck_assert_int_eq(atomic_load(&p[i].worked), 0);
+        } else {
+            ran++;
+            ck_assert_int_eq(atomic_load(&p[i].worked), 1);
+        }
+    }
+    ck_assert_int_gt(cancelled, 0);
+    ck_assert_int_gt(ran, 0);
+    ck_assert_int_eq(late.done_calls, 0);
+    ck_assert(job_queue_idle(q));
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+struct client {
+    int alive;
+};
+
+static void
+disconnect_cb(uv_timer_t *t)
+{
+    /* The client goes away while the job runs: what the request's
+     * completion does with its weak reference. */
+    void **ref = t->data;
+    free(*ref);
+    *ref = NULL;
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+START_TEST(job_whose_client_disconnected_completes_safely)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    void *client = calloc(1, sizeof(struct client));
+    struct probe p = {.loop_thread = pthread_self(), .sleep_us = 100000, .client = &client};
+    ck_assert_int_eq(job_submit(q, "orphan", probe_work, probe_done, &p), 0);
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    t.data = &client;
+    uv_timer_start(&t, disconnect_cb, 10, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(p.done_calls, 1);
+    ck_assert_int_eq(p.delivered, 0); /* nothing delivered to the freed client */
+    ck_assert_ptr_null(client);
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+int
+main(void)
+{
+    setenv("UV_THREADPOOL_SIZE", "4", 1);
+    Suite *s = suite_create("job");
+    TCase *tc = tcase_create("job");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, job_runs_work_on_pool_and_done_on_loop);
+    tcase_add_test(tc, job_shutdown_cancels_queued_and_refuses_new);
+    tcase_add_test(tc, job_whose_client_disconnected_completes_safely);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    /* Loop tests share the process-wide pool; no fork per test needed. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
