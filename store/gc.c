@@ -1,0 +1,357 @@
+/*
+ * Mark and sweep over blobs and snapshots. Runs in a pool job (or at
+ * start-up); blocks on disk for as long as the sweep takes.
+ *
+ * Concurrency. The whole run -- mark, file removals and row deletions --
+ * happens inside meta_run_locked, i.e. with the database mutex held in one
+ * write transaction. That makes the decision "nothing reaches X" and the
+ * removal of X atomic with respect to every other metadata call: an import
+ * that leases a digest before looking at it (the protocol in gc.h) either
+ * got its lease in before the mark, and the blob is kept, or waits for the
+ * sweep to end and then finds the blob gone and writes it again. The same
+ * holds for a blob committed between "mark" and "sweep": there is no such
+ * window. The alternative, a generation counter checked at sweep time,
+ * would let metadata calls proceed during a long sweep but needs every
+ * writer to bump and compare it correctly; holding the mutex is simpler
+ * to get right, and GC runs rarely (after a delete or a prune, on
+ * request) while the removals are mostly unlinks. The cost is that API
+ * calls touching the metadata wait for the sweep; removal of large
+ * snapshot trees is the long part.
+ *
+ * Only entries named by 64 hex digits are considered, so temporaries of
+ * writers (under tmp/, or snapshot directories with a suffix while they
+ * are unpacked) are never touched.
+ */
+#include "store/gc.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+
+/* A sorted set of digests, filled from an ORDER BY query. */
+struct digest_set {
+    char (*items)[DIGEST_STR_LEN];
+    size_t n;
+    size_t cap;
+};
+
+struct gc_ctx {
+    struct blob_store *bs;
+    const char *root;
+    struct gc_result *res;
+    struct digest_set live_blobs;
+    struct digest_set live_snapshots;
+    struct digest_set dead_blobs;
+};
+
+static int
+set_add(struct digest_set *s, const char *d)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        void *items = realloc(s->items, cap * sizeof(*s->items));
+        if (!items)
+            return -ENOMEM;
+        s->items = items;
+        s->cap = cap;
+    }
+    snprintf(s->items[s->n++], DIGEST_STR_LEN, "%s", d);
+    return 0;
+}
+
+static int
+cmp_digest(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static bool
+set_has(const struct digest_set *s, const char *d)
+{
+    return s->n > 0 && bsearch(d, s->items, s->n, sizeof(*s->items), cmp_digest) != NULL;
+}
+
+static int
+sql_exec(sqlite3 *db, const char *sql, struct err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int ret = err_set(err, EIO, "gc: %s", msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return ret;
+    }
+    return 0;
+}
+
+/* Loads the single text column of sql (sorted by BINARY, like strcmp) into s. */
+static int
+sql_load_set(sqlite3 *db, const char *sql, struct digest_set *s, struct err *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+    int rc;
+    int ret = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(st, 0);
+        if (d && set_add(s, d) < 0) {
+            ret = err_set(err, ENOMEM, "gc: out of memory");
+            break;
+        }
+    }
+    if (ret == 0 && rc != SQLITE_DONE)
+        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/*
+ * The mark: everything reachable from the roots, into two temporary
+ * tables. Blobs: images (manifest, config, layers) and leased digests,
+ * then the recorded references transitively. Snapshots: the images'
+ * layers, leased and used snapshots, then their parents transitively.
+ */
+static const char mark_sql[] =
+    "CREATE TEMP TABLE IF NOT EXISTS gc_live_blobs (d TEXT PRIMARY KEY) WITHOUT ROWID;"
+    "CREATE TEMP TABLE IF NOT EXISTS gc_live_snapshots (c TEXT PRIMARY KEY) WITHOUT ROWID;"
+    "DELETE FROM gc_live_blobs;"
+    "DELETE FROM gc_live_snapshots;"
+    "INSERT INTO gc_live_blobs (d)"
+    " WITH RECURSIVE live(d) AS ("
+    "  SELECT digest FROM images"
+    "  UNION SELECT config_digest FROM images"
+    "  UNION SELECT digest FROM image_layers"
+    "  UNION SELECT digest FROM lease_blobs"
+    "  UNION SELECT r.child FROM blob_refs r JOIN live ON r.parent = live.d)"
+    " SELECT d FROM live;"
+    "INSERT INTO gc_live_snapshots (c)"
+    " WITH RECURSIVE live(c) AS ("
+    "  SELECT chain_id FROM image_layers"
+    "  UNION SELECT chain_id FROM lease_snapshots"
+    "  UNION SELECT chain_id FROM snapshot_users"
+    "  UNION SELECT s.parent FROM snapshots s JOIN live ON s.chain_id = live.c"
+    "   WHERE s.parent IS NOT NULL)"
+    " SELECT c FROM live;";
+
+static int
+collect_dead_blob_cb(const char *digest, int64_t size, void *opaque)
+{
+    struct gc_ctx *ctx = opaque;
+    if (set_has(&ctx->live_blobs, digest))
+        return 0;
+    return set_add(&ctx->dead_blobs, digest);
+}
+
+static int
+sweep_blobs(sqlite3 *db, struct gc_ctx *ctx, struct err *err)
+{
+    int ret = blob_list(ctx->bs, collect_dead_blob_cb, ctx, err);
+    if (ret < 0) {
+        if (ret == -ENOMEM)
+            return err_set(err, ENOMEM, "gc: out of memory");
+        return ret;
+    }
+    for (size_t i = 0; i < ctx->dead_blobs.n; i++) {
+        const char *digest = ctx->dead_blobs.items[i];
+        struct err e = {0};
+        int64_t size = 0;
+        if (blob_stat(ctx->bs, digest, &size, &e) < 0 || blob_remove(ctx->bs, digest, &e) < 0) {
+            if (e.code == ENOENT)
+                continue;
+            log_warn("gc: %s", e.msg);
+            ctx->res->errors++;
+            continue;
+        }
+        ctx->res->blobs_removed++;
+        ctx->res->blob_bytes_freed += (uint64_t)size;
+    }
+    /* Rows of unreachable blobs go whether or not a file was there; their
+     * references go with them (ON DELETE CASCADE). */
+    return sql_exec(db, "DELETE FROM blobs WHERE digest NOT IN (SELECT d FROM gc_live_blobs)", err);
+}
+
+/*
+ * Removes <root>/snapshots/<hex>. Refuses (EBUSY) when the directory is
+ * itself a mount point: fs_remove_tree only notices mounts below it.
+ */
+static int
+snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
+{
+    cleanup_free char *path = fs_path_join(snap_root, hex);
+    if (!path)
+        return err_set(err, ENOMEM, "gc: out of memory");
+    struct stat parent, st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : err_errno(err, errno, "stat %s", path);
+    if (stat(snap_root, &parent) < 0)
+        return err_errno(err, errno, "stat %s", snap_root);
+    if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev)
+        return err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
+    return fs_remove_tree(path, err);
+}
+
+/* Removes one snapshot's directory; true when it is gone, counting failures. */
+static bool
+snapshot_remove_counted(struct gc_ctx *ctx, const char *snap_root, const char *hex)
+{
+    struct err e = {0};
+    if (snapshot_dir_remove(snap_root, hex, &e) == 0)
+        return true;
+    if (e.code == EBUSY) {
+        log_warn("gc: snapshot sha256:%s is unreferenced but busy, kept: %s", hex, e.msg);
+        ctx->res->snapshots_busy++;
+    } else {
+        log_warn("gc: snapshot sha256:%s: %s", hex, e.msg);
+        ctx->res->errors++;
+    }
+    return false;
+}
+
+static int
+sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, struct err *err)
+{
+    sqlite3_stmt *sel = NULL, *del = NULL;
+    struct digest_set dead = {0};
+    int64_t *sizes = NULL;
+    size_t cap = 0;
+    int ret = 0, rc;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT chain_id, size_bytes FROM snapshots"
+                           " WHERE chain_id NOT IN (SELECT c FROM gc_live_snapshots)",
+                           -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "DELETE FROM snapshots WHERE chain_id = ?", -1, &del, NULL) !=
+            SQLITE_OK) {
+        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    /* Collect first: deleting from the table being scanned is best avoided. */
+    while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        if (dead.n == cap) {
+            cap = cap ? cap * 2 : 64;
+            int64_t *ns = realloc(sizes, cap * sizeof(*ns));
+            if (!ns) {
+                ret = err_set(err, ENOMEM, "gc: out of memory");
+                break;
+            }
+            sizes = ns;
+        }
+        sizes[dead.n] = sqlite3_column_int64(sel, 1);
+        if (set_add(&dead, (const char *)sqlite3_column_text(sel, 0)) < 0) {
+            ret = err_set(err, ENOMEM, "gc: out of memory");
+            break;
+        }
+    }
+    if (ret == 0 && rc != SQLITE_DONE)
+        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+    for (size_t i = 0; ret == 0 && i < dead.n; i++) {
+        const char *chain = dead.items[i];
+        const char *hex = digest_hex(chain);
+        if (hex && !snapshot_remove_counted(ctx, snap_root, hex))
+            continue;
+        sqlite3_reset(del);
+        sqlite3_bind_text(del, 1, chain, -1, SQLITE_STATIC);
+        if (sqlite3_step(del) != SQLITE_DONE) {
+            ret = err_set(err, EIO, "gc: delete snapshot %s: %s", chain, sqlite3_errmsg(db));
+            break;
+        }
+        ctx->res->snapshots_removed++;
+        ctx->res->snapshot_bytes_freed += sizes[i] > 0 ? (uint64_t)sizes[i] : 0;
+    }
+out:
+    free(dead.items);
+    free(sizes);
+    sqlite3_finalize(sel);
+    sqlite3_finalize(del);
+    return ret;
+}
+
+/* Directories with no row at all (a crash between unpack and commit). */
+static int
+sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, struct err *err)
+{
+    DIR *dir = opendir(snap_root);
+    if (!dir) {
+        if (errno == ENOENT)
+            return 0;
+        return err_errno(err, errno, "gc: list %s", snap_root);
+    }
+    sqlite3_stmt *has = NULL;
+    int ret = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM snapshots WHERE chain_id = ?", -1, &has, NULL) !=
+        SQLITE_OK) {
+        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        if (strlen(de->d_name) != DIGEST_HEX_LEN || !digest_hex_valid(de->d_name, DIGEST_HEX_LEN))
+            continue;
+        char chain[DIGEST_STR_LEN];
+        snprintf(chain, sizeof(chain), DIGEST_PREFIX "%.64s", de->d_name);
+        if (set_has(&ctx->live_snapshots, chain))
+            continue;
+        sqlite3_reset(has);
+        sqlite3_bind_text(has, 1, chain, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(has);
+        if (rc == SQLITE_ROW)
+            continue; /* an unreferenced row kept because it was busy */
+        if (rc != SQLITE_DONE) {
+            ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+            break;
+        }
+        if (snapshot_remove_counted(ctx, snap_root, de->d_name))
+            ctx->res->snapshots_removed++;
+    }
+out:
+    sqlite3_finalize(has);
+    closedir(dir);
+    return ret;
+}
+
+static int
+gc_locked(struct sqlite3 *db, void *opaque, struct err *err)
+{
+    struct gc_ctx *ctx = opaque;
+    int ret = sql_exec(db, mark_sql, err);
+    if (ret == 0)
+        ret = sql_load_set(db, "SELECT d FROM gc_live_blobs ORDER BY d", &ctx->live_blobs, err);
+    if (ret == 0)
+        ret = sql_load_set(db, "SELECT c FROM gc_live_snapshots ORDER BY c", &ctx->live_snapshots,
+                           err);
+    if (ret == 0)
+        ret = sweep_blobs(db, ctx, err);
+    cleanup_free char *snap_root = fs_path_join(ctx->root, "snapshots");
+    if (ret == 0 && !snap_root)
+        ret = err_set(err, ENOMEM, "gc: out of memory");
+    if (ret == 0)
+        ret = sweep_snapshot_rows(db, ctx, snap_root, err);
+    if (ret == 0)
+        ret = sweep_snapshot_dirs(db, ctx, snap_root, err);
+    return ret;
+}
+
+int
+gc_run(struct blob_store *bs, struct meta *m, const char *root, struct gc_result *res,
+       struct err *err)
+{
+    struct gc_ctx ctx = {.bs = bs, .root = root, .res = res};
+    memset(res, 0, sizeof(*res));
+    int ret = meta_run_locked(m, gc_locked, &ctx, err);
+    free(ctx.live_blobs.items);
+    free(ctx.live_snapshots.items);
+    free(ctx.dead_blobs.items);
+    if (ret < 0)
+        return err_wrap(err, "garbage collection");
+    log_info("gc: removed %llu blobs (%llu bytes) and %llu snapshots (%llu bytes); %llu busy",
+             (unsigned long long)res->blobs_removed, (unsigned long long)res->blob_bytes_freed,
+             (unsigned long long)res->snapshots_removed,
+             (unsigned long long)res->snapshot_bytes_freed,
+             (unsigned long long)res->snapshots_busy);
+    return 0;
+}
