@@ -1,0 +1,107 @@
+/*
+ * Layer unpacking: one pass over a layer blob (gzip, zstd or plain tar)
+ * that hashes the compressed bytes, hashes the uncompressed tar stream
+ * (the diff_id) and extracts the entries into a snapshot directory, with
+ * OCI whiteouts converted to the overlayfs format.
+ *
+ * Synchronous and blocking: call it from a pool thread. Thread-safe: two
+ * threads may unpack two layers at once (each into its own target).
+ */
+#ifndef BERTH_STORE_UNPACK_H
+#define BERTH_STORE_UNPACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/err.h"
+#include "store/digest.h"
+
+/*
+ * Where the layer's bytes come from. read fills up to len bytes of buf and
+ * returns how many it wrote, 0 at the end of the blob, or a negative errno.
+ * media_type is optional: when it names a tar, tar+gzip or tar+zstd layer
+ * (OCI or Docker media types), a blob whose bytes say otherwise is
+ * rejected; when NULL or unknown, the bytes alone decide.
+ */
+struct unpack_input {
+    ssize_t (*read)(void *ctx, void *buf, size_t len);
+    void *ctx;
+    const char *media_type;
+};
+
+/* Called now and then with the number of compressed bytes read so far. */
+typedef void (*unpack_progress_cb)(void *ctx, uint64_t bytes_done);
+
+/*
+ * Where and how to unpack.
+ * - target_dir: an existing, empty directory (the snapshot being built).
+ * - lower_dirs: the unpacked snapshots below this layer, top-most first,
+ *   NULL-terminated (or NULL for a base layer). They are only read, to
+ *   find symlinks that an entry's path would go through.
+ * - allow_device_nodes: false skips character and block devices (a debug
+ *   log line each); whiteouts are created whatever this says.
+ */
+struct unpack_opts {
+    const char *target_dir;
+    const char *const *lower_dirs;
+    bool allow_device_nodes;
+    unpack_progress_cb progress_cb;
+    void *progress_ctx;
+};
+
+/* What one unpack saw. Digests are "sha256:<hex>". */
+struct unpack_result {
+    char digest[DIGEST_STR_LEN];  /* of the blob as read (compressed) */
+    uint64_t size;                /* bytes of the blob */
+    char diff_id[DIGEST_STR_LEN]; /* of the uncompressed tar stream */
+    uint64_t uncompressed_size;   /* bytes of the tar stream */
+    uint64_t unpacked_bytes;      /* sum of the regular files' sizes */
+    uint64_t entries;             /* tar entries, whiteouts included */
+};
+
+/*
+ * Unpacks one layer blob into opts->target_dir. Blocks until the whole
+ * blob is read, hashed and extracted.
+ *
+ * Paths: a leading "./" is stripped (docker and most tools write it) and
+ * repeated or trailing slashes are folded. An absolute name ("/etc/x"), a
+ * ".." component, a name whose parent component is a symlink (in this
+ * layer, or in the merged view of lower_dirs that an overlay mount would
+ * show), a hard link whose target is absolute, has "..", goes through a
+ * symlink or is not an earlier entry of this layer: all fail with
+ * ERR_INVALID_CONTENT and a message naming the entry. Nothing is ever
+ * created outside target_dir.
+ *
+ * Whiteouts ("overlayfs format", so a snapshot is one overlay lower dir):
+ * ".wh.<name>" becomes a 0/0 character device <name>, and ".wh..wh..opq"
+ * sets trusted.overlay.opaque="y" on its directory, wherever it appears
+ * in the stream. Missing parents of a whiteout are created (0755). They
+ * hide lower layers only; an entry of this layer keeps its data:
+ * - a whiteout for a name this layer already wrote leaves the entry; if
+ *   the entry is a directory it is made opaque (what the lower layers had
+ *   there is gone, what this layer put there stays);
+ * - an entry that comes after a whiteout of its own name replaces the
+ *   whiteout; a directory that does so is made opaque, for the same
+ *   reason.
+ * trusted.overlay.* xattrs carried by the tar itself are dropped: only
+ * the conversion above may set them.
+ *
+ * A regular file whose creation fails with EACCES or EPERM because an
+ * existing file of that name is read-only (or immutable) is made writable
+ * and created again.
+ *
+ * Metadata: owners (numeric ids, never mapped through the host's user
+ * names), modes, times, xattrs and ACLs are kept. File flags (chattr) are
+ * not: an immutable file would make the snapshot impossible to remove
+ * and to copy up.
+ *
+ * Returns 0 with *res filled, or a negative errno with err set:
+ * ERR_INVALID_CONTENT for a bad blob (compression, tar, path, media type
+ * mismatch), an errno for I/O failures. On failure the target may hold a
+ * partial tree: the caller removes target_dir.
+ */
+int layer_unpack(const struct unpack_input *in, const struct unpack_opts *opts,
+                 struct unpack_result *res, struct err *err);
+
+#endif
