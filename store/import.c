@@ -1,0 +1,1210 @@
+/*
+ * Image import: gathering blobs (from an upload or a layout directory),
+ * resolving the manifest and config, the platform check, unpacking the
+ * layers into snapshots and committing the image. See import.h for the
+ * guarantees. Runs on a pool thread; blocking.
+ *
+ * Upload: the tar stream is read once. Each file lands in this import's
+ * staging directory as it is hashed: entries named blobs/sha256/<hex> are
+ * checked against their name (and skipped unread when the content store
+ * already has them); other files (docker save's config and layer.tar
+ * files) are staged under the digest they hash to. When the stream ends,
+ * index.json or manifest.json says which image it holds.
+ *
+ * Layout directory: index.json is read first; an image whose manifest is
+ * already stored is answered from the database without reading any blob.
+ * Otherwise each layer is read once: the bytes go to the staging
+ * directory and to the unpacker at the same time.
+ */
+#include "store/import.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "store/oci.h"
+#include "store/unpack.h"
+
+#define READ_CHUNK (256 * 1024)
+#define PROGRESS_STEP (8 << 20)
+
+/* An upload's regular file, by its path in the archive. */
+struct staged_file {
+    char *path;
+    char digest[DIGEST_STR_LEN];
+    int64_t size;
+    struct staged_file *next;
+};
+
+/* An upload's symbolic or hard link (docker save reuses layers this way). */
+struct archive_link {
+    char *path;
+    char *target; /* normalised, relative to the archive root */
+    struct archive_link *next;
+};
+
+struct import {
+    struct store *st;
+    const struct import_request *req;
+    char lease[META_LEASE_ID_LEN];
+    bool leased;
+    char *staging;
+
+    /* Upload only. */
+    struct staged_file *files;
+    struct archive_link *links;
+    char *index_json;
+    size_t index_len;
+    char *docker_json;
+    size_t docker_len;
+    bool saw_layout_file;
+
+    /* The resolved image. */
+    char manifest_digest[DIGEST_STR_LEN];
+    int64_t manifest_size;
+    const char *manifest_media_type;
+    struct oci_manifest *manifest;
+    struct oci_config *config;
+    char **names; /* from the archive: ref.name or RepoTags */
+    size_t n_names;
+    char **chain_ids;
+    int64_t *unpacked;
+};
+
+static void
+emit(struct import *imp, const struct import_event *ev)
+{
+    if (imp->req->progress)
+        imp->req->progress(imp->req->progress_ctx, ev);
+}
+
+static int
+lease_blob(struct import *imp, const char *digest, struct err *err)
+{
+    return meta_lease_add_blob(imp->st->meta, imp->lease, digest, err);
+}
+
+/* True when digest is in the content store or staged by this import. */
+static bool
+blob_present(struct import *imp, const char *digest, int64_t *size)
+{
+    if (!digest_valid(digest))
+        return false;
+    cleanup_free char *staged = fs_path_join(imp->staging, digest_hex(digest));
+    struct stat sb;
+    if (staged && stat(staged, &sb) == 0) {
+        if (size)
+            *size = (int64_t)sb.st_size;
+        return true;
+    }
+    if (!blob_exists(imp->st->blobs, digest))
+        return false;
+    if (size) {
+        struct err ignored = {0};
+        if (blob_stat(imp->st->blobs, digest, size, &ignored) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Where to read a present blob from; caller frees. */
+static char *
+blob_location(struct import *imp, const char *digest)
+{
+    char *staged = fs_path_join(imp->staging, digest_hex(digest));
+    if (staged && access(staged, F_OK) == 0)
+        return staged;
+    free(staged);
+    return blob_path(imp->st->blobs, digest);
+}
+
+/* Opens a blob of the layout directory without following a symlink. */
+static int
+layout_blob_open(struct import *imp, const char *digest, struct err *err)
+{
+    cleanup_free char *rel = NULL;
+    if (asprintf(&rel, "blobs/sha256/%s", digest_hex(digest)) < 0)
+        return err_set(err, ENOMEM, "out of memory");
+    cleanup_close int dirfd =
+        open(imp->req->layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return err_errno(err, errno, "open layout %s", imp->req->layout_dir);
+    int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return err_set(err, ERR_INVALID_CONTENT, "blob %s: missing from the layout (%s)",
+                           digest, rel);
+        if (errno == ELOOP)
+            return err_set(err, ERR_INVALID_CONTENT,
+                           "blob %s: %s is a symbolic link; a layout's blobs must be files",
+                           digest, rel);
+        return err_errno(err, errno, "open %s/%s", imp->req->layout_dir, rel);
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest, rel);
+    }
+    return fd;
+}
+
+/* Copies a blob of the layout directory into staging, verifying it. */
+static int
+layout_blob_stage(struct import *imp, const char *digest, int64_t size, int64_t max,
+                  struct err *err)
+{
+    cleanup_close int fd = layout_blob_open(imp, digest, err);
+    if (fd < 0)
+        return fd;
+    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, digest, size, max, err);
+    if (!w)
+        return -err->code;
+    cleanup_free char *buf = malloc(READ_CHUNK);
+    if (!buf) {
+        blob_writer_abort(w);
+        return err_set(err, ENOMEM, "out of memory");
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            blob_writer_abort(w);
+            return err_errno(err, errno, "read blob %s from the layout", digest);
+        }
+        if (n == 0)
+            break;
+        if (blob_writer_write(w, buf, (size_t)n, err) < 0) {
+            blob_writer_abort(w);
+            return -err->code;
+        }
+    }
+    return blob_writer_finish(w, NULL, NULL, err);
+}
+
+/*
+ * Reads a JSON document blob (index, manifest, config) of at most
+ * OCI_DOC_MAX bytes, refusing a larger declared size before reading.
+ * In layout mode a blob missing from the store is staged from the layout
+ * first, which verifies it.
+ */
+static int
+read_doc(struct import *imp, const char *what, const char *digest, int64_t declared,
+         char **buf, size_t *len, struct err *err)
+{
+    if (declared > OCI_DOC_MAX)
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "%s %s: %lld bytes is over the limit of %d bytes for a document", what,
+                       digest, (long long)declared, OCI_DOC_MAX);
+    int rc = lease_blob(imp, digest, err);
+    if (rc < 0)
+        return rc;
+    int64_t have = -1;
+    if (!blob_present(imp, digest, &have)) {
+        if (!imp->req->layout_dir)
+            return err_set(err, ERR_INVALID_CONTENT, "%s %s: missing from the archive", what,
+                           digest);
+        if ((rc = layout_blob_stage(imp, digest, declared, OCI_DOC_MAX, err)) < 0)
+            return err_wrap(err, "%s %s", what, digest);
+        have = declared;
+    }
+    if (declared >= 0 && have != declared)
+        return err_set(err, ERR_INVALID_CONTENT, "%s %s: size is %lld bytes, its descriptor says %lld",
+                       what, digest, (long long)have, (long long)declared);
+    cleanup_free char *path = blob_location(imp, digest);
+    if (!path)
+        return err_set(err, ENOMEM, "out of memory");
+    rc = fs_read_file(path, OCI_DOC_MAX, buf, len, err);
+    if (rc == -EFBIG)
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "%s %s: over the limit of %d bytes for a document", what, digest,
+                       OCI_DOC_MAX);
+    return rc;
+}
+
+static int
+read_doc_cb(void *ctx, const char *digest, char **buf, size_t *len, struct err *err)
+{
+    return read_doc(ctx, "index", digest, -1, buf, len, err);
+}
+
+/* ---- upload: reading the tar stream ------------------------------------- */
+
+struct upload_reader {
+    struct import *imp;
+    char *buf;
+};
+
+static la_ssize_t
+upload_read_cb(struct archive *a, void *ctx, const void **out)
+{
+    struct upload_reader *r = ctx;
+    ssize_t n = r->imp->req->read(r->imp->req->read_ctx, r->buf, READ_CHUNK);
+    if (n < 0) {
+        archive_set_error(a, (int)-n, "reading the upload: %s", strerror((int)-n));
+        return -1;
+    }
+    *out = r->buf;
+    return n;
+}
+
+/* Normalises an archive path: strips "./" and repeated slashes; refuses
+ * absolute paths and "..". Returns a new string or NULL with err set. */
+static char *
+normalise_path(const char *raw, struct err *err)
+{
+    if (raw[0] == '/') {
+        err_set(err, ERR_INVALID_CONTENT, "archive entry %s: absolute path", raw);
+        return NULL;
+    }
+    size_t len = strlen(raw);
+    char *out = malloc(len + 1);
+    if (!out) {
+        err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    size_t o = 0;
+    const char *p = raw;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *end = strchr(p, '/');
+        size_t seg = end ? (size_t)(end - p) : strlen(p);
+        if (seg == 0)
+            break;
+        if (seg == 1 && p[0] == '.') {
+            p += seg;
+            continue;
+        }
+        if (seg == 2 && p[0] == '.' && p[1] == '.') {
+            err_set(err, ERR_INVALID_CONTENT, "archive entry %s: \"..\" component", raw);
+            free(out);
+            return NULL;
+        }
+        if (o)
+            out[o++] = '/';
+        memcpy(out + o, p, seg);
+        o += seg;
+        p += seg;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Resolves a link target relative to the directory of the link. */
+static char *
+link_target(const char *link_path, const char *target, bool hard, struct err *err)
+{
+    if (hard)
+        return normalise_path(target, err);
+    if (target[0] == '/') {
+        err_set(err, ERR_INVALID_CONTENT, "archive entry %s: link to absolute path %s", link_path,
+                target);
+        return NULL;
+    }
+    const char *slash = strrchr(link_path, '/');
+    cleanup_free char *joined = NULL;
+    if (asprintf(&joined, "%.*s%s%s", slash ? (int)(slash - link_path) : 0, link_path,
+                 slash ? "/" : "", target) < 0) {
+        err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    /* Resolve ".." against the link's directory, never above the root. */
+    char *out = malloc(strlen(joined) + 1);
+    if (!out) {
+        err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    size_t o = 0;
+    char *save = NULL;
+    for (char *seg = strtok_r(joined, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+        if (strcmp(seg, ".") == 0)
+            continue;
+        if (strcmp(seg, "..") == 0) {
+            if (o == 0) {
+                err_set(err, ERR_INVALID_CONTENT, "archive entry %s: link %s leaves the archive",
+                        link_path, target);
+                free(out);
+                return NULL;
+            }
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--;
+            continue;
+        }
+        if (o)
+            out[o++] = '/';
+        size_t l = strlen(seg);
+        memcpy(out + o, seg, l);
+        o += l;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int
+read_entry_small(struct archive *a, const char *path, int64_t size, size_t max, char **out,
+                 size_t *out_len, struct err *err)
+{
+    if (size < 0 || (uint64_t)size > max)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: %lld bytes is over the limit of %zu bytes",
+                       path, (long long)size, max);
+    char *buf = malloc((size_t)size + 1);
+    if (!buf)
+        return err_set(err, ENOMEM, "out of memory");
+    size_t got = 0;
+    while (got < (size_t)size) {
+        la_ssize_t n = archive_read_data(a, buf + got, (size_t)size - got);
+        if (n < 0) {
+            free(buf);
+            return err_set(err, ERR_INVALID_CONTENT, "%s: %s", path, archive_error_string(a));
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got != (size_t)size) {
+        free(buf);
+        return err_set(err, ERR_INVALID_CONTENT, "%s: truncated", path);
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *out_len = got;
+    return 0;
+}
+
+/* Streams the current entry's data into a blob writer (which it ends). */
+static int
+stage_entry(struct import *imp, struct archive *a, const char *path, const char *expected,
+            int64_t size, char digest_out[DIGEST_STR_LEN], struct err *err)
+{
+    struct blob_writer *w =
+        blob_writer_new(imp->st->blobs, imp->staging, expected, size, -1, err);
+    if (!w)
+        return err_wrap(err, "%s", path);
+    const void *block;
+    size_t len;
+    la_int64_t offset;
+    int64_t written = 0, next_report = PROGRESS_STEP;
+    for (;;) {
+        int r = archive_read_data_block(a, &block, &len, &offset);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN) {
+            blob_writer_abort(w);
+            int code = archive_errno(a);
+            if (code == ECANCELED || code == EPIPE || code == ECONNRESET)
+                return err_set(err, ECANCELED, "%s: the upload ended early", path);
+            return err_set(err, ERR_INVALID_CONTENT, "%s: %s", path, archive_error_string(a));
+        }
+        /* Sparse entries: fill holes with zeros so the bytes hash right. */
+        if (offset > written) {
+            static const char zeros[4096];
+            while (written < offset) {
+                size_t z = (size_t)(offset - written) < sizeof(zeros) ? (size_t)(offset - written)
+                                                                      : sizeof(zeros);
+                if (blob_writer_write(w, zeros, z, err) < 0) {
+                    blob_writer_abort(w);
+                    return err_wrap(err, "%s", path);
+                }
+                written += (int64_t)z;
+            }
+        }
+        if (blob_writer_write(w, block, len, err) < 0) {
+            blob_writer_abort(w);
+            return err_wrap(err, "%s", path);
+        }
+        written += (int64_t)len;
+        if (written >= next_report) {
+            struct import_event ev = {.step = "blob", .status = "receiving",
+                                      .digest = expected ? expected : path, .done = written,
+                                      .total = size};
+            emit(imp, &ev);
+            next_report = written + PROGRESS_STEP;
+        }
+    }
+    int64_t final_size = 0;
+    if (blob_writer_finish(w, digest_out, &final_size, err) < 0)
+        return err_wrap(err, "%s", path);
+    struct import_event ev = {.step = "blob", .status = "stored", .digest = digest_out,
+                              .done = final_size, .total = final_size};
+    emit(imp, &ev);
+    return 0;
+}
+
+static int
+add_staged(struct import *imp, const char *path, const char *digest, int64_t size,
+           struct err *err)
+{
+    struct staged_file *f = calloc(1, sizeof(*f));
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
+        return err_set(err, ENOMEM, "out of memory");
+    }
+    snprintf(f->digest, sizeof(f->digest), "%s", digest);
+    f->size = size;
+    f->next = imp->files;
+    imp->files = f;
+    return 0;
+}
+
+static int
+handle_entry(struct import *imp, struct archive *a, struct archive_entry *e, struct err *err)
+{
+    cleanup_free char *path = normalise_path(archive_entry_pathname(e), err);
+    if (!path)
+        return -err->code;
+    const char *hardlink = archive_entry_hardlink(e);
+    mode_t type = archive_entry_filetype(e);
+    if (hardlink || type == AE_IFLNK) {
+        struct archive_link *l = calloc(1, sizeof(*l));
+        if (!l)
+            return err_set(err, ENOMEM, "out of memory");
+        l->path = strdup(path);
+        l->target =
+            link_target(path, hardlink ? hardlink : archive_entry_symlink(e), hardlink != NULL, err);
+        if (!l->path || !l->target) {
+            free(l->path);
+            free(l->target);
+            free(l);
+            return err->code ? -err->code : err_set(err, ENOMEM, "out of memory");
+        }
+        l->next = imp->links;
+        imp->links = l;
+        return 0;
+    }
+    if (type != AE_IFREG)
+        return 0; /* directories and anything else carry no image data */
+    int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
+
+    if (strcmp(path, "index.json") == 0)
+        return read_entry_small(a, path, size, OCI_DOC_MAX, &imp->index_json, &imp->index_len,
+                                err);
+    if (strcmp(path, "manifest.json") == 0)
+        return read_entry_small(a, path, size, OCI_DOC_MAX, &imp->docker_json, &imp->docker_len,
+                                err);
+    if (strcmp(path, "oci-layout") == 0) {
+        cleanup_free char *buf = NULL;
+        size_t len = 0;
+        int rc = read_entry_small(a, path, size, 4096, &buf, &len, err);
+        if (rc == 0)
+            rc = oci_layout_check(buf, len, "oci-layout", err);
+        imp->saw_layout_file = rc == 0;
+        return rc;
+    }
+    if (strcmp(path, "repositories") == 0)
+        return 0;
+
+    char digest[DIGEST_STR_LEN];
+    if (strncmp(path, "blobs/", 6) == 0) {
+        if (strncmp(path, "blobs/sha256/", 13) != 0)
+            return err_set(err, ERR_INVALID_CONTENT,
+                           "%s: only sha256 blobs are supported", path);
+        const char *hex = path + 13;
+        if (!digest_hex_valid(hex, DIGEST_HEX_LEN) || strlen(hex) != DIGEST_HEX_LEN)
+            return err_set(err, ERR_INVALID_CONTENT,
+                           "%s: a blob's name must be 64 lowercase hex digits", path);
+        snprintf(digest, sizeof(digest), "sha256:%s", hex);
+        int rc = lease_blob(imp, digest, err);
+        if (rc < 0)
+            return rc;
+        if (blob_exists(imp->st->blobs, digest)) {
+            /* Stored already: read past it, unhashed. */
+            struct import_event ev = {.step = "blob", .status = "present", .digest = digest,
+                                      .done = size, .total = size};
+            emit(imp, &ev);
+            return add_staged(imp, path, digest, size, err);
+        }
+        if ((rc = stage_entry(imp, a, path, digest, size, digest, err)) < 0)
+            return rc;
+        return add_staged(imp, path, digest, size, err);
+    }
+    /* A docker save file (config, layer.tar): staged under its digest. */
+    int rc = stage_entry(imp, a, path, NULL, size, digest, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = lease_blob(imp, digest, err)) < 0)
+        return rc;
+    return add_staged(imp, path, digest, size, err);
+}
+
+static int
+read_upload(struct import *imp, struct err *err)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        return err_set(err, ENOMEM, "out of memory");
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    struct upload_reader r = {.imp = imp, .buf = malloc(READ_CHUNK)};
+    if (!r.buf) {
+        archive_read_free(a);
+        return err_set(err, ENOMEM, "out of memory");
+    }
+    int rc = 0;
+    if (archive_read_open(a, &r, NULL, upload_read_cb, NULL) != ARCHIVE_OK) {
+        rc = err_set(err, ERR_INVALID_CONTENT, "upload: not a tar stream (%s)",
+                     archive_error_string(a));
+        goto out;
+    }
+    for (;;) {
+        struct archive_entry *e;
+        int h = archive_read_next_header(a, &e);
+        if (h == ARCHIVE_EOF)
+            break;
+        if (h < ARCHIVE_WARN) {
+            int code = archive_errno(a);
+            if (code == ECANCELED || code == ECONNRESET || code == EPIPE)
+                rc = err_set(err, ECANCELED, "upload: the client went away (%s)",
+                             archive_error_string(a));
+            else
+                rc = err_set(err, ERR_INVALID_CONTENT, "upload: not a valid tar stream: %s",
+                             archive_error_string(a));
+            goto out;
+        }
+        if ((rc = handle_entry(imp, a, e, err)) < 0)
+            goto out;
+    }
+out:
+    archive_read_free(a);
+    free(r.buf);
+    return rc;
+}
+
+/* The staged file for an archive path, following links (bounded). */
+static struct staged_file *
+find_staged(struct import *imp, const char *path)
+{
+    cleanup_free char *cur = strdup(path);
+    for (int hops = 0; cur && hops < 16; hops++) {
+        for (struct staged_file *f = imp->files; f; f = f->next)
+            if (strcmp(f->path, cur) == 0)
+                return f;
+        struct archive_link *l = imp->links;
+        while (l && strcmp(l->path, cur) != 0)
+            l = l->next;
+        if (!l)
+            return NULL;
+        free(cur);
+        cur = strdup(l->target);
+    }
+    return NULL;
+}
+
+/* ---- resolving the image ------------------------------------------------ */
+
+static int
+add_name(struct import *imp, const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    char **n = realloc(imp->names, (imp->n_names + 1) * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    imp->names = n;
+    if (!(n[imp->n_names] = strdup(name)))
+        return -ENOMEM;
+    imp->n_names++;
+    return 0;
+}
+
+static int
+want_platform(struct import *imp, struct oci_platform *want, struct err *err)
+{
+    if (imp->req->platform) {
+        *want = *imp->req->platform;
+        return 0;
+    }
+    *want = imp->st->host.platform;
+    return 0;
+}
+
+/* Reads and checks the manifest and config named by imp->manifest_digest. */
+static int
+load_manifest_and_config(struct import *imp, struct err *err)
+{
+    cleanup_free char *buf = NULL;
+    size_t len = 0;
+    int rc = read_doc(imp, "manifest", imp->manifest_digest, imp->manifest_size, &buf, &len, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = oci_manifest_parse(buf, len, imp->manifest_digest, &imp->manifest, err)) < 0)
+        return rc;
+    free(buf);
+    buf = NULL;
+    const struct oci_descriptor *cd = &imp->manifest->config;
+    if ((rc = read_doc(imp, "config", cd->digest, cd->size, &buf, &len, err)) < 0)
+        return rc;
+    if ((rc = oci_config_parse(buf, len, cd->digest, &imp->config, err)) < 0)
+        return rc;
+    if ((rc = oci_image_check_consistent(imp->manifest, imp->config, imp->manifest_digest, err)) <
+        0)
+        return rc;
+    /* The one platform check, before any layer is unpacked. */
+    struct err perr = {0};
+    if (platform_check(&imp->config->platform, &imp->st->host, ISOLATION_ANY, &perr) ==
+        PLATFORM_REFUSED)
+        return err_set(err, ERR_INVALID_CONTENT, "image %s: %s", imp->manifest_digest, perr.msg);
+    return 0;
+}
+
+static int
+resolve_oci(struct import *imp, const char *index_json, size_t index_len, struct err *err)
+{
+    struct oci_index *idx = NULL;
+    int rc = oci_index_parse(index_json, index_len, "index.json", &idx, err);
+    if (rc < 0)
+        return rc;
+    struct oci_platform want;
+    want_platform(imp, &want, err);
+    struct oci_descriptor desc = {0};
+    rc = oci_index_resolve(idx, &want, NULL, "index.json", read_doc_cb, imp, &desc, err);
+    oci_index_free(idx);
+    if (rc < 0)
+        return rc;
+    snprintf(imp->manifest_digest, sizeof(imp->manifest_digest), "%s", desc.digest);
+    imp->manifest_size = desc.size;
+    if (desc.ref_name && add_name(imp, desc.ref_name) < 0)
+        rc = err_set(err, ENOMEM, "out of memory");
+    oci_descriptor_clear(&desc);
+    return rc;
+}
+
+/* Picks the docker save image to import and turns it into an OCI manifest. */
+static int
+resolve_docker(struct import *imp, struct err *err)
+{
+    struct docker_manifest *dm = NULL;
+    int rc = docker_manifest_parse(imp->docker_json, imp->docker_len, "manifest.json", &dm, err);
+    if (rc < 0)
+        return rc;
+    const struct docker_image *pick = NULL;
+    if (dm->n_images == 0) {
+        docker_manifest_free(dm);
+        return err_set(err, ERR_INVALID_CONTENT, "manifest.json: lists no image");
+    }
+    if (imp->req->name)
+        for (size_t i = 0; i < dm->n_images && !pick; i++)
+            for (size_t t = 0; t < dm->images[i].n_repo_tags; t++)
+                if (strcmp(dm->images[i].repo_tags[t], imp->req->name) == 0)
+                    pick = &dm->images[i];
+    if (!pick)
+        pick = &dm->images[0];
+    if (dm->n_images > 1 && !imp->req->name)
+        log_info("import: manifest.json lists %zu images; importing the first", dm->n_images);
+
+    struct staged_file *cf = find_staged(imp, pick->config);
+    if (!cf) {
+        rc = err_set(err, ERR_INVALID_CONTENT, "manifest.json: config %s is not in the archive",
+                     pick->config);
+        goto out;
+    }
+    struct oci_layer_ref *refs = calloc(pick->n_layers ? pick->n_layers : 1, sizeof(*refs));
+    if (!refs) {
+        rc = err_set(err, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < pick->n_layers; i++) {
+        struct staged_file *lf = find_staged(imp, pick->layers[i]);
+        if (!lf) {
+            free(refs);
+            rc = err_set(err, ERR_INVALID_CONTENT, "manifest.json: layer %s is not in the archive",
+                         pick->layers[i]);
+            goto out;
+        }
+        snprintf(refs[i].digest, sizeof(refs[i].digest), "%s", lf->digest);
+        refs[i].size = lf->size;
+        /* docker save layers are plain tars, newer Docker may compress. */
+        unsigned char magic[4] = {0};
+        cleanup_free char *loc = blob_location(imp, lf->digest);
+        int fd = loc ? open(loc, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            if (read(fd, magic, sizeof(magic)) < 0)
+                memset(magic, 0, sizeof(magic));
+            close(fd);
+        }
+        if (magic[0] == 0x1f && magic[1] == 0x8b)
+            refs[i].compression = OCI_LAYER_GZIP;
+        else if (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd)
+            refs[i].compression = OCI_LAYER_ZSTD;
+        else
+            refs[i].compression = OCI_LAYER_TAR;
+    }
+    cleanup_free char *json = NULL;
+    size_t json_len = 0;
+    rc = oci_manifest_synthesize(cf->digest, cf->size, refs, pick->n_layers, &json, &json_len,
+                                 imp->manifest_digest, err);
+    free(refs);
+    if (rc < 0)
+        goto out;
+    imp->manifest_size = (int64_t)json_len;
+    if ((rc = lease_blob(imp, imp->manifest_digest, err)) < 0)
+        goto out;
+    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, imp->manifest_digest,
+                                            (int64_t)json_len, -1, err);
+    if (!w || blob_writer_write(w, json, json_len, err) < 0 ||
+        blob_writer_finish(w, NULL, NULL, err) < 0) {
+        if (w && err->code)
+            blob_writer_abort(w);
+        rc = -err->code;
+        goto out;
+    }
+    for (size_t t = 0; t < pick->n_repo_tags; t++)
+        if (add_name(imp, pick->repo_tags[t]) < 0) {
+            rc = err_set(err, ENOMEM, "out of memory");
+            goto out;
+        }
+out:
+    docker_manifest_free(dm);
+    return rc;
+}
+
+/* ---- unpacking ---------------------------------------------------------- */
+
+struct layer_source {
+    int fd;
+    struct blob_writer *tee; /* layout mode: also stage what is read */
+    struct err *tee_err;
+    int tee_failed;
+    struct import *imp;
+    const struct import_event *base;
+    int64_t done, next_report;
+};
+
+static ssize_t
+layer_read_cb(void *ctx, void *buf, size_t len)
+{
+    struct layer_source *src = ctx;
+    for (;;) {
+        ssize_t n = read(src->fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n > 0 && src->tee && !src->tee_failed &&
+            blob_writer_write(src->tee, buf, (size_t)n, src->tee_err) < 0)
+            src->tee_failed = 1;
+        if (n > 0 && src->tee_failed)
+            return -src->tee_err->code;
+        src->done += n;
+        if (src->done >= src->next_report) {
+            struct import_event ev = *src->base;
+            ev.done = src->done;
+            emit(src->imp, &ev);
+            src->next_report = src->done + PROGRESS_STEP;
+        }
+        return n;
+    }
+}
+
+static const char *
+layer_media_type(const struct oci_layer *l)
+{
+    return l->desc.media_type;
+}
+
+static int
+unpack_layer(struct import *imp, size_t i, const char *const *lowers,
+             struct snapshot_claim *claim, struct err *err)
+{
+    const struct oci_layer *l = &imp->manifest->layers[i];
+    struct layer_source src = {.fd = -1, .imp = imp, .next_report = PROGRESS_STEP};
+    struct err tee_err = {0};
+    int rc;
+    if (blob_present(imp, l->desc.digest, NULL)) {
+        cleanup_free char *loc = blob_location(imp, l->desc.digest);
+        src.fd = loc ? open(loc, O_RDONLY | O_CLOEXEC) : -1;
+        if (src.fd < 0)
+            return err_errno(err, errno, "layer %s: open", l->desc.digest);
+    } else if (imp->req->layout_dir) {
+        src.fd = layout_blob_open(imp, l->desc.digest, err);
+        if (src.fd < 0)
+            return src.fd;
+        src.tee = blob_writer_new(imp->st->blobs, imp->staging, l->desc.digest, l->desc.size, -1,
+                                  err);
+        if (!src.tee) {
+            close(src.fd);
+            return -err->code;
+        }
+        src.tee_err = &tee_err;
+    } else {
+        return err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
+                       l->desc.digest);
+    }
+    struct import_event ev = {.step = "layer", .status = "unpacking", .digest = l->desc.digest,
+                              .chain_id = imp->chain_ids[i], .done = 0, .total = l->desc.size,
+                              .index = (unsigned)i + 1, .count = (unsigned)imp->manifest->n_layers};
+    src.base = &ev;
+    emit(imp, &ev);
+    struct unpack_input in = {.read = layer_read_cb, .ctx = &src,
+                              .media_type = layer_media_type(l)};
+    struct unpack_opts opts = {.target_dir = snapshot_claim_dir(claim), .lower_dirs = lowers,
+                               .allow_device_nodes = imp->st->allow_device_nodes};
+    struct unpack_result res = {0};
+    rc = layer_unpack(&in, &opts, &res, err);
+    close(src.fd);
+    if (rc < 0) {
+        if (src.tee)
+            blob_writer_abort(src.tee);
+        if (src.tee_failed)
+            err_copy(err, &tee_err);
+        return err_wrap(err, "layer %s", l->desc.digest);
+    }
+    if (strcmp(res.digest, l->desc.digest) != 0 || (int64_t)res.size != l->desc.size) {
+        if (src.tee)
+            blob_writer_abort(src.tee);
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "layer %s: content is %s, %llu bytes (descriptor: %lld bytes)",
+                       l->desc.digest, res.digest, (unsigned long long)res.size,
+                       (long long)l->desc.size);
+    }
+    if (strcmp(res.diff_id, imp->config->diff_ids[i]) != 0) {
+        if (src.tee)
+            blob_writer_abort(src.tee);
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "layer %s: uncompressed digest is %s, but the config's rootfs.diff_ids[%zu] "
+                       "is %s",
+                       l->desc.digest, res.diff_id, i, imp->config->diff_ids[i]);
+    }
+    if (src.tee && blob_writer_finish(src.tee, NULL, NULL, err) < 0)
+        return err_wrap(err, "layer %s", l->desc.digest);
+    imp->unpacked[i] = (int64_t)res.unpacked_bytes;
+    ev.status = "unpacked";
+    ev.done = l->desc.size;
+    emit(imp, &ev);
+    return 0;
+}
+
+static int
+unpack_layers(struct import *imp, struct err *err)
+{
+    size_t n = imp->manifest->n_layers;
+    imp->chain_ids = calloc(n + 1, sizeof(*imp->chain_ids));
+    imp->unpacked = calloc(n + 1, sizeof(*imp->unpacked));
+    const char **lowers = calloc(n + 1, sizeof(*lowers));
+    char **paths = calloc(n + 1, sizeof(*paths));
+    int rc = 0;
+    if (!imp->chain_ids || !imp->unpacked || !lowers || !paths) {
+        rc = err_set(err, ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        imp->chain_ids[i] = malloc(DIGEST_STR_LEN);
+        if (!imp->chain_ids[i]) {
+            rc = err_set(err, ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = digest_chain_id(i ? imp->chain_ids[i - 1] : NULL, imp->config->diff_ids[i],
+                                  imp->chain_ids[i], err)) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct oci_layer *l = &imp->manifest->layers[i];
+        if ((rc = lease_blob(imp, l->desc.digest, err)) < 0 ||
+            (rc = meta_lease_add_snapshot(imp->st->meta, imp->lease, imp->chain_ids[i], err)) < 0)
+            goto out;
+        /* Every layer blob must be there and of the declared size. */
+        int64_t have = -1;
+        if (blob_present(imp, l->desc.digest, &have)) {
+            if (have != l->desc.size) {
+                rc = err_set(err, ERR_INVALID_CONTENT,
+                             "layer %s: size is %lld bytes, the manifest says %lld",
+                             l->desc.digest, (long long)have, (long long)l->desc.size);
+                goto out;
+            }
+        } else if (!imp->req->layout_dir) {
+            rc = err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
+                         l->desc.digest);
+            goto out;
+        }
+        /* Lower dirs for this layer: the snapshots below it, top first. */
+        for (size_t k = 0; k < i; k++)
+            lowers[k] = paths[i - 1 - k];
+        lowers[i] = NULL;
+        struct snapshot_claim *claim = NULL;
+        rc = snapshot_acquire(imp->st->snaps, imp->chain_ids[i], &claim, err);
+        if (rc < 0)
+            goto out;
+        if (rc == SNAPSHOT_CLAIMED) {
+            rc = unpack_layer(imp, i, lowers, claim, err);
+            if (rc < 0) {
+                snapshot_abort(claim);
+                goto out;
+            }
+            if ((rc = snapshot_commit(claim, err)) < 0)
+                goto out;
+        } else {
+            bool exists = false;
+            int64_t size = 0;
+            if (meta_snapshot_size(imp->st->meta, imp->chain_ids[i], &size, &exists, err) < 0)
+                size = 0;
+            imp->unpacked[i] = size;
+            if (imp->req->layout_dir && !blob_present(imp, l->desc.digest, NULL) &&
+                (rc = layout_blob_stage(imp, l->desc.digest, l->desc.size, -1, err)) < 0)
+                goto out;
+            struct import_event ev = {.step = "layer", .status = "cached",
+                                      .digest = l->desc.digest, .chain_id = imp->chain_ids[i],
+                                      .done = l->desc.size, .total = l->desc.size,
+                                      .index = (unsigned)i + 1, .count = (unsigned)n};
+            emit(imp, &ev);
+        }
+        rc = 0;
+        if (!(paths[i] = snapshot_path(imp->st->snaps, imp->chain_ids[i]))) {
+            rc = err_set(err, ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+out:
+    for (size_t i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+    free(lowers);
+    return rc;
+}
+
+/* ---- commit ------------------------------------------------------------- */
+
+static const char *
+config_media_type(const struct import *imp)
+{
+    return imp->manifest->config.media_type ? imp->manifest->config.media_type : OCI_MT_CONFIG;
+}
+
+static int
+commit_image(struct import *imp, struct meta_image **out, bool *created, struct err *err)
+{
+    size_t n = imp->manifest->n_layers;
+    struct meta_layer *layers = calloc(n + 1, sizeof(*layers));
+    struct meta_blob *blobs = calloc(n + 2, sizeof(*blobs));
+    struct meta_blob_ref *refs = calloc(n + 1, sizeof(*refs));
+    int rc = 0;
+    if (!layers || !blobs || !refs) {
+        rc = err_set(err, ENOMEM, "out of memory");
+        goto out;
+    }
+    struct meta_image img = {0};
+    snprintf(img.digest, sizeof(img.digest), "%s", imp->manifest_digest);
+    snprintf(img.config_digest, sizeof(img.config_digest), "%s", imp->manifest->config.digest);
+    img.platform.os = imp->config->platform.os;
+    img.platform.architecture = imp->config->platform.architecture;
+    img.platform.variant = imp->config->platform.variant;
+    img.platform.os_version = imp->config->platform.os_version;
+
+    snprintf(blobs[0].digest, sizeof(blobs[0].digest), "%s", imp->manifest_digest);
+    blobs[0].size = imp->manifest_size;
+    blobs[0].media_type =
+        imp->manifest->media_type ? imp->manifest->media_type : OCI_MT_MANIFEST;
+    snprintf(blobs[1].digest, sizeof(blobs[1].digest), "%s", imp->manifest->config.digest);
+    blobs[1].size = imp->manifest->config.size;
+    blobs[1].media_type = config_media_type(imp);
+    snprintf(refs[0].parent, sizeof(refs[0].parent), "%s", imp->manifest_digest);
+    snprintf(refs[0].child, sizeof(refs[0].child), "%s", imp->manifest->config.digest);
+    size_t nb = 2, nr = 1;
+    img.size_bytes = imp->manifest_size + imp->manifest->config.size;
+    for (size_t i = 0; i < n; i++) {
+        const struct oci_layer *l = &imp->manifest->layers[i];
+        snprintf(layers[i].digest, sizeof(layers[i].digest), "%s", l->desc.digest);
+        snprintf(layers[i].diff_id, sizeof(layers[i].diff_id), "%s", imp->config->diff_ids[i]);
+        snprintf(layers[i].chain_id, sizeof(layers[i].chain_id), "%s", imp->chain_ids[i]);
+        layers[i].size = l->desc.size;
+        layers[i].unpacked_size = imp->unpacked[i];
+        img.unpacked_bytes += imp->unpacked[i];
+        bool dup = false;
+        for (size_t k = 0; k < nb; k++)
+            if (strcmp(blobs[k].digest, l->desc.digest) == 0)
+                dup = true;
+        if (!dup) {
+            snprintf(blobs[nb].digest, sizeof(blobs[nb].digest), "%s", l->desc.digest);
+            blobs[nb].size = l->desc.size;
+            blobs[nb].media_type = l->desc.media_type;
+            nb++;
+            img.size_bytes += l->desc.size;
+            snprintf(refs[nr].parent, sizeof(refs[nr].parent), "%s", imp->manifest_digest);
+            snprintf(refs[nr].child, sizeof(refs[nr].child), "%s", l->desc.digest);
+            nr++;
+        }
+    }
+    img.layers = layers;
+    img.n_layers = n;
+    img.blobs = blobs;
+    img.n_blobs = nb;
+    img.refs = refs;
+    img.n_refs = nr;
+
+    /* Blobs first (made durable by their rename), then the record. */
+    for (size_t k = 0; k < nb; k++)
+        if ((rc = blob_commit_staged(imp->st->blobs, imp->staging, blobs[k].digest, err)) < 0)
+            goto out;
+    const char *first_name = imp->req->name ? imp->req->name : NULL;
+    for (size_t k = 0; !first_name && k < imp->n_names; k++)
+        if (image_name_valid(imp->names[k]))
+            first_name = imp->names[k];
+    if ((rc = meta_image_put(imp->st->meta, &img, first_name, created, err)) < 0)
+        goto out;
+    if (!imp->req->name)
+        for (size_t k = 0; k < imp->n_names; k++)
+            if (imp->names[k] != first_name && image_name_valid(imp->names[k]))
+                meta_image_put(imp->st->meta, &img, imp->names[k], NULL, err);
+    rc = meta_image_get(imp->st->meta, imp->manifest_digest, out, err);
+out:
+    free(layers);
+    free(blobs);
+    free(refs);
+    return rc;
+}
+
+/* An image already stored: add the name, and answer with its record. */
+static int
+answer_stored(struct import *imp, struct meta_image *stored, struct meta_image **out,
+              struct err *err)
+{
+    const char *name = imp->req->name;
+    for (size_t k = 0; !name && k < imp->n_names; k++)
+        if (image_name_valid(imp->names[k]))
+            name = imp->names[k];
+    int rc = meta_image_put(imp->st->meta, stored, name, NULL, err);
+    meta_image_free(stored);
+    if (rc < 0)
+        return rc;
+    return meta_image_get(imp->st->meta, imp->manifest_digest, out, err);
+}
+
+static void
+import_cleanup(struct import *imp)
+{
+    struct err ignored = {0};
+    if (imp->staging) {
+        fs_remove_tree(imp->staging, &ignored);
+        free(imp->staging);
+    }
+    if (imp->leased)
+        meta_lease_remove(imp->st->meta, imp->lease, &ignored);
+    while (imp->files) {
+        struct staged_file *f = imp->files;
+        imp->files = f->next;
+        free(f->path);
+        free(f);
+    }
+    while (imp->links) {
+        struct archive_link *l = imp->links;
+        imp->links = l->next;
+        free(l->path);
+        free(l->target);
+        free(l);
+    }
+    free(imp->index_json);
+    free(imp->docker_json);
+    oci_manifest_free(imp->manifest);
+    oci_config_free(imp->config);
+    for (size_t i = 0; i < imp->n_names; i++)
+        free(imp->names[i]);
+    free(imp->names);
+    for (size_t i = 0; imp->chain_ids && imp->manifest && i < imp->manifest->n_layers; i++)
+        free(imp->chain_ids[i]);
+    free(imp->chain_ids);
+    free(imp->unpacked);
+}
+
+static int
+read_layout_index(struct import *imp, struct err *err)
+{
+    const char *dir = imp->req->layout_dir;
+    struct stat sb;
+    if (dir[0] != '/')
+        return err_set(err, EINVAL, "source.layout %s: must be an absolute path", dir);
+    if (stat(dir, &sb) < 0)
+        return err_errno(err, errno == ENOENT ? ENOENT : errno, "source.layout %s", dir);
+    if (!S_ISDIR(sb.st_mode))
+        return err_set(err, EINVAL, "source.layout %s: not a directory", dir);
+    cleanup_free char *layout_path = fs_path_join(dir, "oci-layout");
+    cleanup_free char *buf = NULL;
+    size_t len = 0;
+    int rc = fs_read_file(layout_path, 4096, &buf, &len, err);
+    if (rc == -ENOENT)
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "source.layout %s: not an OCI image layout (no oci-layout file)", dir);
+    if (rc < 0 || (rc = oci_layout_check(buf, len, "oci-layout", err)) < 0)
+        return rc;
+    cleanup_free char *index_path = fs_path_join(dir, "index.json");
+    rc = fs_read_file(index_path, OCI_DOC_MAX, &imp->index_json, &imp->index_len, err);
+    if (rc == -ENOENT)
+        return err_set(err, ERR_INVALID_CONTENT, "source.layout %s: no index.json", dir);
+    if (rc == -EFBIG)
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "index.json: over the limit of %d bytes for a document", OCI_DOC_MAX);
+    return rc;
+}
+
+int
+image_import(struct store *st, const struct import_request *req, struct meta_image **out,
+             bool *created, struct err *err)
+{
+    struct import imp = {.st = st, .req = req};
+    int rc;
+    bool inflight = false;
+    if (req->name && !image_name_valid(req->name))
+        return err_set(err, EINVAL,
+                       "name %s: expected 1-255 characters of [A-Za-z0-9._/:@-], not a digest",
+                       req->name);
+    if ((rc = meta_lease_new(st->meta, imp.lease, err)) < 0)
+        return err_wrap(err, "import");
+    imp.leased = true;
+    if ((rc = blob_staging_dir_new(st->blobs, &imp.staging, err)) < 0)
+        goto out;
+
+    if (req->layout_dir) {
+        if ((rc = read_layout_index(&imp, err)) < 0 ||
+            (rc = resolve_oci(&imp, imp.index_json, imp.index_len, err)) < 0)
+            goto out;
+    } else {
+        if ((rc = read_upload(&imp, err)) < 0)
+            goto out;
+        if (imp.index_json) {
+            if (!imp.saw_layout_file) {
+                rc = err_set(err, ERR_INVALID_CONTENT,
+                             "upload: has index.json but no valid oci-layout file");
+                goto out;
+            }
+            rc = resolve_oci(&imp, imp.index_json, imp.index_len, err);
+        } else if (imp.docker_json) {
+            rc = resolve_docker(&imp, err);
+        } else {
+            rc = err_set(err, ERR_INVALID_CONTENT,
+                         "upload: neither an OCI image layout (index.json) nor a docker save "
+                         "archive (manifest.json)");
+        }
+        if (rc < 0)
+            goto out;
+    }
+
+    /* One import per image at a time; the second finds it stored. */
+    store_inflight_begin(st, imp.manifest_digest);
+    inflight = true;
+    struct meta_image *stored = NULL;
+    struct err lookup = {0};
+    if (meta_image_get(st->meta, imp.manifest_digest, &stored, &lookup) == 0) {
+        *created = false;
+        rc = answer_stored(&imp, stored, out, err);
+        goto out;
+    }
+    if ((rc = load_manifest_and_config(&imp, err)) < 0 || (rc = unpack_layers(&imp, err)) < 0 ||
+        (rc = commit_image(&imp, out, created, err)) < 0)
+        goto out;
+    struct import_event ev = {.step = "image", .status = *created ? "created" : "present",
+                              .digest = imp.manifest_digest};
+    emit(&imp, &ev);
+out:
+    if (inflight)
+        store_inflight_end(st, imp.manifest_digest);
+    import_cleanup(&imp);
+    return rc;
+}
