@@ -1,0 +1,51 @@
+/* The driver registry and helpers shared by every driver. Any thread. */
+#include "runtime/driver.h"
+
+#include <string.h>
+
+#include "common/fsutil.h"
+
+extern const struct rt_driver rt_oci_driver;
+
+const struct rt_driver *
+rt_driver_lookup(const char *name, struct err *err)
+{
+    if (!name || strcmp(name, "oci") == 0)
+        return &rt_oci_driver;
+    if (strcmp(name, "hcs") == 0) {
+        err_set(err, ERR_UNAVAILABLE,
+                "runtime hcs: only available on Windows (Host Compute Service)");
+        return NULL;
+    }
+    if (strcmp(name, "host") == 0) {
+        err_set(err, ERR_UNAVAILABLE,
+                "runtime host: not available in this build (no host "
+                "driver yet)");
+        return NULL;
+    }
+    err_set(err, EINVAL, "runtime %s: unknown (choose oci)", name);
+    return NULL;
+}
+
+char *
+rt_container_state_dir(const char *dir)
+{
+    return fs_path_join(dir, "state");
+}
+
+bool
+rt_id_valid(const char *id)
+{
+    if (!id)
+        return false;
+    size_t n = strlen(id);
+    if (n == 0 || n > 64 || id[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,144 @@
+/*
+ * The runtime driver interface: one table of operations per backend, as
+ * crun does for its backends. A driver turns the platform-neutral
+ * container and process requests below into its platform's calls.
+ *
+ * Every operation blocks (it runs a runtime binary, touches the disk or
+ * waits for a container's init): call them from pool jobs, never from the
+ * loop. They take everything by value or pointer for the call's duration
+ * and keep no reference to it afterwards. A driver context (`ctx`) is safe
+ * to use from several pool threads at once.
+ */
+#ifndef BERTH_RUNTIME_DRIVER_H
+#define BERTH_RUNTIME_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/err.h"
+
+/* Resource limits; 0 means "no limit" for each field. */
+struct rt_limits {
+    uint64_t memory_bytes;
+    uint64_t cpu_shares;    /* relative weight, as cgroup v1 cpu.shares (2..262144) */
+    uint32_t cpu_quota_pct; /* percent of one CPU: 150 = one and a half CPUs */
+    int64_t pids;           /* maximum number of processes in the container */
+};
+
+struct rt_mount {
+    const char *source; /* absolute host path */
+    const char *target; /* absolute path in the container */
+    bool readonly;
+};
+
+/*
+ * A container to create. `dir` is the container's private directory on
+ * the host, owned by the daemon and never visible inside the container;
+ * drivers keep their bundle and the container's state directory under it
+ * (see rt_container_state_dir()).
+ */
+struct rt_container_spec {
+    const char *handle;   /* [A-Za-z0-9_.-]{1,64}, unique on this host */
+    const char *dir;      /* absolute; must exist */
+    const char *rootfs;   /* absolute path of the unpacked root filesystem */
+    const char *hostname; /* NULL: the handle, cut to 63 characters */
+    char *const *env;     /* NULL-terminated "NAME=value" list for the init, or NULL */
+    const char *cwd;      /* NULL: "/" */
+    struct rt_limits limits;
+    const struct rt_mount *mounts;
+    size_t nmounts;
+    const char *cgroups_path; /* NULL: the driver's default for the handle */
+};
+
+/* A process to run in a container. */
+struct rt_proc_spec {
+    const char *id;    /* [A-Za-z0-9_.-]{1,64}, unique within the container */
+    const char *path;  /* searched in env's PATH when it has no '/' */
+    char *const *argv; /* NULL-terminated, argv[0] first; NULL: { path } */
+    char *const *env;  /* NULL-terminated "NAME=value"; NULL: a default PATH only */
+    const char *dir;   /* NULL: "/" */
+    uint32_t uid, gid;
+    const uint32_t *groups; /* supplementary groups */
+    size_t ngroups;
+    bool stdin; /* give the process a stdin FIFO instead of /dev/null */
+};
+
+/* What is known of a process. */
+struct rt_proc_status {
+    bool started;    /* exec succeeded: pid is valid */
+    pid_t pid;       /* in the container's PID namespace */
+    bool exited;     /* the exit record is there */
+    int exit_code;   /* exit status, or 128+N for signal N */
+    int signal;      /* the signal that ended it, or 0 */
+    char error[256]; /* why it never ran, when it did not ("exec x: ...") */
+};
+
+struct rt_stats {
+    uint64_t memory_bytes; /* current usage, page cache included */
+    uint64_t cpu_ns;       /* CPU time used by all processes, user + system */
+};
+
+enum rt_container_status {
+    RT_CONTAINER_UNKNOWN,
+    RT_CONTAINER_CREATED,
+    RT_CONTAINER_RUNNING,
+    RT_CONTAINER_STOPPED,
+};
+
+struct rt_container_state {
+    enum rt_container_status status;
+    pid_t init_pid; /* host PID of the container's init, 0 when not running */
+};
+
+/* How a driver instance is set up (the daemon's flags). */
+struct rt_config {
+    const char *state_root;    /* daemon-private dir for runtime state (runc --root below it) */
+    const char *oci_runtime;   /* runtime binary, a path or a name on PATH; NULL: "runc" */
+    const char *init_path;     /* the berth-init binary; NULL: beside the daemon's executable */
+    const char *cgroup_parent; /* NULL: "berth" (relative: under the daemon's own cgroup) */
+};
+
+struct rt_driver {
+    const char *name;
+    const char *const *isolation; /* NULL-terminated isolation modes offered */
+
+    /* Creates a context for cfg (copied). Caller frees with close. */
+    int (*open)(const struct rt_config *cfg, void **ctx, struct err *err);
+    void (*close)(void *ctx);
+    /* Is the runtime usable here? On failure err says why (for health). */
+    int (*probe)(void *ctx, struct err *err);
+
+    /* Creates and starts the container with its init; returns once the init takes commands. */
+    int (*container_create)(void *ctx, const struct rt_container_spec *spec, struct err *err);
+    /* Kills every process and removes the container; a missing container is success. */
+    int (*container_delete)(void *ctx, const char *handle, const char *dir, struct err *err);
+    int (*container_state)(void *ctx, const char *handle, struct rt_container_state *out,
+                           struct err *err);
+    int (*stats)(void *ctx, const char *handle, struct rt_stats *out, struct err *err);
+
+    /* Starts a process; returns once it runs (out->started) or failed to start. */
+    int (*proc_spawn)(void *ctx, const char *handle, const char *dir,
+                      const struct rt_proc_spec *spec, struct rt_proc_status *out, struct err *err);
+    int (*proc_signal)(void *ctx, const char *handle, const char *dir, const char *id, int sig,
+                       struct err *err);
+    /* Reads the pid and exit records without waiting. */
+    int (*proc_status)(void *ctx, const char *handle, const char *dir, const char *id,
+                       struct rt_proc_status *out, struct err *err);
+};
+
+/*
+ * Finds a driver by name ("oci"; "host" and "hcs" are named but not
+ * available on this build, with an ERR_UNAVAILABLE message that says so).
+ * Returns a static table, or NULL with err set.
+ */
+const struct rt_driver *rt_driver_lookup(const char *name, struct err *err);
+
+/* The container's state directory below its private dir: "<dir>/state". Caller frees. */
+char *rt_container_state_dir(const char *dir);
+
+/* Is id a valid handle or process ID ([A-Za-z0-9_.-]{1,64}, not starting with '.')? */
+bool rt_id_valid(const char *id);
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * Container usage from cgroup files. The container's cgroup is found the
+ * way the kernel reports it: /proc/<pid>/cgroup gives the path per
+ * hierarchy, /proc/self/mountinfo where that hierarchy is mounted (and
+ * which part of it, for a namespaced or bind-mounted cgroupfs). This
+ * works for whatever cgroupsPath the runtime turned into a directory.
+ * Pool threads only (blocking reads).
+ */
+#include "runtime/oci/cgroup.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+
+/* Is word an element of the comma-separated list? */
+static bool
+in_list(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, word, n) == 0)
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* The cgroup path of pid in the hierarchy that has controller (NULL: v2). */
+static int
+proc_cgroup_path(pid_t pid, const char *controller, char **out, struct err *err)
+{
+    char file[64];
+    snprintf(file, sizeof(file), "/proc/%d/cgroup", (int)pid);
+    cleanup_fclose FILE *f = fopen(file, "re");
+    if (!f)
+        return err_errno(err, errno, "open %s", file);
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1;
+        bool match = controller ? in_list(ctrls, controller)
+                                : (strncmp(line, "0", 1) == 0 && *ctrls == '\0');
+        if (match) {
+            *out = strdup(c2 + 1);
+            if (!*out)
+                return err_set(err, ENOMEM, "read %s: out of memory", file);
+            return 0;
+        }
+    }
+    return err_set(err, ENOENT, "%s: no %s hierarchy", file, controller ? controller : "v2");
+}
+
+/* Mount point and mounted root of the hierarchy (v1 with controller, or v2). */
+static int
+mount_of(const char *controller, char **mnt, char **root, struct err *err)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return err_errno(err, errno, "open /proc/self/mountinfo");
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        *sep = '\0';
+        char fstype[64], source[256], opts[1024] = "";
+        if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) < 2)
+            continue;
+        bool match = controller ? strcmp(fstype, "cgroup") == 0 && in_list(opts, controller)
+                                : strcmp(fstype, "cgroup2") == 0;
+        if (!match)
+            continue;
+        char r[2048], m[2048];
+        if (sscanf(line, "%*s %*s %*s %2047s %2047s", r, m) != 2)
+            continue;
+        *mnt = strdup(m);
+        *root = strdup(r);
+        if (!*mnt || !*root) {
+            free(*mnt);
+            free(*root);
+            return err_set(err, ENOMEM, "read mountinfo: out of memory");
+        }
+        return 0;
+    }
+    return err_set(err, ENOENT, "cgroup %s: not mounted", controller ? controller : "v2");
+}
+
+int
+rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err)
+{
+    cleanup_free char *path = NULL;
+    int ret = proc_cgroup_path(pid, controller, &path, err);
+    if (ret < 0)
+        return ret;
+    cleanup_free char *mnt = NULL;
+    cleanup_free char *root = NULL;
+    ret = mount_of(controller, &mnt, &root, err);
+    if (ret < 0)
+        return ret;
+    const char *rel = path;
+    size_t rl = strlen(root);
+    if (strcmp(root, "/") != 0 && strncmp(path, root, rl) == 0 &&
+        (path[rl] == '/' || path[rl] == '\0'))
+        rel = path + rl;
+    *out = fs_path_join(mnt, rel);
+    if (!*out)
+        return err_set(err, ENOMEM, "cgroup path: out of memory");
+    return 0;
+}
+
+static int
+read_u64_file(const char *dir, const char *name, const char *key, uint64_t *out, struct err *err)
+{
+    cleanup_free char *path = fs_path_join(dir, name);
+    if (!path)
+        return err_set(err, ENOMEM, "read %s: out of memory", name);
+    cleanup_free char *text = NULL;
+    int ret = fs_read_file(path, 1 << 16, &text, NULL, err);
+    if (ret < 0)
+        return ret;
+    const char *p = text;
+    if (key) {
+        size_t kl = strlen(key);
+        for (p = text; p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+            if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+                p += kl + 1;
+                break;
+            }
+        }
+        if (!p)
+            return err_set(err, ENOENT, "%s: no %s", path, key);
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno || end == p)
+        return err_set(err, EIO, "%s: not a number", path);
+    *out = v;
+    return 0;
+}
+
+int
+rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err)
+{
+    memset(out, 0, sizeof(*out));
+    cleanup_free char *mem = NULL;
+    cleanup_free char *cpu = NULL;
+    struct err ignored = {0};
+    /* v1 controllers win on a hybrid host: that is where runc put the limits. */
+    if (rt_cgroup_dir(pid, "memory", &mem, &ignored) == 0 &&
+        rt_cgroup_dir(pid, "cpuacct", &cpu, &ignored) == 0) {
+        int ret = read_u64_file(mem, "memory.usage_in_bytes", NULL, &out->memory_bytes, err);
+        if (ret == 0)
+            ret = read_u64_file(cpu, "cpuacct.usage", NULL, &out->cpu_ns, err);
+        return ret < 0 ? err_wrap(err, "cgroup v1 stats") : 0;
+    }
+    cleanup_free char *dir = NULL;
+    int ret = rt_cgroup_dir(pid, NULL, &dir, err);
+    if (ret < 0)
+        return err_wrap(err, "cgroup stats of pid %d", (int)pid);
+    ret = read_u64_file(dir, "memory.current", NULL, &out->memory_bytes, err);
+    uint64_t usec = 0;
+    if (ret == 0)
+        ret = read_u64_file(dir, "cpu.stat", "usage_usec", &usec, err);
+    if (ret < 0)
+        return err_wrap(err, "cgroup v2 stats");
+    out->cpu_ns = usec * 1000;
+    return 0;
+}

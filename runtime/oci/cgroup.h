@@ -1,0 +1,25 @@
+/*
+ * Reading a container's resource usage from its cgroup, on cgroup v1
+ * (memory.usage_in_bytes, cpuacct.usage) and v2 (memory.current,
+ * cpu.stat usage_usec), and hybrid hosts (v1 controllers win when they
+ * are mounted). Blocks on /proc and /sys reads: pool threads only.
+ */
+#ifndef BERTH_RUNTIME_OCI_CGROUP_H
+#define BERTH_RUNTIME_OCI_CGROUP_H
+
+#include <sys/types.h>
+
+#include "common/err.h"
+#include "runtime/driver.h"
+
+/*
+ * Finds the directory of pid's cgroup for controller ("memory", "cpuacct",
+ * or NULL for the v2 unified hierarchy) on this host. Caller frees *out.
+ * ENOENT when the controller is not mounted or pid is gone.
+ */
+int rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err);
+
+/* Memory and CPU usage of the cgroup that pid is in. */
+int rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err);
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * The oci driver: containers are OCI bundles run by an OCI runtime binary
+ * (runc by default) with berth-init as their first process; processes are
+ * spawned by that init through the state directory (proc.c), not by
+ * `runc exec`. Per container, under the daemon's private dir for it:
+ *
+ *   <dir>/bundle/config.json   the runtime spec (spec.c)
+ *   <dir>/state/               mounted at /.berth: the init's protocol files
+ *   <dir>/init.log             the init's (and the runtime's create) stdout/stderr
+ *
+ * Every operation blocks (a runtime invocation, the disk, the init): pool
+ * threads only. The context is read-only after open, so threads share it.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+#include "runtime/driver.h"
+#include "runtime/oci/cgroup.h"
+#include "runtime/oci/proc.h"
+#include "runtime/oci/runc.h"
+#include "runtime/oci/spec.h"
+
+#define OCI_READY_TIMEOUT_MS 10000
+#define OCI_SPAWN_TIMEOUT_MS 10000
+
+struct oci_ctx {
+    struct rt_runc runc;
+    bool usable;
+    struct err unusable; /* why not, when !usable */
+    char *init_path;
+    char *cgroup_parent;
+};
+
+static void
+oci_close(void *p)
+{
+    struct oci_ctx *ctx = p;
+    if (!ctx)
+        return;
+    rt_runc_close(&ctx->runc);
+    free(ctx->init_path);
+    free(ctx->cgroup_parent);
+    free(ctx);
+}
+
+/* berth-init beside the running executable (the daemon's install dir or the build dir). */
+static char *
+default_init_path(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    return fs_path_join(exe, "berth-init");
+}
+
+static int
+oci_open(const struct rt_config *cfg, void **out, struct err *err)
+{
+    if (!cfg || !cfg->state_root || cfg->state_root[0] != '/')
+        return err_set(err, EINVAL, "oci runtime: state root must be an absolute path");
+    struct oci_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return err_set(err, ENOMEM, "oci runtime: out of memory");
+    ctx->init_path = cfg->init_path ? strdup(cfg->init_path) : default_init_path();
+    ctx->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "berth");
+    cleanup_free char *root = fs_path_join(cfg->state_root, "runc");
+    if (!ctx->init_path || !ctx->cgroup_parent || !root) {
+        oci_close(ctx);
+        return err_set(err, ENOMEM, "oci runtime: out of memory");
+    }
+    /*
+     * A missing runtime binary does not stop the daemon: probe() reports
+     * it on the health endpoint and each operation fails with it.
+     */
+    ctx->usable = rt_runc_init(&ctx->runc, cfg->oci_runtime, root, &ctx->unusable) == 0;
+    *out = ctx;
+    return 0;
+}
+
+static int
+check_usable(struct oci_ctx *ctx, struct err *err)
+{
+    if (ctx->usable)
+        return 0;
+    err_copy(err, &ctx->unusable);
+    return -ctx->unusable.code;
+}
+
+static int
+oci_probe(void *p, struct err *err)
+{
+    struct oci_ctx *ctx = p;
+    int ret = check_usable(ctx, err);
+    if (ret < 0)
+        return ret;
+    struct stat st;
+    if (stat(ctx->init_path, &st) < 0 || !S_ISREG(st.st_mode) || access(ctx->init_path, X_OK))
+        return err_set(err, ERR_UNAVAILABLE, "container init %s: missing or not executable",
+                       ctx->init_path);
+    cleanup_free char *version = NULL;
+    ret = rt_runc_version(&ctx->runc, &version, err);
+    if (ret < 0) {
+        err->code = ERR_UNAVAILABLE;
+        return -ERR_UNAVAILABLE;
+    }
+    return 0;
+}
+
+/* Appends the end of init.log (what the init said before dying) to err. */
+static void
+add_init_log(struct err *err, const char *dir)
+{
+    cleanup_free char *path = fs_path_join(dir, "init.log");
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    struct err ignored = {0};
+    if (!path || fs_read_file(path, 1 << 20, &text, &len, &ignored) < 0 || len == 0)
+        return;
+    while (len > 0 && text[len - 1] == '\n')
+        text[--len] = '\0';
+    const char *tail = len > 200 ? text + len - 200 : text;
+    size_t used = strlen(err->msg);
+    if (used + 16 < sizeof(err->msg))
+        snprintf(err->msg + used, sizeof(err->msg) - used, " (init: %s)", tail);
+}
+
+static int
+oci_container_create(void *p, const struct rt_container_spec *spec, struct err *err)
+{
+    struct oci_ctx *ctx = p;
+    int ret = check_usable(ctx, err);
+    if (ret < 0)
+        return ret;
+    if (!rt_id_valid(spec->handle))
+        return err_set(err, EINVAL, "container handle %s: invalid (1-64 of [A-Za-z0-9_.-])",
+                       spec->handle ? spec->handle : "(null)");
+    if (!spec->dir || spec->dir[0] != '/')
+        return err_set(err, EINVAL, "container %s: directory must be absolute", spec->handle);
+    cleanup_free char *state = rt_container_state_dir(spec->dir);
+    cleanup_free char *bundle = fs_path_join(spec->dir, "bundle");
+    cleanup_free char *log = fs_path_join(spec->dir, "init.log");
+    cleanup_free char *cgpath = NULL;
+    if (!spec->cgroups_path && asprintf(&cgpath, "%s/%s", ctx->cgroup_parent, spec->handle) < 0)
+        cgpath = NULL;
+    if (!state || !bundle || !log || (!spec->cgroups_path && !cgpath))
+        return err_set(err, ENOMEM, "create container %s: out of memory", spec->handle);
+
+    ret = rt_proc_state_init(state, err);
+    if (ret == 0)
+        ret = fs_mkdir_p(bundle, 0700, err);
+    if (ret == 0)
+        ret = rt_oci_spec_write(bundle, spec, ctx->init_path, state,
+                                spec->cgroups_path ? spec->cgroups_path : cgpath, err);
+    if (ret < 0)
+        return err_wrap(err, "create container %s", spec->handle);
+
+    ret = rt_runc_create(&ctx->runc, spec->handle, bundle, log, err);
+    if (ret == 0)
+        ret = rt_runc_start(&ctx->runc, spec->handle, err);
+    if (ret == 0) {
+        ret = rt_proc_wait_ready(state, OCI_READY_TIMEOUT_MS, err);
+        if (ret < 0)
+            add_init_log(err, spec->dir);
+    }
+    if (ret < 0) {
+        /* Leave nothing half-made behind: no runtime state, no cgroup. */
+        struct err ignored = {0};
+        rt_runc_delete(&ctx->runc, spec->handle, true, &ignored);
+        return ret;
+    }
+    return 0;
+}
+
+static int
+oci_container_delete(void *p, const char *handle, const char *dir, struct err *err)
+{
+    struct oci_ctx *ctx = p;
+    int ret = check_usable(ctx, err);
+    if (ret < 0)
+        return ret;
+    if (!rt_id_valid(handle))
+        return err_set(err, EINVAL, "container handle %s: invalid", handle ? handle : "(null)");
+    ret = rt_runc_delete(&ctx->runc, handle, true, err);
+    if (ret == -ENOENT)
+        return 0;
+    return ret;
+}
+
+static int
+oci_container_state(void *p, const char *handle, struct rt_container_state *out, struct err *err)
+{
+    struct oci_ctx *ctx = p;
+    int ret = check_usable(ctx, err);
+    if (ret < 0)
+        return ret;
+    if (!rt_id_valid(handle))
+        return err_set(err, EINVAL, "container handle %s: invalid", handle ? handle : "(null)");
+    return rt_runc_state(&ctx->runc, handle, out, err);
+}
+
+static int
+oci_stats(void *p, const char *handle, struct rt_stats *out, struct err *err)
+{
+    struct rt_container_state st;
+    int ret = oci_container_state(p, handle, &st, err);
+    if (ret < 0)
+        return ret;
+    if (st.init_pid <= 0)
+        return err_set(err, ERR_CONFLICT, "stats of container %s: not running", handle);
+    ret = rt_cgroup_stats(st.init_pid, out, err);
+    return ret < 0 ? err_wrap(err, "stats of container %s", handle) : 0;
+}
+
+static int
+oci_proc_spawn(void *p, const char *handle, const char *dir, const struct rt_proc_spec *spec,
+               struct rt_proc_status *out, struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "spawn in %s: out of memory", handle);
+    return rt_proc_spawn(state, spec, OCI_SPAWN_TIMEOUT_MS, out, err);
+}
+
+static int
+oci_proc_signal(void *p, const char *handle, const char *dir, const char *id, int sig,
+                struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "signal in %s: out of memory", handle);
+    return rt_proc_signal(state, id, sig, err);
+}
+
+static int
+oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
+                struct rt_proc_status *out, struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "status in %s: out of memory", handle);
+    return rt_proc_status_read(state, id, out, err);
+}
+
+static const char *const oci_isolation[] = {"process", NULL};
+
+const struct rt_driver rt_oci_driver = {
+    .name = "oci",
+    .isolation = oci_isolation,
+    .open = oci_open,
+    .close = oci_close,
+    .probe = oci_probe,
+    .container_create = oci_container_create,
+    .container_delete = oci_container_delete,
+    .container_state = oci_container_state,
+    .stats = oci_stats,
+    .proc_spawn = oci_proc_spawn,
+    .proc_signal = oci_proc_signal,
+    .proc_status = oci_proc_status,
+};

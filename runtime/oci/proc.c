@@ -1,0 +1,498 @@
+/*
+ * Daemon side of the berth-init protocol: the request and record files
+ * under a container's state directory and the commands on its ctl FIFO.
+ * Runs on pool threads; every function blocks on the disk, some on the
+ * init. The container can write everything under the state directory, so
+ * paths are walked with O_NOFOLLOW from a directory fd, never resolved
+ * as strings.
+ */
+#include "runtime/oci/proc.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+
+#define RECORD_MAX 4096
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps a little longer each round: 1 ms, 2, 4 ... capped at 20 ms. */
+static void
+backoff(int *round)
+{
+    long ms = 1L << (*round < 5 ? *round : 5);
+    if (ms > 20)
+        ms = 20;
+    (*round)++;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int
+open_state(const char *state_dir, struct err *err)
+{
+    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_errno(err, errno, "open state directory %s", state_dir);
+    return fd;
+}
+
+/* Opens procs/<id> below the state directory without following symlinks. */
+static int
+open_proc_dir(const char *state_dir, const char *id, struct err *err)
+{
+    if (!rt_id_valid(id))
+        return err_set(err, EINVAL, "process id %s: invalid (1-64 of [A-Za-z0-9_.-])",
+                       id ? id : "(null)");
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    cleanup_close int pfd = openat(sfd, "procs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return err_errno(err, errno, "open %s/procs", state_dir);
+    int dfd = openat(pfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return err_errno(err, errno, "process %s", id);
+    return dfd;
+}
+
+/* Reads a small record file; missing → -ENOENT without touching err. */
+static int
+read_record(int dfd, const char *name, char *buf, size_t len, struct err *err)
+{
+    cleanup_close int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return -ENOENT;
+        return err_errno(err, errno, "open %s record", name);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return err_set(err, EIO, "%s record: not a regular file", name);
+    ssize_t n = pread(fd, buf, len - 1, 0);
+    if (n < 0)
+        return err_errno(err, errno, "read %s record", name);
+    buf[n] = '\0';
+    return 0;
+}
+
+static int
+parse_int(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || (*end && *end != '\n') || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int
+status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err *err)
+{
+    memset(out, 0, sizeof(*out));
+    char buf[RECORD_MAX];
+    int ret = read_record(dfd, "pid", buf, sizeof(buf), err);
+    if (ret == 0) {
+        long v;
+        if (parse_int(buf, 1, INT32_MAX, &v) < 0)
+            return err_set(err, EIO, "process %s: bad pid record", id);
+        out->started = true;
+        out->pid = (pid_t)v;
+    } else if (ret != -ENOENT) {
+        return ret;
+    }
+    ret = read_record(dfd, "exit", buf, sizeof(buf), err);
+    if (ret == -ENOENT)
+        return 0;
+    if (ret < 0)
+        return ret;
+    bool have_code = false;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long v;
+        if (strncmp(line, "code ", 5) == 0 && parse_int(line + 5, 0, 255, &v) == 0) {
+            out->exit_code = (int)v;
+            have_code = true;
+        } else if (strncmp(line, "signal ", 7) == 0 && parse_int(line + 7, 1, 64, &v) == 0) {
+            out->signal = (int)v;
+        } else if (strncmp(line, "error ", 6) == 0) {
+            snprintf(out->error, sizeof(out->error), "%s", line + 6);
+        }
+    }
+    if (!have_code)
+        return err_set(err, EIO, "process %s: bad exit record", id);
+    out->exited = true;
+    return 0;
+}
+
+/*
+ * Writes one command line to the ctl FIFO. Opening without a reader fails
+ * with ENXIO: the init is gone. SIGPIPE (the init dying between open and
+ * write) is blocked for this thread and consumed, so it never reaches the
+ * daemon.
+ */
+static int
+send_command(const char *state_dir, const char *line, int timeout_ms, struct err *err)
+{
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    cleanup_close int fd = openat(sfd, "ctl", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENXIO)
+        return err_set(err, ERR_UNAVAILABLE, "container init in %s is not running", state_dir);
+    if (fd < 0)
+        return err_errno(err, errno, "open %s/ctl", state_dir);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+        return err_set(err, EIO, "%s/ctl: not a fifo", state_dir);
+
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    size_t len = strlen(line);
+    int64_t deadline = now_ms() + timeout_ms;
+    int round = 0, ret = 0;
+    for (;;) {
+        /* Under PIPE_BUF bytes: written whole or not at all. */
+        ssize_t n = write(fd, line, len);
+        if (n == (ssize_t)len)
+            break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN && now_ms() < deadline) {
+            backoff(&round);
+            continue;
+        }
+        if (n < 0 && errno == EPIPE) {
+            struct timespec zero = {0, 0};
+            sigtimedwait(&pipe_set, NULL, &zero);
+            ret = err_set(err, ERR_UNAVAILABLE, "container init in %s is not running", state_dir);
+        } else {
+            ret = err_errno(err, n < 0 ? errno : EIO, "write %s/ctl", state_dir);
+        }
+        break;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ret;
+}
+
+int
+rt_proc_state_init(const char *state_dir, struct err *err)
+{
+    int ret = fs_mkdir_p(state_dir, 0700, err);
+    if (ret < 0)
+        return ret;
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    if (mkdirat(sfd, "procs", 0700) < 0 && errno != EEXIST)
+        return err_errno(err, errno, "mkdir %s/procs", state_dir);
+    if (mkfifoat(sfd, "ctl", 0600) < 0 && errno != EEXIST)
+        return err_errno(err, errno, "mkfifo %s/ctl", state_dir);
+    if (unlinkat(sfd, "ready", 0) < 0 && errno != ENOENT)
+        return err_errno(err, errno, "remove %s/ready", state_dir);
+    return 0;
+}
+
+int
+rt_proc_wait_ready(const char *state_dir, int timeout_ms, struct err *err)
+{
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    int64_t deadline = now_ms() + timeout_ms;
+    int round = 0;
+    while (faccessat(sfd, "ready", F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (now_ms() >= deadline)
+            return err_set(err, ETIMEDOUT, "container init in %s: not ready after %d ms", state_dir,
+                           timeout_ms);
+        backoff(&round);
+    }
+    return 0;
+}
+
+/* Appends "key value\n" to buf, escaping backslashes and newlines in value. */
+static int
+spec_line(char **buf, size_t *len, size_t *cap, const char *key, const char *value)
+{
+    size_t need = strlen(key) + 2 + 2 * strlen(value) + 1;
+    if (*len + need > *cap) {
+        size_t ncap = (*cap ? *cap * 2 : 1024) + need;
+        char *nb = realloc(*buf, ncap);
+        if (!nb)
+            return -ENOMEM;
+        *buf = nb;
+        *cap = ncap;
+    }
+    char *p = *buf + *len;
+    p += sprintf(p, "%s ", key);
+    for (const char *v = value; *v; v++) {
+        if (*v == '\\') {
+            *p++ = '\\';
+            *p++ = '\\';
+        } else if (*v == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+        } else {
+            *p++ = *v;
+        }
+    }
+    *p++ = '\n';
+    *p = '\0';
+    *len = (size_t)(p - *buf);
+    return 0;
+}
+
+static char *
+spec_text(const struct rt_proc_spec *spec, size_t *len)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    char num[16];
+    int ret = spec_line(&buf, len, &cap, "path", spec->path);
+    for (size_t i = 0; ret == 0 && spec->argv && spec->argv[i]; i++)
+        ret = spec_line(&buf, len, &cap, "arg", spec->argv[i]);
+    for (size_t i = 0; ret == 0 && spec->env && spec->env[i]; i++)
+        ret = spec_line(&buf, len, &cap, "env", spec->env[i]);
+    if (ret == 0)
+        ret = spec_line(&buf, len, &cap, "dir", spec->dir ? spec->dir : "/");
+    snprintf(num, sizeof(num), "%u", spec->uid);
+    if (ret == 0)
+        ret = spec_line(&buf, len, &cap, "uid", num);
+    snprintf(num, sizeof(num), "%u", spec->gid);
+    if (ret == 0)
+        ret = spec_line(&buf, len, &cap, "gid", num);
+    for (size_t i = 0; ret == 0 && i < spec->ngroups; i++) {
+        snprintf(num, sizeof(num), "%u", spec->groups[i]);
+        ret = spec_line(&buf, len, &cap, "group", num);
+    }
+    if (ret == 0)
+        ret = spec_line(&buf, len, &cap, "stdin", spec->stdin ? "1" : "0");
+    if (ret < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Writes dfd/name atomically (tmp, fsync, rename, fsync dir) without following symlinks. */
+static int
+write_at(int dfd, const char *name, const char *data, size_t len, struct err *err)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof(tmp), ".%s.daemon.tmp", name);
+    unlinkat(dfd, tmp, 0);
+    cleanup_close int fd =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_errno(err, errno, "create %s", tmp);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_errno(err, errno, "write %s", tmp);
+        off += (size_t)n;
+    }
+    if (fsync(fd) < 0)
+        return err_errno(err, errno, "fsync %s", tmp);
+    if (renameat(dfd, tmp, dfd, name) < 0)
+        return err_errno(err, errno, "rename %s", tmp);
+    if (fsync(dfd) < 0)
+        return err_errno(err, errno, "fsync process directory");
+    return 0;
+}
+
+int
+rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeout_ms,
+              struct rt_proc_status *out, struct err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!rt_id_valid(spec->id))
+        return err_set(err, EINVAL, "process id %s: invalid (1-64 of [A-Za-z0-9_.-])",
+                       spec->id ? spec->id : "(null)");
+    if (!spec->path || !*spec->path)
+        return err_set(err, EINVAL, "process %s: no path", spec->id);
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    cleanup_close int pfd = openat(sfd, "procs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return err_errno(err, errno, "open %s/procs", state_dir);
+    if (mkdirat(pfd, spec->id, 0700) < 0) {
+        if (errno == EEXIST)
+            return err_set(err, ERR_CONFLICT, "process %s: exists", spec->id);
+        return err_errno(err, errno, "mkdir process %s", spec->id);
+    }
+    cleanup_close int dfd = openat(pfd, spec->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return err_errno(err, errno, "open process %s", spec->id);
+    if (spec->stdin && mkfifoat(dfd, "stdin", 0600) < 0)
+        return err_errno(err, errno, "mkfifo stdin of %s", spec->id);
+    size_t len;
+    cleanup_free char *text = spec_text(spec, &len);
+    if (!text)
+        return err_set(err, ENOMEM, "process %s: out of memory", spec->id);
+    int ret = write_at(dfd, "spec", text, len, err);
+    if (ret < 0)
+        return err_wrap(err, "process %s", spec->id);
+
+    char line[128];
+    snprintf(line, sizeof(line), "spawn %s\n", spec->id);
+    ret = send_command(state_dir, line, timeout_ms, err);
+    if (ret < 0)
+        return err_wrap(err, "spawn %s", spec->id);
+
+    int64_t deadline = now_ms() + timeout_ms;
+    int round = 0;
+    for (;;) {
+        ret = status_from_dir(dfd, spec->id, out, err);
+        if (ret < 0)
+            return ret;
+        if (out->started)
+            return 0;
+        if (out->exited)
+            return err_set(err, ENOEXEC, "spawn %s: %s", spec->id,
+                           out->error[0] ? out->error : "failed to start");
+        if (now_ms() >= deadline)
+            return err_set(err, ETIMEDOUT, "spawn %s: the init did not start it in %d ms", spec->id,
+                           timeout_ms);
+        backoff(&round);
+    }
+}
+
+int
+rt_proc_status_read(const char *state_dir, const char *id, struct rt_proc_status *out,
+                    struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    return status_from_dir(dfd, id, out, err);
+}
+
+int
+rt_proc_wait(const char *state_dir, const char *id, int timeout_ms, struct rt_proc_status *out,
+             struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    int64_t deadline = now_ms() + timeout_ms;
+    int round = 0;
+    for (;;) {
+        int ret = status_from_dir(dfd, id, out, err);
+        if (ret < 0 || out->exited)
+            return ret;
+        if (timeout_ms >= 0 && now_ms() >= deadline)
+            return err_set(err, ETIMEDOUT, "process %s: still running after %d ms", id, timeout_ms);
+        backoff(&round);
+    }
+}
+
+int
+rt_proc_signal(const char *state_dir, const char *id, int sig, struct err *err)
+{
+    if (sig < 1 || sig >= 65)
+        return err_set(err, EINVAL, "signal %d: out of range", sig);
+    struct rt_proc_status st;
+    int ret = rt_proc_status_read(state_dir, id, &st, err);
+    if (ret < 0)
+        return ret;
+    if (st.exited)
+        return err_set(err, ERR_CONFLICT, "signal process %s: exited", id);
+    char line[128];
+    snprintf(line, sizeof(line), "signal %s %d\n", id, sig);
+    return send_command(state_dir, line, 1000, err);
+}
+
+int
+rt_proc_stdin_open(const char *state_dir, const char *id, struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    int fd = openat(dfd, "stdin", O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && (errno == ENOENT || errno == ENXIO))
+        return err_set(err, ERR_CONFLICT, "stdin of %s: %s", id,
+                       errno == ENOENT ? "the process has no stdin" : "closed");
+    if (fd < 0)
+        return err_errno(err, errno, "open stdin of %s", id);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode)) {
+        close(fd);
+        return err_set(err, EIO, "stdin of %s: not a fifo", id);
+    }
+    return fd;
+}
+
+int
+rt_proc_stdin_close(const char *state_dir, const char *id, struct err *err)
+{
+    if (!rt_id_valid(id))
+        return err_set(err, EINVAL, "process id %s: invalid", id ? id : "(null)");
+    char line[128];
+    snprintf(line, sizeof(line), "close %s\n", id);
+    return send_command(state_dir, line, 1000, err);
+}
+
+int
+rt_proc_output_open(const char *state_dir, const char *id, enum rt_proc_stream which,
+                    struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    const char *name = which == RT_PROC_STDERR ? "stderr" : "stdout";
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return err_errno(err, errno, "open %s of %s", name, id);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(err, EIO, "%s of %s: not a regular file", name, id);
+    }
+    /* Regular files ignore O_NONBLOCK; it only kept a planted FIFO from blocking us. */
+    return fd;
+}
+
+int
+rt_proc_remove(const char *state_dir, const char *id, struct err *err)
+{
+    struct rt_proc_status st;
+    int ret = rt_proc_status_read(state_dir, id, &st, err);
+    if (ret < 0)
+        return ret;
+    if (!st.exited)
+        return err_set(err, ERR_CONFLICT, "remove process %s: still running", id);
+    cleanup_close int sfd = open_state(state_dir, err);
+    if (sfd < 0)
+        return sfd;
+    cleanup_close int pfd = openat(sfd, "procs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return err_errno(err, errno, "open %s/procs", state_dir);
+    /* Through the fd's magic link, so a symlink planted as procs/ cannot redirect the removal. */
+    char path[128];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, id);
+    return fs_remove_tree(path, err);
+}
