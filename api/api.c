@@ -12,6 +12,7 @@
 #include "api/http.h"
 #include "api/metrics.h"
 #include "api/request.h"
+#include "api/stream.h"
 #include "common/log.h"
 #include "daemon/daemon.h"
 
@@ -246,24 +247,27 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         begin_request(req, url);
         return queue_reply(req);
     }
-    if (req->response)
-        return queue_reply(req);
-
     if (*upload_data_size > 0) {
+        if (req->response) {
+            /* Answered before the body ended (an upload that failed
+             * early): read and drop the rest; the reply goes at the end. */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
         if (req->dispatched && req->body_mode != BODY_STREAM) {
             *upload_data_size = 0;
             return MHD_YES;
         }
         if (req->body_mode == BODY_STREAM) {
             if (!req->dispatched)
-                dispatch(req); /* the handler sets stream_data and may reply */
+                dispatch(req); /* the route's stream_data takes the pieces */
             if (req->response || !req->stream_data) {
-                *upload_data_size = 0; /* already answered: drop the rest */
-                return queue_reply(req);
+                *upload_data_size = 0;
+                return MHD_YES;
             }
             size_t took = req->stream_data(req, upload_data, *upload_data_size);
             *upload_data_size -= took;
-            return queue_reply(req);
+            return MHD_YES;
         }
         if (req->body_mode == BODY_NONE) {
             req->body_too_large = true; /* any body at all is refused below */
@@ -275,14 +279,15 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (req->response)
+        return queue_reply(req);
 
     /* The body is complete. */
-    if (!req->dispatched) {
+    if (!req->dispatched)
         dispatch(req);
-        if (req->body_mode == BODY_STREAM && !req->response && req->stream_data)
-            req->stream_data(req, NULL, 0);
-    } else if (req->body_mode == BODY_STREAM && req->stream_data && !req->response &&
-               !req->suspended) {
+    if (req->body_mode == BODY_STREAM && req->stream_data && !req->body_ended &&
+        !req->response && !req->suspended) {
+        req->body_ended = true;
         req->stream_data(req, NULL, 0);
     }
     if (!req->response && !req->suspended) {
@@ -322,6 +327,9 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
             req->susp_next->susp_prev = req->susp_prev;
     }
     req->completed = true;
+    if (req->stream)
+        api_stream_detach(req->stream);
+    req->stream = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
     if (req->ctx_free)
@@ -442,6 +450,11 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
     api->done_arg = arg;
     while (api->suspended) {
         struct api_req *req = api->suspended;
+        if (req->stream) {
+            api_stream_end(req->stream); /* resumes it */
+            api_req_resume(req);
+            continue;
+        }
         if (!req->response)
             api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
         api_req_resume(req);

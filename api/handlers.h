@@ -13,6 +13,14 @@ struct api_req;
 void health_get(struct api_req *req);
 void metrics_get(struct api_req *req);
 
+/* images.c */
+enum body_mode images_post_begin(struct api_req *req);
+void images_post(struct api_req *req);
+void images_list(struct api_req *req);
+void images_get(struct api_req *req);
+void images_delete(struct api_req *req);
+void images_prune(struct api_req *req);
+
 #ifdef BERTH_BENCH_ROUTES
 /* bench.c: benchmark-only routes, compiled with -DBERTH_BENCH_ROUTES=ON */
 void bench_hash_post(struct api_req *req);

@@ -24,6 +24,8 @@ health_get(struct api_req *req)
     json_object *reasons = json_object_new_array();
     if (!snap.store_writable)
         json_object_array_add(reasons, json_object_new_string(snap.store_error));
+    else if (!d->store)
+        json_object_array_add(reasons, json_object_new_string(d->store_error));
     if (!snap.runtime_usable)
         json_object_array_add(reasons, json_object_new_string(snap.runtime_error));
     if (d->shutting_down)

@@ -49,9 +49,11 @@ struct api_req {
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
 
     bool dispatched; /* the handler has run */
+    bool body_ended; /* stream_data was told the body is complete */
     bool suspended;
     bool completed;  /* MHD reported the request complete */
     struct MHD_Response *response; /* queued at the next access call */
+    struct api_stream *stream;     /* a streamed reply in progress (api/stream.h) */
     unsigned status;
 
     /* Handler-owned per-request state, freed with the request. */

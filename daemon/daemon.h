@@ -16,6 +16,8 @@
 #include "daemon/lag.h"
 #include "daemon/monitor.h"
 
+struct store;
+
 struct daemon {
     uv_loop_t *loop;
     const struct config *cfg;
@@ -25,6 +27,16 @@ struct daemon {
     int64_t started_at;   /* unix seconds */
     uint64_t started_hr;  /* uv_hrtime at start */
     bool shutting_down;
+
+    /* The store, opened at start-up; NULL when it could not be opened, in
+     * which case store_error says why and the routes that need it answer
+     * 503 with that message. */
+    struct store *store;
+    char store_error[512];
+    /* Imports running on the pool, capped at pool threads - 1 so short
+     * jobs always find a thread; the rest wait in line (api/images.c). */
+    unsigned imports_running;
+    unsigned imports_max;
 };
 
 /* Seconds since the daemon started. */

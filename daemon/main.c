@@ -18,6 +18,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/runtime_probe.h"
+#include "store/store.h"
 
 /* How often the shutdown waits check whether the running jobs are done. */
 #define SHUTDOWN_POLL_MS 20
@@ -126,6 +127,18 @@ main(int argc, char **argv)
     }
     lag_monitor_start(&loop, &d->lag, 100);
 
+    /* Opening the store cleans up after a crash (temporaries, half-built
+     * snapshots, leases); it blocks, but the loop does not run yet. */
+    unsigned pool = b.cfg.pool_threads;
+    d->imports_max = pool > 2 ? pool - 1 : 1;
+    struct store_opts sopts = {.max_unpacks = pool > 3 ? pool - 2 : 1,
+                               .allow_device_nodes = b.cfg.store_device_nodes};
+    struct err serr = {0};
+    if (store_open(b.cfg.root, &sopts, &d->store, &serr) < 0) {
+        snprintf(d->store_error, sizeof(d->store_error), "%s", serr.msg);
+        log_error("%s", serr.msg);
+    }
+
     struct runtime_probe *probe = runtime_probe_new(&b.cfg);
     if (monitor_start(b.cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0) {
         log_error("%s", err.msg);
@@ -154,6 +167,7 @@ main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
 
     monitor_stop(d->monitor);
+    store_close(d->store);
     runtime_probe_free(probe);
     job_queue_free(d->jobs);
     rc = uv_loop_close(&loop);

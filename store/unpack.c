@@ -181,10 +181,14 @@ static char *
 path_clean(const char *name, const char **why)
 {
     *why = NULL;
-    if (name[0] == '/') {
+    /* "/" alone names the layer's root (umoci writes it so); any other
+     * absolute name would land outside the snapshot. */
+    if (name[0] == '/' && name[strspn(name, "/.")] != '\0') {
         *why = "is an absolute path";
         return NULL;
     }
+    if (name[0] == '/')
+        return strdup("");
     size_t len = strlen(name);
     char *out = malloc(len + 1);
     if (!out)
