@@ -355,10 +355,15 @@ import_job_free(struct import_job *job)
         job->req->ctx = NULL;
         job->req->ctx_free = NULL;
     }
-    if (job->upload)
+    /* The job is over (or never ran), so both sides release here. */
+    if (job->upload) {
+        bpipe_release_job(job->upload);
         bpipe_release_loop(job->upload);
-    if (job->progress)
+    }
+    if (job->progress) {
+        bpipe_release_job(job->progress);
         bpipe_release_loop(job->progress);
+    }
     api_stream_release(job->stream);
     meta_image_free(job->image);
     free(job->layout_dir);

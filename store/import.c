@@ -1103,14 +1103,16 @@ import_cleanup(struct import *imp)
     }
     free(imp->index_json);
     free(imp->docker_json);
+    /* chain_ids has one entry per layer of the manifest: free it first. */
+    for (size_t i = 0; imp->chain_ids && imp->manifest && i < imp->manifest->n_layers; i++)
+        free(imp->chain_ids[i]);
+    free(imp->chain_ids);
     oci_manifest_free(imp->manifest);
     oci_config_free(imp->config);
     for (size_t i = 0; i < imp->n_names; i++)
         free(imp->names[i]);
     free(imp->names);
-    for (size_t i = 0; imp->chain_ids && imp->manifest && i < imp->manifest->n_layers; i++)
-        free(imp->chain_ids[i]);
-    free(imp->chain_ids);
+
     free(imp->unpacked);
 }
 
