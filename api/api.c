@@ -125,9 +125,11 @@ begin_request(struct api_req *req, const char *url)
     struct api *api = req->api;
     http_server_headers_done(api->http, req->conn);
 
-    if (strlen(url) > API_URI_MAX) {
-        api_reply_error(req, 414, "uri_too_long", "request target is %zu bytes, over the limit of %d",
-                        strlen(url), API_URI_MAX);
+    size_t uri_len = strlen(req->raw_uri ? req->raw_uri : url);
+    if (uri_len > API_URI_MAX) {
+        api_reply_error(req, 414, "uri_too_long",
+                        "request target is %zu bytes, over the limit of %d", uri_len,
+                        API_URI_MAX);
         return;
     }
     size_t hs = headers_size(req->conn);
@@ -231,19 +233,26 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
     struct api *api = cls;
     struct api_req *req = *con_cls;
     if (!req) {
+        /* No URI log call happened (it always does; be safe anyway). */
         req = calloc(1, sizeof(*req));
         if (!req)
             return MHD_NO;
+        *con_cls = req;
+    }
+    if (!req->started) {
+        req->started = true;
         req->api = api;
         req->conn = conn;
-        req->start_ns = uv_hrtime();
+        if (!req->start_ns)
+            req->start_ns = uv_hrtime();
         snprintf(req->method, sizeof(req->method), "%s", method);
-        req->path = strdup(url);
-        if (!req->path) {
-            free(req);
+        /* Route on the raw path: MHD's decoded url would turn %2F into a
+         * separator and let %00 cut the path short. */
+        const char *raw = req->raw_uri ? req->raw_uri : url;
+        size_t plen = strcspn(raw, "?#");
+        req->path = strndup(raw, plen);
+        if (!req->path)
             return MHD_NO;
-        }
-        *con_cls = req;
         begin_request(req, url);
         return queue_reply(req);
     }
@@ -308,6 +317,12 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     *con_cls = NULL;
+    if (!req->started) {
+        /* MHD refused the request before our handler saw it. */
+        free(req->raw_uri);
+        free(req);
+        return;
+    }
     double seconds = (double)(uv_hrtime() - req->start_ns) / 1e9;
     unsigned status = req->status ? req->status : 499; /* client went away unanswered */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
@@ -338,7 +353,24 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         MHD_destroy_response(req->response);
     free(req->body);
     free(req->path);
+    free(req->raw_uri);
     free(req);
+}
+
+/*
+ * Called by MHD as soon as the request line is parsed, with the target
+ * exactly as sent; its return value becomes the request's context, so
+ * every request gets its api_req here.
+ */
+static void *
+uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct api_req *req = calloc(1, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->start_ns = uv_hrtime();
+    req->raw_uri = strdup(uri);
+    return req;
 }
 
 static void
@@ -366,6 +398,7 @@ api_start(struct daemon *d, struct api **out, struct err *err)
                                 : d->cfg->connection_timeout_s,
         .access = access_cb,
         .completed = completed_cb,
+        .uri_log = uri_log_cb,
         .cls = api,
     };
     if (http_server_start(d->loop, &opts, &api->http, err) < 0) {

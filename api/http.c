@@ -14,13 +14,26 @@
  * the short "under pressure" header timeout. */
 #define PRESSURE_NUM 3
 #define PRESSURE_DEN 4
-#define PRESSURE_HEADER_TIMEOUT_S 2
+#define PRESSURE_HEADER_TIMEOUT_S 1
+
+/* A connection that has not finished sending its first request's headers,
+ * with the moment it must have done so. */
+struct pending_conn {
+    struct MHD_Connection *conn;
+    uint64_t accepted_ms;
+    uint64_t deadline_ms;
+    bool linked; /* still in the pending list (headers not done) */
+    struct pending_conn *prev, *next;
+};
 
 struct http_server {
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
     uv_poll_t poll;
     uv_timer_t timer;
+    uv_timer_t sweep; /* closes connections past their header deadline */
+    struct pending_conn *pending;
+    bool kick_pending; /* a run was asked for (from inside MHD_run too) */
     unsigned port;
     unsigned connections;
     unsigned idle_timeout_s;
@@ -37,6 +50,7 @@ static void rearm(struct http_server *s);
 static void
 run_mhd(struct http_server *s)
 {
+    s->kick_pending = false;
     if (MHD_run(s->mhd) != MHD_YES)
         log_warn("http: MHD_run failed");
     rearm(s);
@@ -62,7 +76,11 @@ static void
 rearm(struct http_server *s)
 {
     MHD_UNSIGNED_LONG_LONG ms = 0;
-    if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
+    /* A kick asked for during MHD_run (a resume, a freed slot) must not be
+     * overwritten by MHD's own, later timeout. */
+    if (s->kick_pending)
+        uv_timer_start(&s->timer, timer_cb, 0, 0);
+    else if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
         uv_timer_start(&s->timer, timer_cb, ms, 0);
     else
         uv_timer_stop(&s->timer);
@@ -71,7 +89,64 @@ rearm(struct http_server *s)
 void
 http_server_kick(struct http_server *s)
 {
+    s->kick_pending = true;
     uv_timer_start(&s->timer, timer_cb, 0, 0);
+}
+
+static bool
+under_pressure(const struct http_server *s)
+{
+    return s->connections * PRESSURE_DEN >= s->max_connections * PRESSURE_NUM;
+}
+
+/* Takes p out of the pending list; the memory stays the connection's
+ * socket context until MHD reports it closed. */
+static void
+pending_unlink(struct http_server *s, struct pending_conn *p)
+{
+    if (!p->linked)
+        return;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        s->pending = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    p->linked = false;
+}
+
+/*
+ * MHD's own timeout is an inactivity timer, so a client that trickles one
+ * header byte at a time would never be cut off. The sweep enforces a real
+ * deadline for the headers; under pressure it tightens every pending
+ * connection's deadline, not only new ones', so slow clients cannot hold
+ * the slots a normal client needs.
+ */
+static void
+sweep_cb(uv_timer_t *t)
+{
+    struct http_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    bool pressure = under_pressure(s);
+    bool closed = false;
+    for (struct pending_conn *p = s->pending; p; p = p->next) {
+        uint64_t deadline = p->deadline_ms;
+        if (pressure && p->accepted_ms + PRESSURE_HEADER_TIMEOUT_S * 1000 < deadline)
+            deadline = p->accepted_ms + PRESSURE_HEADER_TIMEOUT_S * 1000;
+        if (now < deadline)
+            continue;
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(p->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info) {
+            /* MHD sees the socket fail and closes the connection itself. */
+            shutdown(info->connect_fd, SHUT_RDWR);
+            closed = true;
+        }
+        p->deadline_ms = UINT64_MAX; /* once is enough; CLOSED unlinks it */
+    }
+    if (closed)
+        http_server_kick(s);
 }
 
 static void
@@ -82,12 +157,34 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         s->connections++;
         unsigned timeout = s->header_timeout_s;
-        if (s->connections * PRESSURE_DEN >= s->max_connections * PRESSURE_NUM &&
-            timeout > PRESSURE_HEADER_TIMEOUT_S)
+        if (under_pressure(s) && timeout > PRESSURE_HEADER_TIMEOUT_S)
             timeout = PRESSURE_HEADER_TIMEOUT_S;
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, timeout);
+        struct pending_conn *p = calloc(1, sizeof(*p));
+        if (p) {
+            p->conn = conn;
+            p->accepted_ms = uv_now(s->loop);
+            p->deadline_ms = p->accepted_ms + (uint64_t)timeout * 1000;
+            p->linked = true;
+            p->next = s->pending;
+            if (s->pending)
+                s->pending->prev = p;
+            s->pending = p;
+        }
+        *socket_ctx = p;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        bool was_full = s->connections >= s->max_connections;
         s->connections--;
+        if (*socket_ctx) {
+            pending_unlink(s, *socket_ctx);
+            free(*socket_ctx);
+            *socket_ctx = NULL;
+        }
+        /* At the cap MHD stops watching the listening socket and only
+         * looks again on its next run: make that run happen now, so the
+         * freed slot is used at once. */
+        if (was_full)
+            http_server_kick(s);
     }
 }
 
@@ -95,6 +192,10 @@ void
 http_server_headers_done(struct http_server *s, struct MHD_Connection *conn)
 {
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->idle_timeout_s);
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (info && info->socket_context)
+        pending_unlink(s, info->socket_context);
 }
 
 static void
@@ -148,16 +249,21 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts,
     s->header_timeout_s = opts->header_timeout_s;
     s->max_connections = opts->max_connections;
 
+    /* No SO_REUSEPORT: a second daemon on the same address must fail to
+     * start, not silently share the port with the first. */
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
     s->mhd = MHD_start_daemon(
-        flags, (uint16_t)opts->port, NULL, NULL, opts->access, opts->cls, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, opts->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection_cb, s, MHD_OPTION_EXTERNAL_LOGGER, log_cb,
-        s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+        flags, (uint16_t)opts->port, NULL, NULL, opts->access, opts->cls,
+        /* The logger first, so that MHD's messages about the options that
+         * follow reach our log too. */
+        MHD_OPTION_EXTERNAL_LOGGER, log_cb, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls, MHD_OPTION_URI_LOG_CALLBACK,
+        opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION, notify_connection_cb, s,
+        MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return err_set(err, EADDRINUSE,
@@ -174,12 +280,16 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts,
     }
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, sweep_cb, 250, 250);
     int rc = uv_poll_init(loop, &s->poll, info->epoll_fd);
     if (rc == 0)
         rc = uv_poll_start(&s->poll, UV_READABLE, poll_cb);
     s->poll.data = s;
     if (rc < 0) {
         uv_close((uv_handle_t *)&s->timer, NULL);
+        uv_close((uv_handle_t *)&s->sweep, NULL);
         MHD_stop_daemon(s->mhd);
         /* The timer is closed on the next loop turn; leak s rather than
          * free memory libuv still references. Start-up fails anyway. */
@@ -231,11 +341,13 @@ http_server_stop(struct http_server *s, void (*done)(void *arg), void *arg)
 {
     uv_poll_stop(&s->poll);
     uv_timer_stop(&s->timer);
-    MHD_stop_daemon(s->mhd);
+    uv_timer_stop(&s->sweep);
+    MHD_stop_daemon(s->mhd); /* closes every connection: CLOSED unlinks pending */
     s->mhd = NULL;
     s->done = done;
     s->done_arg = arg;
-    s->closing_handles = 2;
+    s->closing_handles = 3;
     uv_close((uv_handle_t *)&s->poll, handle_closed_cb);
     uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+    uv_close((uv_handle_t *)&s->sweep, handle_closed_cb);
 }

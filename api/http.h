@@ -30,6 +30,7 @@ struct http_server_opts {
     unsigned header_timeout_s; /* to send the request line and headers */
     MHD_AccessHandlerCallback access;
     MHD_RequestCompletedCallback completed;
+    void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *conn);
     void *cls; /* passed to both */
 };
 

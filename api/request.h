@@ -30,7 +30,9 @@ struct api_req {
     struct api *api;
     struct MHD_Connection *conn;
     char method[16];
-    char *path; /* without the query string */
+    char *raw_uri; /* the request target as sent (path and query, not decoded) */
+    char *path;    /* the raw path, without the query string; the router decodes it */
+    bool started;  /* the first access-handler call happened */
     struct route_match match;
     uint64_t start_ns;
 

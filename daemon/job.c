@@ -8,6 +8,10 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <string.h>
 
 #include "common/log.h"
 
@@ -51,10 +55,31 @@ job_queue_free(struct job_queue *q)
     free(q);
 }
 
+/*
+ * Pool threads run at a lower priority than the loop thread (nice +10 on
+ * Linux, where each thread has its own nice value): on a small machine
+ * several CPU-bound jobs would otherwise compete with the loop for the
+ * cores, and every request would wait behind them. Set once per thread.
+ */
+#define POOL_THREAD_NICE 10
+
+static _Thread_local bool thread_niced;
+
+static void
+nice_pool_thread(void)
+{
+    if (thread_niced)
+        return;
+    thread_niced = true;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), POOL_THREAD_NICE) < 0)
+        log_debug("job: cannot lower the pool thread's priority: %s", strerror(errno));
+}
+
 static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
+    nice_pool_thread();
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);

@@ -1,0 +1,324 @@
+/*
+ * Error replies: every one is {"error": {"code", "message"}} with the
+ * right status, for unknown paths and methods, oversized or malformed
+ * bodies, bodies where none is taken, and oversized URIs and headers.
+ *
+ * The JSON-body checks are helpers that take the route. They run against
+ * the first JSON route this build has (harness_json_route: POST
+ * /v1/images/prune once it exists, POST /v1/debug/hash in a build with
+ * -DBERTH_BENCH_ROUTES=ON) and say SKIP when there is none.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/api/harness.h"
+
+/* A JSON body of exactly len bytes: an object with one long string. */
+static char *
+big_json(size_t len)
+{
+    char *s = malloc(len + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, 'a', len);
+    memcpy(s, "{\"pad\": \"", 9);
+    memcpy(s + len - 2, "\"}", 2);
+    s[len] = '\0';
+    return s;
+}
+
+static const char *
+json_route_or_skip(struct berthd *b, const char *test)
+{
+    const char *route = harness_json_route(b);
+    if (!route)
+        fprintf(stderr,
+                "SKIP %s: this build has no JSON route yet (no /v1/images/prune; "
+                "/v1/debug/hash needs -DBERTH_BENCH_ROUTES=ON)\n",
+                test);
+    return route;
+}
+
+/* 413 for a JSON body one byte over 1 MiB on route, sent with a
+ * Content-Length or chunked. */
+static void
+check_json_body_too_large(struct berthd *b, const char *route, bool chunked)
+{
+    size_t len = 1024 * 1024 + 1;
+    char *body = big_json(len);
+    struct hresp r;
+    http_do(b,
+            &(struct hreq){
+                .method = "POST", .path = route, .body = body, .body_len = len, .chunked = chunked},
+            &r);
+    ck_assert_error_reply(&r, 413, "payload_too_large", "1048576");
+    hresp_free(&r);
+    free(body);
+    /* The daemon is still fine afterwards. */
+    http_get(b, "/v1/health", &r);
+    ck_assert_msg(r.status == 200 || r.status == 503, "health after 413: %ld", r.status);
+    hresp_free(&r);
+}
+
+/* 400 naming the problem for bodies that are not a JSON object. */
+static void
+check_malformed_json(struct berthd *b, const char *route)
+{
+    static const struct {
+        const char *body;
+        const char *substr;
+    } cases[] = {
+        {"{\"bytes\": ", "malformed JSON"}, {"{\"bytes\" 1}", "malformed JSON at byte"},
+        {"{} trailing", "trailing data"},   {"[1, 2]", "expected a JSON object, got an array"},
+        /* An empty body is not in this list: routes whose fields are all
+         * optional (prune) take it as {}. */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hresp r;
+        http_post_json(b, route, cases[i].body, &r);
+        char why[1024];
+        ck_assert_msg(error_body_ok(&r, 400, "bad_request", cases[i].substr, why, sizeof(why)),
+                      "POST %s '%s': %s", route, cases[i].body, why);
+        hresp_free(&r);
+    }
+}
+
+/* 400 naming the field when a field has the wrong type. */
+static void
+check_wrong_field_type(struct berthd *b, const char *route, const char *body, const char *field)
+{
+    struct hresp r;
+    http_post_json(b, route, body, &r);
+    char quoted[128];
+    snprintf(quoted, sizeof(quoted), "\"%s\"", field);
+    ck_assert_error_reply(&r, 400, "bad_request", quoted);
+    hresp_free(&r);
+}
+
+START_TEST(unknown_path_is_404_json)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    struct hresp r;
+    http_get(&b, "/v1/no-such-thing", &r);
+    ck_assert_error_reply(&r, 404, "not_found", "/v1/no-such-thing");
+    hresp_free(&r);
+    http_get(&b, "/", &r);
+    ck_assert_error_reply(&r, 404, "not_found", NULL);
+    hresp_free(&r);
+    /* A route's prefix or an extension of it is not the route. */
+    http_get(&b, "/v1/health/extra", &r);
+    ck_assert_error_reply(&r, 404, "not_found", NULL);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(wrong_method_is_405_with_allow_header)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    static const char *const methods[] = {"POST", "DELETE", "PUT", NULL};
+    for (const char *const *m = methods; *m; m++) {
+        struct hresp r;
+        http_do(&b, &(struct hreq){.method = *m, .path = "/v1/health"}, &r);
+        ck_assert_error_reply(&r, 405, "method_not_allowed", *m);
+        char allow[128];
+        ck_assert_msg(hresp_header(&r, "Allow", allow, sizeof(allow)), "%s: no Allow header", *m);
+        ck_assert_str_eq(allow, "GET");
+        hresp_free(&r);
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(json_body_over_1mib_with_content_length_is_413)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "json_body_over_1mib_with_content_length_is_413");
+    if (route)
+        check_json_body_too_large(&b, route, false);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(json_body_over_1mib_chunked_is_413)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "json_body_over_1mib_chunked_is_413");
+    if (route)
+        check_json_body_too_large(&b, route, true);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(malformed_json_is_400_naming_the_problem)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "malformed_json_is_400_naming_the_problem");
+    if (route)
+        check_malformed_json(&b, route);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(wrong_field_type_is_400_naming_the_field)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    /* Routes whose fields this test knows; add the next ones here. */
+    static const struct {
+        const char *route, *body, *field;
+    } known[] = {
+        {"/v1/debug/hash", "{\"bytes\": \"lots\"}", "bytes"},
+    };
+    const char *route = json_route_or_skip(&b, "wrong_field_type_is_400_naming_the_field");
+    bool ran = false;
+    for (size_t i = 0; route && i < sizeof(known) / sizeof(known[0]); i++) {
+        if (strcmp(known[i].route, route) == 0) {
+            check_wrong_field_type(&b, route, known[i].body, known[i].field);
+            ran = true;
+        }
+    }
+    if (route && !ran)
+        fprintf(stderr, "SKIP wrong_field_type_is_400_naming_the_field: no field known for %s\n",
+                route);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(body_on_a_route_that_takes_none_is_400)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    struct hresp r;
+    http_do(&b, &(struct hreq){.method = "GET", .path = "/v1/health", .body = "{\"x\": 1}"}, &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "takes no request body");
+    hresp_free(&r);
+    http_do(&b,
+            &(struct hreq){.method = "GET", .path = "/v1/metrics", .body = "x", .chunked = true},
+            &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "takes no request body");
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
+static char *
+long_string(size_t len, char c)
+{
+    char *s = malloc(len + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, c, len);
+    s[len] = '\0';
+    return s;
+}
+
+START_TEST(uri_path_of_10kib_is_414)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char *seg = long_string(10 * 1024, 'a');
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "/v1/%s", seg), 0);
+    struct hresp r;
+    http_get(&b, path, &r);
+    ck_assert_error_reply(&r, 414, "uri_too_long", "8192");
+    hresp_free(&r);
+    free(path);
+    free(seg);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* The query string is part of the request target: a 10 KiB one is as much
+ * over the limit as a 10 KiB path. */
+START_TEST(uri_query_of_10kib_is_414)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char *val = long_string(10 * 1024, 'q');
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "/v1/health?x=%s", val), 0);
+    struct hresp r;
+    http_get(&b, path, &r);
+    ck_assert_error_reply(&r, 414, "uri_too_long", "8192");
+    hresp_free(&r);
+    free(path);
+    free(val);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(headers_of_20kib_are_431)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    /* Twenty headers of 1 KiB each, then one header of 20 KiB. */
+    char *pad = long_string(1024, 'h');
+    const char *hdrs[21];
+    char *lines[20];
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_ge(asprintf(&lines[i], "X-Pad-%d: %s", i, pad), 0);
+        hdrs[i] = lines[i];
+    }
+    hdrs[20] = NULL;
+    struct hresp r;
+    http_do(&b, &(struct hreq){.path = "/v1/health", .headers = hdrs}, &r);
+    ck_assert_error_reply(&r, 431, "headers_too_large", "16384");
+    hresp_free(&r);
+    for (int i = 0; i < 20; i++)
+        free(lines[i]);
+
+    char *one = NULL;
+    char *big = long_string(20 * 1024, 'H');
+    ck_assert_int_ge(asprintf(&one, "X-Big: %s", big), 0);
+    const char *hdrs1[] = {one, NULL};
+    http_do(&b, &(struct hreq){.path = "/v1/health", .headers = hdrs1}, &r);
+    ck_assert_error_reply(&r, 431, "headers_too_large", "16384");
+    hresp_free(&r);
+    free(one);
+    free(big);
+    free(pad);
+
+    /* Just under the limit is fine. */
+    char *ok = long_string(8 * 1024, 'k');
+    char *okline = NULL;
+    ck_assert_int_ge(asprintf(&okline, "X-Ok: %s", ok), 0);
+    const char *hdrs2[] = {okline, NULL};
+    http_do(&b, &(struct hreq){.path = "/v1/health", .headers = hdrs2}, &r);
+    ck_assert_msg(r.status == 200 || r.status == 503, "8 KiB of headers: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    free(okline);
+    free(ok);
+    berthd_finish(&b);
+}
+END_TEST
+
+static Suite *
+errors_suite(void)
+{
+    Suite *s = suite_create("api_errors");
+    TCase *tc = tcase_create("errors");
+    tcase_add_test(tc, unknown_path_is_404_json);
+    tcase_add_test(tc, wrong_method_is_405_with_allow_header);
+    tcase_add_test(tc, json_body_over_1mib_with_content_length_is_413);
+    tcase_add_test(tc, json_body_over_1mib_chunked_is_413);
+    tcase_add_test(tc, malformed_json_is_400_naming_the_problem);
+    tcase_add_test(tc, wrong_field_type_is_400_naming_the_field);
+    tcase_add_test(tc, body_on_a_route_that_takes_none_is_400);
+    tcase_add_test(tc, uri_path_of_10kib_is_414);
+    tcase_add_test(tc, uri_query_of_10kib_is_414);
+    tcase_add_test(tc, headers_of_20kib_are_431);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return harness_run_suite(errors_suite());
+}

@@ -1,0 +1,207 @@
+/*
+ * berthd's command line and environment: --version, --help, one-line
+ * errors with exit status 2 for bad values, BERTH_LISTEN and
+ * BERTH_LOG_FORMAT=json from the environment.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tests/api/harness.h"
+
+START_TEST(version_prints_version_and_exits_0)
+{
+    char *out, *err;
+    int st = berthd_run((const char *[]){"--version", NULL}, NULL, 10000, &out, &err);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+    unsigned a, b2, c;
+    ck_assert_msg(sscanf(out, "berthd %u.%u.%u", &a, &b2, &c) == 3, "stdout: %s", out);
+    ck_assert_msg(strchr(out, '\n') == out + strlen(out) - 1, "not one line: %s", out);
+
+    /* The same version as health reports. */
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    char want[64];
+    snprintf(want, sizeof(want), "berthd %s\n", json_object_get_string(json_at(r.json, "version")));
+    ck_assert_str_eq(out, want);
+    hresp_free(&r);
+    berthd_finish(&b);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(help_prints_usage_and_exits_0)
+{
+    char *out, *err;
+    int st = berthd_run((const char *[]){"--help", NULL}, NULL, 10000, &out, &err);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+    ck_assert_msg(strstr(out, "usage: berthd"), "stdout: %s", out);
+    ck_assert_msg(strstr(out, "--listen") && strstr(out, "--root"), "stdout: %s", out);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(bad_flag_values_print_one_line_and_exit_2)
+{
+    static const struct {
+        const char *args[4];
+        const char *env;
+        const char *mention;
+    } cases[] = {
+        {{"--listen", "nope"}, NULL, "nope"},
+        {{"--listen", "127.0.0.1:99999"}, NULL, "99999"},
+        {{"--log-level", "loud"}, NULL, "loud"},
+        {{"--runtime", "crun"}, NULL, "crun"},
+        {{"--max-connections", "0"}, NULL, "--max-connections"},
+        {{"--root", "relative/dir"}, NULL, "relative/dir"},
+        {{"--no-such-flag"}, NULL, "--no-such-flag"},
+        {{"--listen", "127.0.0.1:0", "stray"}, NULL, "stray"},
+        {{NULL}, "BERTH_LOG_FORMAT=yaml", "BERTH_LOG_FORMAT"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out, *err;
+        const char *env[] = {cases[i].env, NULL};
+        int st = berthd_run(cases[i].args, env, 10000, &out, &err);
+        ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2,
+                      "case %zu (%s): status 0x%x, stderr: %s", i, cases[i].mention, st, err);
+        ck_assert_msg(strncmp(err, "berthd: ", 8) == 0, "case %zu: stderr: %s", i, err);
+        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "case %zu: not one line: %s", i,
+                      err);
+        ck_assert_msg(strstr(err, cases[i].mention), "case %zu: stderr does not mention %s: %s", i,
+                      cases[i].mention, err);
+        ck_assert_msg(out[0] == '\0', "case %zu: stdout: %s", i, out);
+        free(out);
+        free(err);
+    }
+}
+END_TEST
+
+START_TEST(listen_address_from_environment)
+{
+    struct berthd b = {0};
+    berthd_start(
+        &b, &(struct berthd_opts){.no_listen_flag = true, .env = {"BERTH_LISTEN=127.0.0.1:0"}});
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    ck_assert_msg(r.status == 200 || r.status == 503, "status %ld", r.status);
+    ck_assert_ptr_nonnull(r.json);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(flag_wins_over_environment)
+{
+    struct berthd b = {0};
+    /* The environment says errors only; the flag asks for request lines. */
+    berthd_start(&b, &(struct berthd_opts){.args = {"--log-level", "info"},
+                                           .env = {"BERTH_LOG_LEVEL=error"}});
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    hresp_free(&r);
+    sleep_ms(100);
+    char *log = berthd_log(&b);
+    ck_assert_msg(strstr(log, "GET /v1/health"), "no request line at --log-level info:\n%s", log);
+    free(log);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(json_log_format_one_object_per_line_and_per_request)
+{
+    struct berthd b = {0};
+    berthd_start(&b, &(struct berthd_opts){.env = {"BERTH_LOG_FORMAT=json"}});
+    static const struct {
+        const char *path;
+        int status;
+    } reqs[] = {{"/v1/health", 0}, {"/v1/nothing\"here", 404}, {"/v1/metrics", 200}};
+    for (size_t i = 0; i < 3; i++) {
+        struct hresp r;
+        http_get(&b, reqs[i].path, &r);
+        hresp_free(&r);
+    }
+    int st = berthd_term(&b, 10000);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+    char *log = berthd_log(&b);
+    int requests = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        json_object *o = json_tokener_parse(line);
+        ck_assert_msg(o && json_object_is_type(o, json_type_object), "not JSON: %s", line);
+        ck_assert_msg(json_object_is_type(json_at(o, "time"), json_type_string), "%s", line);
+        ck_assert_msg(json_object_is_type(json_at(o, "level"), json_type_string), "%s", line);
+        ck_assert_msg(json_object_is_type(json_at(o, "msg"), json_type_string), "%s", line);
+        if (strcmp(json_object_get_string(json_at(o, "msg")), "request") == 0) {
+            ck_assert_msg(requests < 3, "more request lines than requests: %s", line);
+            ck_assert_str_eq(json_object_get_string(json_at(o, "method")), "GET");
+            ck_assert_str_eq(json_object_get_string(json_at(o, "path")), reqs[requests].path);
+            ck_assert_msg(json_object_is_type(json_at(o, "status"), json_type_int), "%s", line);
+            if (reqs[requests].status)
+                ck_assert_int_eq(json_object_get_int(json_at(o, "status")), reqs[requests].status);
+            json_object *d = json_at(o, "duration_ms");
+            ck_assert_msg(d &&
+                              (json_object_is_type(d, json_type_double) ||
+                               json_object_is_type(d, json_type_int)) &&
+                              json_object_get_double(d) >= 0,
+                          "duration_ms: %s", line);
+            requests++;
+        }
+        json_object_put(o);
+    }
+    ck_assert_int_eq(requests, 3);
+    free(log);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(second_daemon_on_a_taken_port_fails_to_start)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", b.port);
+    char root[256];
+    harness_mkdtemp(root, sizeof(root));
+    char *out = NULL, *err = NULL;
+    /* It must not share the port with the first (no SO_REUSEPORT). */
+    int st = berthd_run((const char *[]){"--listen", listen, "--root", root, NULL}, NULL, 10000,
+                        &out, &err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+                  "second berthd on %s ended with status %d, expected exit 1; stderr: %s", listen, st,
+                  err ? err : "");
+    ck_assert_msg(err && strstr(err, "cannot bind"), "stderr: %s", err ? err : "");
+    free(out);
+    free(err);
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "store.root")), b.root);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
+static Suite *
+flags_suite(void)
+{
+    Suite *s = suite_create("api_flags");
+    TCase *tc = tcase_create("flags");
+    tcase_add_test(tc, version_prints_version_and_exits_0);
+    tcase_add_test(tc, help_prints_usage_and_exits_0);
+    tcase_add_test(tc, bad_flag_values_print_one_line_and_exit_2);
+    tcase_add_test(tc, listen_address_from_environment);
+    tcase_add_test(tc, flag_wins_over_environment);
+    tcase_add_test(tc, json_log_format_one_object_per_line_and_per_request);
+    tcase_add_test(tc, second_daemon_on_a_taken_port_fails_to_start);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return harness_run_suite(flags_suite());
+}
