@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/handlers.h"
@@ -22,6 +23,7 @@
 #include "store/gc.h"
 #include "store/import.h"
 #include "store/store.h"
+#include "store/volume.h"
 
 #define UPLOAD_PIPE_BYTES (1 << 20)
 #define PROGRESS_PIPE_BYTES (64 << 10)
@@ -93,6 +95,8 @@ struct import_job {
     struct daemon *d;
     /* inputs (owned) */
     char *layout_dir;
+    char *volume;      /* source.volume: a layout inside a volume */
+    char *volume_path; /* source.path inside it */
     char *name;
     bool has_platform;
     struct oci_platform platform;
@@ -157,8 +161,26 @@ static void
 import_work(void *ctx)
 {
     struct import_job *job = ctx;
+    /* A layout inside a volume is opened without following symlinks, and
+     * imported through that directory fd, so nothing outside the volume
+     * is read. */
+    int volume_fd = -1;
+    char fd_path[64];
+    const char *layout_dir = job->layout_dir;
+    if (job->volume) {
+        job->rc = volume_open_dir(job->d->store->volumes, job->volume, job->volume_path,
+                                  &volume_fd, &job->err);
+        if (job->rc < 0) {
+            err_wrap(&job->err, "source volume %s path %s", job->volume, job->volume_path);
+            if (job->progress)
+                bpipe_close_job(job->progress);
+            return;
+        }
+        snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", volume_fd);
+        layout_dir = fd_path;
+    }
     struct import_request r = {
-        .layout_dir = job->layout_dir,
+        .layout_dir = layout_dir,
         .read = job->upload ? upload_read : NULL,
         .read_ctx = job->upload,
         .name = job->name,
@@ -167,6 +189,11 @@ import_work(void *ctx)
         .progress_ctx = job,
     };
     job->rc = image_import(job->d->store, &r, &job->image, &job->created, &job->err);
+    if (volume_fd >= 0) {
+        close(volume_fd);
+        if (job->rc < 0 && job->err.code != ERR_INVALID_CONTENT)
+            err_wrap(&job->err, "source volume %s path %s", job->volume, job->volume_path);
+    }
     if (job->upload) {
         /* Stop the uploader: whatever still comes is not needed. */
         if (job->rc < 0)
@@ -367,6 +394,8 @@ import_job_free(struct import_job *job)
     api_stream_release(job->stream);
     meta_image_free(job->image);
     free(job->layout_dir);
+    free(job->volume);
+    free(job->volume_path);
     free(job->name);
     free(job);
 }
@@ -547,19 +576,34 @@ images_post_json(struct api_req *req)
     struct err err = {0};
     json_object *body = NULL;
     json_object *source = NULL;
-    const char *layout = NULL;
+    const char *layout = NULL, *volume = NULL, *path = NULL;
     static const char *const top[] = {"source", NULL};
-    static const char *const src_fields[] = {"layout", NULL};
+    static const char *const src_fields[] = {"layout", "volume", "path", NULL};
     if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
         json_check_fields(body, "", top, &err) < 0 ||
         json_get_object(body, "", "source", true, &source, &err) < 0 ||
         json_check_fields(source, "source", src_fields, &err) < 0 ||
-        json_get_string(source, "source", "layout", true, &layout, &err) < 0) {
+        json_get_string(source, "source", "layout", false, &layout, &err) < 0 ||
+        json_get_string(source, "source", "volume", false, &volume, &err) < 0 ||
+        json_get_string(source, "source", "path", false, &path, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;
     }
-    if (layout[0] != '/') {
+    if (!layout == !volume) {
+        api_reply_error(req, 400, "bad_request",
+                        "field \"source\": give either \"layout\" (a directory on the host) "
+                        "or \"volume\" (with an optional \"path\" inside it)");
+        json_object_put(body);
+        return;
+    }
+    if (layout && path) {
+        api_reply_error(req, 400, "bad_request",
+                        "field \"source.path\": only with \"source.volume\"");
+        json_object_put(body);
+        return;
+    }
+    if (layout && layout[0] != '/') {
         api_reply_error(req, 400, "bad_request",
                         "field \"source.layout\": %s is not an absolute path", layout);
         json_object_put(body);
@@ -574,7 +618,12 @@ images_post_json(struct api_req *req)
         json_object_put(body);
         return;
     }
-    job->layout_dir = strdup(layout);
+    if (layout) {
+        job->layout_dir = strdup(layout);
+    } else {
+        job->volume = strdup(volume);
+        job->volume_path = strdup(path ? path : "/");
+    }
     json_object_put(body);
     job->upload_done = true;
     if (job->ndjson)

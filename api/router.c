@@ -29,7 +29,9 @@ decode_segment(const char *s, size_t len, char *out, size_t cap)
             if (hi < 0 || lo < 0)
                 return -1;
             c = (char)(hi * 16 + lo);
-            if (c == '\0' || c == '/')
+            /* %2F is fine inside a parameter: segments were split on the
+             * raw path already. */
+            if (c == '\0')
                 return -1;
             i += 2;
         }
@@ -44,7 +46,8 @@ decode_segment(const char *s, size_t len, char *out, size_t cap)
 /* Matches one pattern; 1 on match, 0 no match, -1 bad parameter. Also
  * returns via *literal_score how many literal segments matched. */
 static int
-match_pattern(const char *pattern, const char *path, struct route_match *m, int *literal_score)
+match_pattern(const char *pattern, bool rest, const char *path, struct route_match *m,
+              int *literal_score)
 {
     const char *p = pattern;
     const char *u = path;
@@ -58,6 +61,11 @@ match_pattern(const char *pattern, const char *path, struct route_match *m, int 
         size_t plen = pend ? (size_t)(pend - p) : strlen(p);
         size_t ulen = uend ? (size_t)(uend - u) : strlen(u);
         if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
+            if (rest && !pend) {
+                ulen = strlen(u); /* the last parameter takes the rest */
+                if (ulen && u[ulen - 1] == '/')
+                    return 0;
+            }
             if (ulen == 0)
                 return 0;
             if (np >= ROUTE_MAX_PARAMS)
@@ -101,7 +109,7 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
     for (size_t i = 0; i < n; i++) {
         struct route_match tmp;
         int score = 0;
-        int r = match_pattern(routes[i].pattern, path, &tmp, &score);
+        int r = match_pattern(routes[i].pattern, routes[i].rest, path, &tmp, &score);
         if (r < 0) {
             bad = true;
             continue;
@@ -115,7 +123,8 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
     for (size_t i = 0; i < n; i++) {
         struct route_match tmp;
         int score = 0;
-        if (match_pattern(routes[i].pattern, path, &tmp, &score) != 1 || score != best_score)
+        if (match_pattern(routes[i].pattern, routes[i].rest, path, &tmp, &score) != 1 ||
+            score != best_score)
             continue;
         path_known = true;
         if (strcmp(routes[i].method, method) == 0 ||

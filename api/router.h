@@ -40,6 +40,9 @@ struct route {
     route_handler_fn handler;
     enum body_mode body;
     route_begin_fn begin; /* optional */
+    /* The pattern's last parameter takes the rest of the path, slashes
+     * included: image names such as docker.io/library/busybox:1. */
+    bool rest;
 };
 
 struct route_match {

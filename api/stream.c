@@ -12,6 +12,7 @@ struct api_stream {
     char *buf;
     size_t start, len, cap; /* unsent bytes at buf[start, start+len) */
     bool ended;
+    bool failed; /* ended by api_stream_fail */
     bool waiting; /* the reader suspended the connection for want of data */
     int refs;
     api_stream_drained_fn drained;
@@ -31,16 +32,19 @@ static ssize_t
 reader_cb(void *cls, uint64_t pos, char *out, size_t max)
 {
     struct api_stream *s = cls;
+    /* A producer with back-pressure may have more at hand: ask first, so
+     * the connection is suspended only when there really is nothing. */
+    if (s->len == 0 && !s->ended && s->drained)
+        s->drained(s->drained_ctx);
     if (s->len == 0) {
         if (s->ended)
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            return s->failed ? MHD_CONTENT_READER_END_WITH_ERROR
+                             : MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing to send yet: wait without spinning. */
         if (s->req && !s->req->suspended) {
             api_req_suspend(s->req);
             s->waiting = true;
         }
-        if (s->drained)
-            s->drained(s->drained_ctx);
         return 0;
     }
     size_t n = s->len < max ? s->len : max;
@@ -140,6 +144,13 @@ api_stream_end(struct api_stream *s)
 {
     s->ended = true;
     wake(s);
+}
+
+void
+api_stream_fail(struct api_stream *s)
+{
+    s->failed = true;
+    api_stream_end(s);
 }
 
 bool

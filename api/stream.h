@@ -40,6 +40,10 @@ bool api_stream_write(struct api_stream *s, const void *data, size_t len);
 size_t api_stream_pending(const struct api_stream *s);
 /* Ends the body after what was written. */
 void api_stream_end(struct api_stream *s);
+/* Ends the body as failed: once what was written is sent, the connection
+ * is closed without the final chunk, so the client sees a cut transfer
+ * rather than a complete but truncated body. */
+void api_stream_fail(struct api_stream *s);
 /* True once the client went away (the response was freed). */
 bool api_stream_gone(const struct api_stream *s);
 /* The producer's release; the stream goes when both sides released. */

@@ -17,6 +17,8 @@
 #include "daemon/monitor.h"
 
 struct store;
+struct containers;
+struct volume_ttl;
 
 struct daemon {
     uv_loop_t *loop;
@@ -37,6 +39,11 @@ struct daemon {
      * jobs always find a thread; the rest wait in line (api/images.c). */
     unsigned imports_running;
     unsigned imports_max;
+    /* Containers and their runtime driver (daemon/containers.h); NULL when
+     * the store could not be opened. */
+    struct containers *containers;
+    /* The volume TTL timer (daemon/volume_ttl.h); NULL without a store. */
+    struct volume_ttl *volume_ttl;
 };
 
 /* Seconds since the daemon started. */

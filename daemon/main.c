@@ -16,8 +16,10 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "daemon/config.h"
+#include "daemon/containers.h"
 #include "daemon/daemon.h"
 #include "daemon/runtime_probe.h"
+#include "daemon/volume_ttl.h"
 #include "store/store.h"
 
 /* How often the shutdown waits check whether the running jobs are done. */
@@ -43,6 +45,8 @@ api_stopped_cb(void *arg)
 {
     struct berthd *b = arg;
     b->api = NULL;
+    containers_close(b->d.containers); /* they keep running; only our watches close */
+    volume_ttl_stop(&b->d);
     uv_close((uv_handle_t *)&b->shutdown_timer, handle_closed_cb);
     uv_close((uv_handle_t *)&b->sigterm, handle_closed_cb);
     uv_close((uv_handle_t *)&b->sigint, handle_closed_cb);
@@ -139,7 +143,14 @@ main(int argc, char **argv)
         log_error("%s", serr.msg);
     }
 
+    /* Containers come back from their records (blocking, before the loop
+     * runs); those whose init died are reported stopped. */
+    if (containers_open(d, &d->containers, &serr) < 0)
+        log_error("containers: %s", serr.msg);
+
     struct runtime_probe *probe = runtime_probe_new(&b.cfg);
+    if (d->containers && d->containers->drv)
+        runtime_probe_set_driver(probe, d->containers->drv, d->containers->drv_ctx);
     if (monitor_start(b.cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0) {
         log_error("%s", err.msg);
         return 1;
@@ -156,6 +167,9 @@ main(int argc, char **argv)
              strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root,
              b.cfg.runtime, b.cfg.pool_threads);
 
+    if (volume_ttl_start(d) < 0)
+        log_error("volume TTLs: out of memory");
+
     uv_signal_init(&loop, &b.sigterm);
     uv_signal_init(&loop, &b.sigint);
     b.sigterm.data = b.sigint.data = &b;
@@ -167,6 +181,7 @@ main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
 
     monitor_stop(d->monitor);
+    containers_free(d->containers);
     store_close(d->store);
     runtime_probe_free(probe);
     job_queue_free(d->jobs);

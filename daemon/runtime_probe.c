@@ -9,12 +9,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/driver.h"
+
 extern char **environ;
 
 struct runtime_probe {
     char *runtime;
     char *oci_runtime;
+    const struct rt_driver *drv; /* when set, its probe decides */
+    void *drv_ctx;
 };
+
+void
+runtime_probe_set_driver(struct runtime_probe *p, const struct rt_driver *drv, void *ctx)
+{
+    if (!p)
+        return;
+    p->drv = drv;
+    p->drv_ctx = ctx;
+}
 
 struct runtime_probe *
 runtime_probe_new(const struct config *cfg)
@@ -71,6 +84,8 @@ runtime_probe_run(void *probe, struct err *err)
         return err_set(err, ENOMEM, "runtime probe: out of memory");
     if (strcmp(p->runtime, "host") == 0)
         return 0;
+    if (p->drv && p->drv->probe)
+        return p->drv->probe(p->drv_ctx, err);
     if (strcmp(p->runtime, "hcs") == 0)
         return err_set(err, ENOTSUP,
                        "runtime hcs: the Host Compute Service exists only on Windows; use "

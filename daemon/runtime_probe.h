@@ -13,6 +13,9 @@ struct runtime_probe;
 
 struct runtime_probe *runtime_probe_new(const struct config *cfg);
 void runtime_probe_free(struct runtime_probe *p);
+struct rt_driver;
+/* Probes through the runtime driver (its own probe) instead of the binary alone. */
+void runtime_probe_set_driver(struct runtime_probe *p, const struct rt_driver *drv, void *ctx);
 /* A monitor_probe_fn: 0 when usable, else err says why. */
 int runtime_probe_run(void *probe, struct err *err);
 

@@ -33,13 +33,13 @@ rt_container_state_dir(const char *dir)
     return fs_path_join(dir, "state");
 }
 
-bool
-rt_id_valid(const char *id)
+static bool
+name_valid(const char *id, size_t max)
 {
     if (!id)
         return false;
     size_t n = strlen(id);
-    if (n == 0 || n > 64 || id[0] == '.')
+    if (n == 0 || n > max || id[0] == '.')
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = id[i];
@@ -48,4 +48,16 @@ rt_id_valid(const char *id)
             return false;
     }
     return true;
+}
+
+bool
+rt_id_valid(const char *id)
+{
+    return name_valid(id, 64);
+}
+
+bool
+rt_handle_valid(const char *handle)
+{
+    return name_valid(handle, 128);
 }

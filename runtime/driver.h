@@ -40,7 +40,7 @@ struct rt_mount {
  * (see rt_container_state_dir()).
  */
 struct rt_container_spec {
-    const char *handle;   /* [A-Za-z0-9_.-]{1,64}, unique on this host */
+    const char *handle;   /* [A-Za-z0-9_.-]{1,128}, unique on this host */
     const char *dir;      /* absolute; must exist */
     const char *rootfs;   /* absolute path of the unpacked root filesystem */
     const char *hostname; /* NULL: the handle, cut to 63 characters */
@@ -126,6 +126,18 @@ struct rt_driver {
     /* Reads the pid and exit records without waiting. */
     int (*proc_status)(void *ctx, const char *handle, const char *dir, const char *id,
                        struct rt_proc_status *out, struct err *err);
+    /*
+     * Opens the process's stdout (which 0) or stderr (1) file for reading:
+     * a new fd the caller owns, positioned at 0. ENOENT before it exists.
+     */
+    int (*proc_output_open)(void *ctx, const char *handle, const char *dir, const char *id,
+                            int which, struct err *err);
+    /* Opens the process's stdin for writing: a new O_NONBLOCK fd the caller owns. */
+    int (*proc_stdin_open)(void *ctx, const char *handle, const char *dir, const char *id,
+                           struct err *err);
+    /* Lets the process see EOF on stdin once every writer closed. */
+    int (*proc_stdin_close)(void *ctx, const char *handle, const char *dir, const char *id,
+                            struct err *err);
 };
 
 /*
@@ -138,7 +150,10 @@ const struct rt_driver *rt_driver_lookup(const char *name, struct err *err);
 /* The container's state directory below its private dir: "<dir>/state". Caller frees. */
 char *rt_container_state_dir(const char *dir);
 
-/* Is id a valid handle or process ID ([A-Za-z0-9_.-]{1,64}, not starting with '.')? */
+/* Is id a valid process ID ([A-Za-z0-9_.-]{1,64}, not starting with '.')? */
 bool rt_id_valid(const char *id);
+
+/* Is handle a valid container handle ([A-Za-z0-9_.-]{1,128}, not starting with '.')? */
+bool rt_handle_valid(const char *handle);
 
 #endif

@@ -8,7 +8,7 @@ BERTH_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libmicrohttpd-
     libjson-c-dev libarchive-dev libssl-dev libsqlite3-dev)
 BERTH_RUN_PACKAGES=(runc)
 BERTH_TEST_PACKAGES=(check libcurl4-openssl-dev busybox-static umoci skopeo zstd curl
-    iproute2 e2fsprogs)
+    iproute2 e2fsprogs python3 attr)
 
 berth_install_missing() {
     local missing=()

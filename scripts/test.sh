@@ -23,4 +23,4 @@ berth_install_missing "${BERTH_BUILD_PACKAGES[@]}" "${BERTH_RUN_PACKAGES[@]}" \
     "${BERTH_TEST_PACKAGES[@]}"
 cmake -S . -B "$dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
-ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@"
+ctest --test-dir "$dir" --output-on-failure --timeout 900 -j"$(nproc)" "$@"

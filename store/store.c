@@ -34,7 +34,9 @@ store_open(const char *root, const struct store_opts *opts, struct store **out, 
         (rc = snapshot_store_open(root, opts->max_unpacks ? opts->max_unpacks : 1, &st->snaps,
                                   err)) < 0 ||
         (rc = meta_open(root, &st->meta, err)) < 0 ||
-        (rc = meta_lease_clear_all(st->meta, err)) < 0 || (rc = host_caps_detect(&st->host, err)) < 0) {
+        (rc = meta_lease_clear_all(st->meta, err)) < 0 ||
+        (rc = volume_store_open(root, st->meta, &st->volumes, err)) < 0 ||
+        (rc = host_caps_detect(&st->host, err)) < 0) {
         store_close(st);
         return err_wrap(err, "open store %s", root);
     }
@@ -47,6 +49,7 @@ store_close(struct store *st)
 {
     if (!st)
         return;
+    volume_store_close(st->volumes); /* before meta: it may read records */
     meta_close(st->meta);
     snapshot_store_free(st->snaps);
     blob_store_free(st->blobs);

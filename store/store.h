@@ -18,6 +18,7 @@
 #include "store/meta.h"
 #include "store/platform.h"
 #include "store/snapshot.h"
+#include "store/volume.h"
 
 struct store_opts {
     unsigned max_unpacks;    /* layers unpacked at once; 0 means 1 */
@@ -31,6 +32,7 @@ struct store {
     struct blob_store *blobs;
     struct meta *meta;
     struct snapshot_store *snaps;
+    struct volume_store *volumes; /* store/volume.h */
     struct host_caps host;
     bool allow_device_nodes;
     pthread_mutex_t inflight_mu;

@@ -89,7 +89,8 @@ outer_read_cb(struct archive *a, void *data, const void **buf)
         archive_set_error(a, (int)-n, "read layer blob: %s", strerror((int)-n));
         return ARCHIVE_FATAL;
     }
-    sha256_update(u->zhash, u->zbuf, (size_t)n);
+    if (!u->opts->no_digests)
+        sha256_update(u->zhash, u->zbuf, (size_t)n);
     u->zsize += (uint64_t)n;
     *buf = u->zbuf;
     return n;
@@ -109,7 +110,8 @@ tar_pull(struct unpack *u)
         }
         return ARCHIVE_FATAL;
     }
-    sha256_update(u->thash, u->tbuf, (size_t)n);
+    if (!u->opts->no_digests)
+        sha256_update(u->thash, u->tbuf, (size_t)n);
     u->tsize += (uint64_t)n;
     return n;
 }
@@ -325,7 +327,7 @@ check_parents(struct unpack *u, const char *rel)
             if (S_ISLNK(st.st_mode))
                 return err_set(u->err, ERR_INVALID_CONTENT,
                                "layer entry %s: parent %s is a symlink in this layer", rel, p);
-            if (stat_is_whiteout(&st)) {
+            if (stat_is_whiteout(&st) && !u->opts->no_whiteouts) {
                 int r = whiteout_to_dir(u, p);
                 if (r < 0)
                     return r;
@@ -372,7 +374,7 @@ ensure_dir(struct unpack *u, const char *rel)
         *c = '\0';
         struct stat st;
         if (fstatat(u->root_fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-            if (stat_is_whiteout(&st)) {
+            if (stat_is_whiteout(&st) && !u->opts->no_whiteouts) {
                 int r = whiteout_to_dir(u, p);
                 if (r < 0)
                     return r;
@@ -607,7 +609,7 @@ entry_extract(struct unpack *u, struct archive_entry *e)
     cleanup_free char *dir = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
     if (!dir)
         return err_set(u->err, ENOMEM, "unpack: out of memory");
-    if (strncmp(base, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
+    if (!u->opts->no_whiteouts && strncmp(base, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
         return whiteout_apply(u, rel, dir, base);
 
     mode_t type = archive_entry_filetype(e);
@@ -634,8 +636,9 @@ entry_extract(struct unpack *u, struct archive_entry *e)
         return r;
 
     struct stat st;
-    bool over_whiteout =
-        fstatat(u->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && stat_is_whiteout(&st);
+    bool over_whiteout = !u->opts->no_whiteouts &&
+                         fstatat(u->root_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         stat_is_whiteout(&st);
     cleanup_free char *abs = NULL;
     if (asprintf(&abs, "%s/%s", u->root, rel) < 0) {
         abs = NULL;
@@ -803,8 +806,10 @@ layer_unpack(const struct unpack_input *in, const struct unpack_opts *opts,
     if (ret == 0)
         ret = unpack_run(&u);
     if (ret == 0) {
-        sha256_final(u.zhash, out.digest);
-        sha256_final(u.thash, out.diff_id);
+        if (!opts->no_digests) {
+            sha256_final(u.zhash, out.digest);
+            sha256_final(u.thash, out.diff_id);
+        }
         out.size = u.zsize;
         out.uncompressed_size = u.tsize;
         *res = out;

@@ -46,6 +46,11 @@ struct unpack_opts {
     const char *target_dir;
     const char *const *lower_dirs;
     bool allow_device_nodes;
+    /* Volumes, not layers: ".wh." names are ordinary files (no whiteout
+     * conversion), and a 0/0 character device is just a device. */
+    bool no_whiteouts;
+    /* Skip hashing: digest and diff_id of the result are left empty. */
+    bool no_digests;
     unpack_progress_cb progress_cb;
     void *progress_ctx;
 };

@@ -12,6 +12,9 @@
  * threads only. The context is read-only after open, so threads share it.
  */
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@
 
 #define OCI_READY_TIMEOUT_MS 10000
 #define OCI_SPAWN_TIMEOUT_MS 10000
+#define OCI_KILL_WAIT_MS 2000
 
 struct oci_ctx {
     struct rt_runc runc;
@@ -143,8 +147,8 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
     int ret = check_usable(ctx, err);
     if (ret < 0)
         return ret;
-    if (!rt_id_valid(spec->handle))
-        return err_set(err, EINVAL, "container handle %s: invalid (1-64 of [A-Za-z0-9_.-])",
+    if (!rt_handle_valid(spec->handle))
+        return err_set(err, EINVAL, "container handle %s: invalid (1-128 of [A-Za-z0-9_.-])",
                        spec->handle ? spec->handle : "(null)");
     if (!spec->dir || spec->dir[0] != '/')
         return err_set(err, EINVAL, "container %s: directory must be absolute", spec->handle);
@@ -166,9 +170,9 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
     if (ret < 0)
         return err_wrap(err, "create container %s", spec->handle);
 
-    ret = rt_runc_create(&ctx->runc, spec->handle, bundle, log, err);
-    if (ret == 0)
-        ret = rt_runc_start(&ctx->runc, spec->handle, err);
+    /* One invocation instead of create + start: each costs a runtime start.
+     * (The network issue will need the gap between the two back.) */
+    ret = rt_runc_run_detached(&ctx->runc, spec->handle, bundle, log, err);
     if (ret == 0) {
         ret = rt_proc_wait_ready(state, OCI_READY_TIMEOUT_MS, err);
         if (ret < 0)
@@ -183,6 +187,30 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
     return 0;
 }
 
+/* Field 22 of /proc/PID/stat (start time in clock ticks), or 0. */
+static unsigned long long
+proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    if (!p)
+        return 0;
+    unsigned long long v = 0;
+    /* after ") ": field 3 is the state; the start time is field 22 */
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        v = strtoull(p + 1, NULL, 10);
+    return v;
+}
+
 static int
 oci_container_delete(void *p, const char *handle, const char *dir, struct err *err)
 {
@@ -190,8 +218,37 @@ oci_container_delete(void *p, const char *handle, const char *dir, struct err *e
     int ret = check_usable(ctx, err);
     if (ret < 0)
         return ret;
-    if (!rt_id_valid(handle))
+    if (!rt_handle_valid(handle))
         return err_set(err, EINVAL, "container handle %s: invalid", handle ? handle : "(null)");
+    /*
+     * `runc delete --force` of a running container sleeps 100 ms after its
+     * SIGKILL before it looks again. Kill the init first (runc kill checks
+     * that the PID is still the init's) and wait for it on a pidfd, so the
+     * delete finds it stopped; --force stays the fallback.
+     */
+    pid_t pid = 0;
+    unsigned long long start = 0;
+    struct err ignored = {0};
+    ret = rt_runc_init_process(&ctx->runc, handle, &pid, &start, &ignored);
+    if (ret == -ENOENT)
+        return 0;
+    if (ret == 0 && pid > 0) {
+        /* The pidfd pins the process; its start time proves it is still the
+         * init and not a reused PID. Then no runtime call is needed to kill. */
+        int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        bool killed = false;
+        if (pfd >= 0 && proc_start_time(pid) == start)
+            killed = syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
+        if (killed) {
+            struct pollfd pp = {.fd = pfd, .events = POLLIN};
+            while (poll(&pp, 1, OCI_KILL_WAIT_MS) < 0 && errno == EINTR)
+                ;
+        }
+        if (pfd >= 0)
+            close(pfd);
+        if ((killed || pfd < 0) && rt_runc_delete(&ctx->runc, handle, false, &ignored) == 0)
+            return 0;
+    }
     ret = rt_runc_delete(&ctx->runc, handle, true, err);
     if (ret == -ENOENT)
         return 0;
@@ -205,7 +262,7 @@ oci_container_state(void *p, const char *handle, struct rt_container_state *out,
     int ret = check_usable(ctx, err);
     if (ret < 0)
         return ret;
-    if (!rt_id_valid(handle))
+    if (!rt_handle_valid(handle))
         return err_set(err, EINVAL, "container handle %s: invalid", handle ? handle : "(null)");
     return rt_runc_state(&ctx->runc, handle, out, err);
 }
@@ -253,6 +310,36 @@ oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
     return rt_proc_status_read(state, id, out, err);
 }
 
+static int
+oci_proc_output_open(void *p, const char *handle, const char *dir, const char *id, int which,
+                     struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "output in %s: out of memory", handle);
+    return rt_proc_output_open(state, id, which ? RT_PROC_STDERR : RT_PROC_STDOUT, err);
+}
+
+static int
+oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id,
+                    struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "stdin in %s: out of memory", handle);
+    return rt_proc_stdin_open(state, id, err);
+}
+
+static int
+oci_proc_stdin_close(void *p, const char *handle, const char *dir, const char *id,
+                     struct err *err)
+{
+    cleanup_free char *state = rt_container_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "stdin in %s: out of memory", handle);
+    return rt_proc_stdin_close(state, id, err);
+}
+
 static const char *const oci_isolation[] = {"process", NULL};
 
 const struct rt_driver rt_oci_driver = {
@@ -268,4 +355,7 @@ const struct rt_driver rt_oci_driver = {
     .proc_spawn = oci_proc_spawn,
     .proc_signal = oci_proc_signal,
     .proc_status = oci_proc_status,
+    .proc_output_open = oci_proc_output_open,
+    .proc_stdin_open = oci_proc_stdin_open,
+    .proc_stdin_close = oci_proc_stdin_close,
 };

@@ -347,21 +347,72 @@ simple(const struct rt_runc *rc, const char *cmd, const char *id, char *const ex
     return ret;
 }
 
+static int create_or_run(const struct rt_runc *rc, const char *cmd, const char *id,
+                         const char *bundle, const char *log_path, struct err *err);
+
 int
 rt_runc_create(const struct rt_runc *rc, const char *id, const char *bundle, const char *log_path,
                struct err *err)
 {
+    return create_or_run(rc, "create", id, bundle, log_path, err);
+}
+
+int
+rt_runc_run_detached(const struct rt_runc *rc, const char *id, const char *bundle,
+                     const char *log_path, struct err *err)
+{
+    return create_or_run(rc, "run", id, bundle, log_path, err);
+}
+
+int
+rt_runc_init_process(const struct rt_runc *rc, const char *id, pid_t *pid,
+                     unsigned long long *start, struct err *err)
+{
+    if (strchr(id, '/') || id[0] == '.')
+        return err_set(err, EINVAL, "container id %s: invalid", id);
+    cleanup_free char *path = NULL;
+    if (asprintf(&path, "%s/%s/state.json", rc->root, id) < 0)
+        return err_set(err, ENOMEM, "%s state %s: out of memory", rc->name, id);
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    struct err rerr = {0};
+    int ret = fs_read_file(path, 4 << 20, &text, &len, &rerr);
+    if (ret == -ENOENT)
+        return err_set(err, ENOENT, "%s state %s: does not exist", rc->name, id);
+    if (ret < 0) {
+        err_copy(err, &rerr);
+        return ret;
+    }
+    struct json_object *j = json_tokener_parse(text);
+    struct json_object *p, *s;
+    if (!j || !json_object_object_get_ex(j, "init_process_pid", &p) ||
+        !json_object_object_get_ex(j, "init_process_start", &s)) {
+        json_object_put(j);
+        return err_set(err, EIO, "%s state %s: unreadable state.json", rc->name, id);
+    }
+    *pid = (pid_t)json_object_get_int(p);
+    *start = (unsigned long long)json_object_get_uint64(s);
+    json_object_put(j);
+    return 0;
+}
+
+static int
+create_or_run(const struct rt_runc *rc, const char *cmd, const char *id, const char *bundle,
+              const char *log_path, struct err *err)
+{
     cleanup_close int fd =
         open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
-        return err_errno(err, errno, "%s create %s: open %s", rc->name, id, log_path);
+        return err_errno(err, errno, "%s %s %s: open %s", rc->name, cmd, id, log_path);
     struct stat st;
     if (fstat(fd, &st) < 0)
-        return err_errno(err, errno, "%s create %s: stat %s", rc->name, id, log_path);
-    char *argv[] = {rc->bin,    "--root",       rc->root,   "create",
-                    "--bundle", (char *)bundle, (char *)id, NULL};
+        return err_errno(err, errno, "%s %s %s: stat %s", rc->name, cmd, id, log_path);
+    bool detach = strcmp(cmd, "run") == 0;
+    char *argv[] = {rc->bin,  "--root",       rc->root,   (char *)cmd,
+                    detach ? "--detach" : "--bundle", detach ? "--bundle" : (char *)bundle,
+                    detach ? (char *)bundle : (char *)id, detach ? (char *)id : NULL, NULL};
     struct run_out r;
-    int ret = run(rc, "create", argv, fd, &r, err);
+    int ret = run(rc, cmd, argv, fd, &r, err);
     if (ret < 0)
         return ret;
     if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
@@ -373,7 +424,7 @@ rt_runc_create(const struct rt_runc *rc, const char *id, const char *bundle, con
         ssize_t n = pread(rfd, text, sizeof(text) - 1, st.st_size);
         text[n > 0 ? n : 0] = '\0';
     }
-    return status_error(rc, "create", id, r.status, text, err);
+    return status_error(rc, cmd, id, r.status, text, err);
 }
 
 int

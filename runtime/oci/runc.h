@@ -41,6 +41,17 @@ int rt_runc_version(const struct rt_runc *rc, char **out, struct err *err);
 int rt_runc_create(const struct rt_runc *rc, const char *id, const char *bundle,
                    const char *log_path, struct err *err);
 int rt_runc_start(const struct rt_runc *rc, const char *id, struct err *err);
+/* `run --detach --bundle bundle id`: create and start in one invocation, stdio as create's. */
+int rt_runc_run_detached(const struct rt_runc *rc, const char *id, const char *bundle,
+                         const char *log_path, struct err *err);
+/*
+ * The container's init as the runtime recorded it (its state.json:
+ * init_process_pid and init_process_start, the start time in clock ticks
+ * as in /proc/PID/stat), read without running the runtime. ENOENT when
+ * there is no such container; EIO when the record is not readable.
+ */
+int rt_runc_init_process(const struct rt_runc *rc, const char *id, pid_t *pid,
+                         unsigned long long *start, struct err *err);
 /* `kill [--all] id sig`. */
 int rt_runc_kill(const struct rt_runc *rc, const char *id, int sig, bool all, struct err *err);
 /* `delete [--force] id`. A container that does not exist fails with ENOENT. */

@@ -63,8 +63,8 @@ reserved_target(const char *t)
 static int
 validate(const struct rt_container_spec *spec, struct err *err)
 {
-    if (!rt_id_valid(spec->handle))
-        return err_set(err, EINVAL, "container handle %s: invalid (1-64 of [A-Za-z0-9_.-])",
+    if (!rt_handle_valid(spec->handle))
+        return err_set(err, EINVAL, "container handle %s: invalid (1-128 of [A-Za-z0-9_.-])",
                        spec->handle ? spec->handle : "(null)");
     if (!path_ok(spec->rootfs))
         return err_set(err, EINVAL, "rootfs %s: not an absolute path",

@@ -14,7 +14,7 @@ static const struct route routes[] = {
     {"GET", "/v1/images", h, BODY_NONE, NULL},
     {"POST", "/v1/images", h, BODY_STREAM, NULL},
     {"POST", "/v1/images/prune", h, BODY_JSON, NULL},
-    {"GET", "/v1/images/{ref}", h, BODY_NONE, NULL},
+    {"GET", "/v1/images/{ref}", h, BODY_NONE, NULL, .rest = true},
     {"DELETE", "/v1/images/{ref}", h, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}", h, BODY_NONE, NULL},
 };
@@ -69,7 +69,7 @@ START_TEST(router_unknown_path_is_not_found)
 {
     struct route_match m;
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/nothing", &m, NULL, 0), ROUTE_NOT_FOUND);
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a/b", &m, NULL, 0),
+    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/containers/c/processes/p/x", &m, NULL, 0),
                      ROUTE_NOT_FOUND);
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/", &m, NULL, 0), ROUTE_NOT_FOUND);
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/x/", &m, NULL, 0),
@@ -87,11 +87,25 @@ START_TEST(router_decodes_percent_encoding_in_parameters)
 }
 END_TEST
 
-START_TEST(router_refuses_encoded_slash_and_bad_escapes)
+START_TEST(router_rest_parameter_takes_slashes)
 {
     struct route_match m;
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%2Fb", &m, NULL, 0),
-                     ROUTE_BAD_PATH);
+    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/docker.io/library/busybox:1", &m,
+                                  NULL, 0),
+                     ROUTE_FOUND);
+    ck_assert_str_eq(route_param(&m, "ref"), "docker.io/library/busybox:1");
+    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%2Fb", &m, NULL, 0), ROUTE_FOUND);
+    ck_assert_str_eq(route_param(&m, "ref"), "a/b");
+    /* Without rest, a parameter is one segment: DELETE (no rest) does not
+     * match, though the path is known to GET. */
+    ck_assert_int_eq(router_match(routes, N, "DELETE", "/v1/images/a/b", &m, NULL, 0),
+                     ROUTE_METHOD_NOT_ALLOWED);
+}
+END_TEST
+
+START_TEST(router_refuses_bad_escapes)
+{
+    struct route_match m;
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%zz", &m, NULL, 0),
                      ROUTE_BAD_PATH);
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%4", &m, NULL, 0),
@@ -129,7 +143,8 @@ main(void)
     tcase_add_test(tc, router_reports_allowed_methods_for_known_path);
     tcase_add_test(tc, router_unknown_path_is_not_found);
     tcase_add_test(tc, router_decodes_percent_encoding_in_parameters);
-    tcase_add_test(tc, router_refuses_encoded_slash_and_bad_escapes);
+    tcase_add_test(tc, router_rest_parameter_takes_slashes);
+    tcase_add_test(tc, router_refuses_bad_escapes);
     tcase_add_test(tc, router_head_matches_get);
     tcase_add_test(tc, router_refuses_overlong_parameter);
     suite_add_tcase(s, tc);

@@ -1,0 +1,92 @@
+#!/bin/sh
+# bench/volumes.sh: volume tar streams against the floor (tar -x / tar -c
+# through a pipe, same run, same disk, warm cache), copy-on-write child
+# creation of a 300 MB volume, and berthd's peak RSS over a 1 GiB stream.
+#
+# Knobs: BUILD_DIR (default build-v), WORK (temporary dir on the disk to
+# measure, default /tmp), REAL_SRC (a directory of realistic files; the
+# first ~300 MB of it are copied, default /usr/lib/x86_64-linux-gnu).
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build-v}
+BERTHD=$BUILD_DIR/berthd
+REAL_SRC=${REAL_SRC:-/usr/lib/x86_64-linux-gnu}
+T=$(mktemp -d "${WORK:-/tmp}/berth-bench-vol-XXXXXX")
+PORT=$(( 30000 + $(od -An -N2 -tu2 /dev/urandom) % 20000 ))
+B=http://127.0.0.1:$PORT
+PID=
+cleanup() {
+    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+[ -x "$BERTHD" ] || { echo "build berthd first: cmake --build $BUILD_DIR" >&2; exit 1; }
+"$BERTHD" --listen 127.0.0.1:$PORT --root "$T/root" --log-level warn 2> "$T/berthd.log" &
+PID=$!
+for _ in $(seq 50); do curl -sf "$B/v1/health" >/dev/null 2>&1 && break; sleep 0.1; done
+
+now() { date +%s.%N; }
+secs() { echo "$2 - $1" | bc -l; }
+mbps() { echo "scale=1; $1 / 1048576 / $2" | bc -l; }
+
+echo "== preparing trees in $T"
+mkdir -p "$T/small"
+i=0; while [ $i -lt 10000 ]; do
+    d=$T/small/d$((i / 100)); [ -d "$d" ] || mkdir "$d"
+    head -c 1024 /dev/urandom > "$d/f$i"; i=$((i + 1))
+done
+mkdir -p "$T/real"
+# The first ~300 MB of REAL_SRC's top-level entries.
+total=0
+for e in "$REAL_SRC"/*; do
+    [ $total -ge 300 ] && break
+    cp -a "$e" "$T/real/" 2>/dev/null || true
+    total=$(du -sm "$T/real" | cut -f1)
+done
+echo "small: $(find "$T/small" -type f | wc -l) files, $(du -sm "$T/small" | cut -f1) MB on disk"
+echo "real:  $(find "$T/real" | wc -l) entries, ${total} MB"
+
+put() { # vol dir
+    curl -sf -o /dev/null -H 'Expect:' -X PUT -T - "$B/v1/volumes/$1/files?path=/" < /dev/stdin
+}
+bench_tree() { # name dir
+    name=$1; dir=$2
+    bytes=$(tar -C "$dir" -cf - . | wc -c)
+    tar -C "$dir" -cf - . > /dev/null # warm
+    rm -rf "$T/floor"; mkdir "$T/floor"
+    t0=$(now); tar -C "$dir" -cf - . | tar -C "$T/floor" -xf -; t1=$(now)
+    floor_in=$(secs "$t0" "$t1")
+    curl -sf -o /dev/null -X POST -d "{\"handle\": \"$name\"}" "$B/v1/volumes"
+    t0=$(now); tar -C "$dir" -cf - . | put "$name"; t1=$(now)
+    ours_in=$(secs "$t0" "$t1")
+    t0=$(now); tar -C "$T/floor" -cf - . | cat > /dev/null; t1=$(now)
+    floor_out=$(secs "$t0" "$t1")
+    t0=$(now); curl -sf "$B/v1/volumes/$name/files?path=/" | cat > /dev/null; t1=$(now)
+    ours_out=$(secs "$t0" "$t1")
+    printf '%-6s in : floor %6.3f s (%6s MB/s)  berth %6.3f s (%6s MB/s)  ratio %.2f\n' "$name" \
+        "$floor_in" "$(mbps "$bytes" "$floor_in")" "$ours_in" "$(mbps "$bytes" "$ours_in")" \
+        "$(echo "$floor_in / $ours_in" | bc -l)"
+    printf '%-6s out: floor %6.3f s (%6s MB/s)  berth %6.3f s (%6s MB/s)  ratio %.2f\n' "$name" \
+        "$floor_out" "$(mbps "$bytes" "$floor_out")" "$ours_out" "$(mbps "$bytes" "$ours_out")" \
+        "$(echo "$floor_out / $ours_out" | bc -l)"
+}
+
+echo "== stream in / out (ratio = floor time / berth time; goal >= 0.80)"
+bench_tree small "$T/small"
+bench_tree real "$T/real"
+
+echo "== copy-on-write child of the ${total} MB volume (goal < 50 ms)"
+for n in 1 2 3; do
+    curl -sf -o /dev/null -w "child $n: %{time_total} s\n" -X POST \
+        -d "{\"handle\": \"child$n\", \"parent\": \"real\"}" "$B/v1/volumes"
+done
+
+echo "== peak RSS over a 1 GiB stream in and out (goal < 64 MiB)"
+mkdir -p "$T/big" && head -c 1073741824 /dev/urandom > "$T/big/blob"
+curl -sf -o /dev/null -X POST -d '{"handle": "big"}' "$B/v1/volumes"
+t0=$(now); tar -C "$T/big" -cf - . | put big; t1=$(now)
+echo "1 GiB in:  $(secs "$t0" "$t1") s"
+t0=$(now); curl -sf "$B/v1/volumes/big/files" | cat > /dev/null; t1=$(now)
+echo "1 GiB out: $(secs "$t0" "$t1") s"
+grep -E 'VmHWM|VmRSS' /proc/$PID/status

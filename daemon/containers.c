@@ -1,0 +1,494 @@
+/*
+ * The container registry on the loop: containers and their processes in
+ * memory, reference counts for the jobs and requests that hold them, and
+ * the watches that notice a process's exit and new output. The blocking
+ * side (records, mounts, the runtime) is containers_ops.c. Loop thread,
+ * except the *_work functions.
+ */
+#include "daemon/containers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "daemon/daemon.h"
+#include "daemon/job.h"
+
+void (*containers_on_exit)(struct container *c, struct ctr_proc *pr);
+
+const char *
+ctr_state_name(enum ctr_state s)
+{
+    switch (s) {
+    case CTR_CREATING:
+        return "creating";
+    case CTR_RUNNING:
+        return "running";
+    case CTR_STOPPED:
+        return "stopped";
+    case CTR_DELETING:
+        return "deleting";
+    }
+    return "unknown";
+}
+
+static int64_t
+now_unix_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* ---- parameters ------------------------------------------------------------- */
+
+static void
+strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+void
+ctr_params_free(struct ctr_params *p)
+{
+    if (!p)
+        return;
+    free(p->image_ref);
+    free(p->image_digest);
+    free(p->rootfs_dir);
+    strv_free(p->env);
+    free(p->working_dir);
+    for (size_t i = 0; i < p->nmounts; i++) {
+        free((char *)p->mounts[i].source);
+        free((char *)p->mounts[i].target);
+        if (p->mount_volumes)
+            free(p->mount_volumes[i]);
+    }
+    free(p->mounts);
+    free(p->mount_volumes);
+    for (size_t i = 0; i < p->nprops; i++) {
+        free(p->prop_keys[i]);
+        free(p->prop_values[i]);
+    }
+    free(p->prop_keys);
+    free(p->prop_values);
+    free(p);
+}
+
+static char *
+dup_or_null(const char *s, bool *fail)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *fail = true;
+    return d;
+}
+
+struct ctr_params *
+ctr_params_dup(const struct ctr_params *p)
+{
+    struct ctr_params *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    bool fail = false;
+    memcpy(q->handle, p->handle, sizeof(q->handle));
+    q->limits = p->limits;
+    q->grace_time_s = p->grace_time_s;
+    q->created_at = p->created_at;
+    q->image_ref = dup_or_null(p->image_ref, &fail);
+    q->image_digest = dup_or_null(p->image_digest, &fail);
+    q->rootfs_dir = dup_or_null(p->rootfs_dir, &fail);
+    q->working_dir = dup_or_null(p->working_dir, &fail);
+    if (p->env) {
+        size_t n = 0;
+        while (p->env[n])
+            n++;
+        q->env = calloc(n + 1, sizeof(char *));
+        fail |= !q->env;
+        for (size_t i = 0; q->env && i < n; i++)
+            q->env[i] = dup_or_null(p->env[i], &fail);
+    }
+    if (p->nmounts) {
+        q->mounts = calloc(p->nmounts, sizeof(*q->mounts));
+        q->mount_volumes = calloc(p->nmounts, sizeof(char *));
+        fail |= !q->mounts || !q->mount_volumes;
+        for (size_t i = 0; q->mounts && q->mount_volumes && i < p->nmounts; i++) {
+            q->mounts[i].source = dup_or_null(p->mounts[i].source, &fail);
+            q->mounts[i].target = dup_or_null(p->mounts[i].target, &fail);
+            q->mounts[i].readonly = p->mounts[i].readonly;
+            if (p->mount_volumes)
+                q->mount_volumes[i] = dup_or_null(p->mount_volumes[i], &fail);
+            q->nmounts = i + 1;
+        }
+    }
+    if (p->nprops) {
+        q->prop_keys = calloc(p->nprops, sizeof(char *));
+        q->prop_values = calloc(p->nprops, sizeof(char *));
+        fail |= !q->prop_keys || !q->prop_values;
+        for (size_t i = 0; !fail && i < p->nprops; i++) {
+            q->prop_keys[i] = dup_or_null(p->prop_keys[i], &fail);
+            q->prop_values[i] = dup_or_null(p->prop_values[i], &fail);
+            q->nprops = i + 1;
+        }
+    }
+    if (fail) {
+        ctr_params_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+/* ---- the registry ----------------------------------------------------------- */
+
+struct container *
+containers_find(struct containers *reg, const char *handle)
+{
+    for (struct container *c = reg->list; c; c = c->next)
+        if (strcmp(c->p->handle, handle) == 0)
+            return c;
+    return NULL;
+}
+
+int
+containers_add(struct containers *reg, struct ctr_params *p, struct container **out,
+               struct err *err)
+{
+    if (containers_find(reg, p->handle))
+        return err_set(err, EEXIST, "container %s: the handle is taken", p->handle);
+    struct container *c = calloc(1, sizeof(*c));
+    if (!c || !(c->dir = fs_path_join(reg->root, p->handle))) {
+        free(c);
+        return err_set(err, ENOMEM, "container %s: out of memory", p->handle);
+    }
+    c->reg = reg;
+    c->p = p;
+    c->refs = 1;
+    c->registered = true;
+    c->state = CTR_CREATING;
+    c->next = reg->list;
+    reg->list = c;
+    reg->count++;
+    *out = c;
+    return 0;
+}
+
+void
+container_ref(struct container *c)
+{
+    c->refs++;
+}
+
+static void
+handle_free_cb(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void
+proc_stop_watch(struct ctr_proc *pr)
+{
+    if (pr->watch) {
+        uv_fs_event_stop(pr->watch);
+        uv_close((uv_handle_t *)pr->watch, handle_free_cb);
+        pr->watch = NULL;
+    }
+}
+
+static void
+notify(struct ctr_proc *pr, enum ctr_event ev)
+{
+    struct ctr_listener *next;
+    for (struct ctr_listener *l = pr->listeners; l; l = next) {
+        next = l->next;
+        l->fn(l, ev);
+    }
+}
+
+static void
+container_free(struct container *c)
+{
+    struct ctr_proc *next;
+    for (struct ctr_proc *pr = c->procs; pr; pr = next) {
+        next = pr->next;
+        proc_stop_watch(pr);
+        free(pr);
+    }
+    if (c->grace_timer)
+        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
+    ctr_params_free(c->p);
+    free(c->dir);
+    free(c);
+}
+
+void
+container_unref(struct container *c)
+{
+    if (--c->refs == 0)
+        container_free(c);
+}
+
+void
+containers_remove(struct container *c)
+{
+    if (!c->registered)
+        return;
+    struct containers *reg = c->reg;
+    for (struct container **pp = &reg->list; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    reg->count--;
+    c->registered = false;
+    for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
+        proc_stop_watch(pr);
+        notify(pr, CTR_EV_GONE);
+    }
+    if (c->grace_timer) {
+        uv_timer_stop(c->grace_timer);
+        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
+        c->grace_timer = NULL;
+    }
+    container_unref(c);
+}
+
+/* ---- processes -------------------------------------------------------------- */
+
+struct ctr_proc *
+container_proc_find(struct container *c, const char *id)
+{
+    for (struct ctr_proc *pr = c->procs; pr; pr = pr->next)
+        if (strcmp(pr->id, id) == 0)
+            return pr;
+    return NULL;
+}
+
+unsigned
+container_procs_running(const struct container *c)
+{
+    unsigned n = 0;
+    for (const struct ctr_proc *pr = c->procs; pr; pr = pr->next)
+        if (!pr->exited)
+            n++;
+    return n;
+}
+
+void
+ctr_listen(struct ctr_proc *pr, struct ctr_listener *l)
+{
+    l->prev = NULL;
+    l->next = pr->listeners;
+    if (pr->listeners)
+        pr->listeners->prev = l;
+    pr->listeners = l;
+}
+
+void
+ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l)
+{
+    if (l->prev)
+        l->prev->next = l->next;
+    else if (pr->listeners == l)
+        pr->listeners = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+}
+
+static void
+proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at)
+{
+    pr->exited = true;
+    pr->exit_code = st->exit_code;
+    pr->signal = st->signal;
+    snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+    pr->finished_at = at;
+    proc_stop_watch(pr);
+}
+
+struct check_job {
+    struct container *c; /* a reference */
+    const struct rt_driver *drv;
+    void *drv_ctx;
+    char handle[CTR_HANDLE_MAX + 1];
+    char id[CTR_ID_MAX + 1];
+    char *dir;
+    struct rt_proc_status st;
+    int rc;
+    struct err err;
+};
+
+static void
+check_work(void *ctx)
+{
+    struct check_job *j = ctx;
+    j->rc = j->drv->proc_status(j->drv_ctx, j->handle, j->dir, j->id, &j->st, &j->err);
+}
+
+static void
+check_done(void *ctx, bool cancelled)
+{
+    struct check_job *j = ctx;
+    struct ctr_proc *pr = container_proc_find(j->c, j->id);
+    if (pr) {
+        pr->checking = false;
+        if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
+            pr->pid = j->st.pid;
+        if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
+            proc_set_exited(pr, &j->st, now_unix_ms());
+            if (containers_on_exit)
+                containers_on_exit(j->c, pr);
+            notify(pr, CTR_EV_EXIT);
+        } else if (pr->recheck && !pr->exited && !cancelled) {
+            container_proc_check(pr);
+        }
+    }
+    container_unref(j->c);
+    free(j->dir);
+    free(j);
+}
+
+void
+container_proc_check(struct ctr_proc *pr)
+{
+    struct container *c = pr->c;
+    if (pr->exited || !c->reg->drv)
+        return;
+    if (pr->checking) {
+        pr->recheck = true;
+        return;
+    }
+    struct check_job *j = calloc(1, sizeof(*j));
+    if (!j || !(j->dir = strdup(c->dir))) {
+        free(j);
+        return;
+    }
+    j->c = c;
+    j->drv = c->reg->drv;
+    j->drv_ctx = c->reg->drv_ctx;
+    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
+    snprintf(j->id, sizeof(j->id), "%s", pr->id);
+    container_ref(c);
+    pr->checking = true;
+    pr->recheck = false;
+    if (job_submit(c->reg->d->jobs, "process.status", check_work, check_done, j) < 0) {
+        pr->checking = false;
+        container_unref(c);
+        free(j->dir);
+        free(j);
+    }
+}
+
+static void
+watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    struct ctr_proc *pr = h->data;
+    if (status < 0 || !filename) {
+        container_proc_check(pr);
+        return;
+    }
+    if (strcmp(filename, "stdout") == 0)
+        notify(pr, CTR_EV_STDOUT);
+    else if (strcmp(filename, "stderr") == 0)
+        notify(pr, CTR_EV_STDERR);
+    else if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0)
+        container_proc_check(pr);
+}
+
+struct ctr_proc *
+container_proc_add(struct container *c, const char *id, bool has_stdin,
+                   const struct rt_proc_status *st, int64_t started_at)
+{
+    struct ctr_proc *pr = calloc(1, sizeof(*pr));
+    if (!pr)
+        return NULL;
+    pr->c = c;
+    snprintf(pr->id, sizeof(pr->id), "%s", id);
+    pr->has_stdin = has_stdin;
+    pr->pid = st->pid;
+    pr->started_at = started_at;
+    pr->next = c->procs;
+    c->procs = pr;
+    if (st->exited) {
+        pr->exited = true;
+        pr->finished_at = now_unix_ms();
+        pr->exit_code = st->exit_code;
+        pr->signal = st->signal;
+        snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+        return pr;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/state/procs/%s", c->dir, id);
+    pr->watch = malloc(sizeof(*pr->watch));
+    if (pr->watch) {
+        uv_fs_event_init(c->reg->d->loop, pr->watch);
+        pr->watch->data = pr;
+        int rc = uv_fs_event_start(pr->watch, watch_cb, path, 0);
+        if (rc < 0) {
+            log_warn("watch process %s in %s: %s", id, c->p->handle, uv_strerror(rc));
+            uv_close((uv_handle_t *)pr->watch, handle_free_cb);
+            pr->watch = NULL;
+        }
+    }
+    /* It may have exited before the watch was in place. */
+    container_proc_check(pr);
+    return pr;
+}
+
+void
+container_mark_stopped(struct container *c)
+{
+    c->state = CTR_STOPPED;
+    for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
+        if (pr->exited)
+            continue;
+        /* The init is gone and wrote nothing: say so rather than guess a code. */
+        pr->exited = true;
+        pr->lost = true;
+        pr->finished_at = now_unix_ms();
+        snprintf(pr->error, sizeof(pr->error), "the container stopped; no exit status recorded");
+        proc_stop_watch(pr);
+        notify(pr, CTR_EV_EXIT);
+    }
+}
+
+void
+containers_close(struct containers *reg)
+{
+    if (!reg)
+        return;
+    while (reg->list) {
+        struct container *c = reg->list;
+        reg->list = c->next;
+        c->registered = false;
+        for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
+            proc_stop_watch(pr);
+            notify(pr, CTR_EV_GONE);
+        }
+        if (c->grace_timer) {
+            uv_timer_stop(c->grace_timer);
+            uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
+            c->grace_timer = NULL;
+        }
+        container_unref(c);
+    }
+}
+
+void
+containers_free(struct containers *reg)
+{
+    if (!reg)
+        return;
+    if (reg->drv && reg->drv->close)
+        reg->drv->close(reg->drv_ctx);
+    free(reg->root);
+    free(reg);
+}

@@ -1,0 +1,187 @@
+/*
+ * The container registry: every container the daemon knows, its record
+ * on disk, its processes and who listens to them. The loop owns the
+ * registry and everything in it; the blocking steps (mount, runtime
+ * calls, the record files) are the containers_*_blocking functions,
+ * which pool jobs run on copies (struct ctr_params) and never on the
+ * loop's objects.
+ *
+ * On disk, per container, under <root>/containers/<handle>/:
+ *
+ *   container.json   the record (below), written before anything else is
+ *                    made, rewritten as "deleting" before the undo starts
+ *   scratch/         the writable layer (upper, work) and the mount record
+ *   rootfs/          the overlay mount of the image's snapshots
+ *   bundle/, state/, init.log   the runtime driver's (runtime/oci/driver.c)
+ *
+ * Processes have no record of ours: the driver's files under state/ (the
+ * spec, pid and exit records, written by the container's init) are the
+ * truth, so a process that exits while the daemon is down still has its
+ * exit code when the daemon comes back (containers_load).
+ *
+ * Process exits and new output are noticed without a pool thread: a
+ * uv_fs_event (inotify) on each running process's directory; a change
+ * there runs a short job that reads the records.
+ */
+#ifndef BERTH_DAEMON_CONTAINERS_H
+#define BERTH_DAEMON_CONTAINERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/err.h"
+#include "runtime/driver.h"
+
+struct daemon;
+struct store;
+
+#define CTR_HANDLE_MAX 128
+#define CTR_ID_MAX 64
+
+enum ctr_state {
+    CTR_CREATING, /* the create job runs */
+    CTR_RUNNING,  /* its init runs */
+    CTR_STOPPED,  /* its init is gone (killed, or died while the daemon was down) */
+    CTR_DELETING, /* the delete runs (or failed half-way and may be retried) */
+};
+
+const char *ctr_state_name(enum ctr_state s);
+
+/* Everything a container was created with; owned, plain C (copied into jobs). */
+struct ctr_params {
+    char handle[CTR_HANDLE_MAX + 1];
+    char *image_ref;    /* as the client gave it, or NULL with rootfs_dir */
+    char *image_digest; /* resolved by the create job */
+    char *rootfs_dir;   /* "raw:///..." decoded: a host directory, or NULL */
+    struct rt_limits limits;
+    char **env; /* NULL-terminated or NULL */
+    char *working_dir;
+    struct rt_mount *mounts; /* sources and targets owned; a volume's source is
+                              * its host path, filled in by the create job */
+    char **mount_volumes;    /* per mount: the volume's handle, or NULL (host_path) */
+    size_t nmounts;
+    char **prop_keys, **prop_values;
+    size_t nprops;
+    int64_t grace_time_s;
+    int64_t created_at; /* unix seconds */
+};
+
+void ctr_params_free(struct ctr_params *p);
+/* Deep copy; NULL on out of memory. */
+struct ctr_params *ctr_params_dup(const struct ctr_params *p);
+
+/* Something waiting on a process: a wait request, an output follower. */
+enum ctr_event { CTR_EV_EXIT, CTR_EV_STDOUT, CTR_EV_STDERR, CTR_EV_GONE };
+struct ctr_listener {
+    struct ctr_listener *prev, *next;
+    void (*fn)(struct ctr_listener *l, enum ctr_event ev);
+    void *ctx;
+};
+
+struct ctr_proc {
+    struct ctr_proc *next;
+    struct container *c;
+    char id[CTR_ID_MAX + 1];
+    bool has_stdin;
+    pid_t pid;
+    int64_t started_at, finished_at; /* unix ms; finished_at 0 while running */
+    bool exited;
+    bool lost; /* the container stopped without an exit record */
+    int exit_code, signal;
+    char error[256];
+    uv_fs_event_t *watch; /* while running */
+    bool checking, recheck;
+    struct ctr_listener *listeners;
+};
+
+struct container {
+    struct container *next;
+    struct containers *reg;
+    int refs; /* the registry's, plus one per job or request that holds it */
+    bool registered;
+    enum ctr_state state;
+    struct ctr_params *p;
+    char *dir;
+    struct ctr_proc *procs;
+    unsigned spawning; /* process starts in flight */
+    bool deleting_term_sent;
+    uv_timer_t *grace_timer;
+    void *delete_ctx; /* the delete in progress (api/containers.c) */
+};
+
+struct containers {
+    struct daemon *d;
+    char *root; /* <store root>/containers */
+    const struct rt_driver *drv;
+    void *drv_ctx;
+    struct err drv_err; /* why there is no driver, when drv is NULL */
+    struct container *list;
+    unsigned count;
+};
+
+/*
+ * Opens the driver named by the daemon's --runtime (drv NULL with the
+ * reason in drv_err when unavailable) and reloads every container from
+ * disk: containers whose init still runs come back running, with their
+ * processes watched; containers whose init died come back stopped with
+ * what their exit records say; records of a create or delete that was
+ * interrupted are undone (runtime state, mount, files, image use), and
+ * runtime state that no record claims is removed. Blocks: call in main,
+ * before the loop runs.
+ */
+int containers_open(struct daemon *d, struct containers **out, struct err *err);
+/* Closes every handle (processes' watches, timers) and drops every container. Loop. */
+void containers_close(struct containers *reg);
+/* Closes the driver and frees reg; after the loop ended and nothing probes the driver. */
+void containers_free(struct containers *reg);
+
+struct container *containers_find(struct containers *reg, const char *handle);
+/* Adds a new container in state CREATING (taking a reference); EEXIST when taken. */
+int containers_add(struct containers *reg, struct ctr_params *p, struct container **out,
+                   struct err *err);
+/* Takes it out of the registry (it goes with its last reference); listeners get GONE. */
+void containers_remove(struct container *c);
+void container_ref(struct container *c);
+void container_unref(struct container *c);
+
+struct ctr_proc *container_proc_find(struct container *c, const char *id);
+/* Adds a running process after a start (or at reload) and starts watching it. */
+struct ctr_proc *container_proc_add(struct container *c, const char *id, bool has_stdin,
+                                    const struct rt_proc_status *st, int64_t started_at);
+/* Counts processes still running. */
+unsigned container_procs_running(const struct container *c);
+/* Asks for the records of a process to be read again (after a change). */
+void container_proc_check(struct ctr_proc *pr);
+/* Marks every running process of a stopped container as lost. */
+void container_mark_stopped(struct container *c);
+
+void ctr_listen(struct ctr_proc *pr, struct ctr_listener *l);
+void ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l);
+
+/* Called on the loop when a process's state changes (exit); set by api/containers.c. */
+extern void (*containers_on_exit)(struct container *c, struct ctr_proc *pr);
+
+/* ---- blocking steps, for pool jobs ------------------------------------------ */
+
+/*
+ * Creates the container described by p in dir: the record, the image's
+ * use (resolving p->image_ref into p->image_digest), the overlay mount,
+ * the runtime's container. On failure every step made is undone and err
+ * says why.
+ */
+int containers_create_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
+                               const char *dir, struct err *err);
+/*
+ * Removes the container: the runtime's container (which kills what is
+ * left), the mount, the files, the image's use. Idempotent: every step
+ * is a no-op when already done, so a failed delete can be retried.
+ */
+int containers_delete_blocking(struct containers *reg, struct store *st,
+                               const struct ctr_params *p, const char *dir, struct err *err);
+
+/* Parses "uid[:gid]" or a user name looked up in the container's /etc/passwd. */
+int containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32_t *gid,
+                            struct err *err);
+
+#endif

@@ -1,0 +1,243 @@
+/*
+ * Processes against a real berthd and runc, in busybox containers built
+ * here: stdout, stderr and exit codes; stdin round trips; following live
+ * output; late attach after the exit; signals; wait timeouts; the IDs'
+ * rules. Every container is deleted by the test, and the harness's
+ * safety net removes any a failed test left.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "harness_containers.h"
+
+static void
+start(struct berthd *b, const char *handle)
+{
+    ctr_require_runtime();
+    berthd_start(b, NULL);
+    ctr_create_raw(b, handle);
+}
+
+START_TEST(process_stdout_stderr_and_exit_code)
+{
+    struct berthd b = {0};
+    start(&b, "p-basic");
+    proc_start(&b, "p-basic",
+               "{\"id\":\"task\",\"path\":\"sh\",\"args\":[\"-c\",\"echo out; echo err >&2; exit "
+               "3\"],\"env\":[\"X=1\"]}");
+    ck_assert_int_eq(proc_wait(&b, "p-basic", "task"), 3);
+    char *out = proc_output(&b, "p-basic", "task", "stdout", "");
+    char *err = proc_output(&b, "p-basic", "task", "stderr", "");
+    ck_assert_str_eq(out, "out\n");
+    ck_assert_str_eq(err, "err\n");
+    free(out);
+    free(err);
+    /* env, dir and a user name from the image's /etc/passwd */
+    proc_start(&b, "p-basic",
+               "{\"id\":\"env\",\"path\":\"sh\",\"args\":[\"-c\",\"echo $X $(pwd) $(id -u)\"],"
+               "\"env\":[\"X=hello\"],\"dir\":\"/tmp\",\"user\":\"nobody\"}");
+    ck_assert_int_eq(proc_wait(&b, "p-basic", "env"), 0);
+    out = proc_output(&b, "p-basic", "env", "stdout", "");
+    ck_assert_str_eq(out, "hello /tmp 65534\n");
+    free(out);
+
+    struct hresp r;
+    http_get(&b, "/v1/containers/p-basic/processes/task", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "state")), "exited");
+    ck_assert_int_eq(json_object_get_int(json_at(r.json, "exit_code")), 3);
+    ck_assert_ptr_nonnull(json_at(r.json, "started_at"));
+    ck_assert_ptr_nonnull(json_at(r.json, "finished_at"));
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/p-basic/processes", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "processes")), 2);
+    hresp_free(&r);
+    ctr_delete(&b, "p-basic");
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(process_ids_and_errors)
+{
+    struct berthd b = {0};
+    start(&b, "p-ids");
+    proc_start(&b, "p-ids", "{\"id\":\"task\",\"path\":\"sleep\",\"args\":[\"30\"]}");
+    struct hresp r;
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\"task\",\"path\":\"true\"}",
+                   &r);
+    ck_assert_error_reply(&r, 409, "conflict", "task");
+    hresp_free(&r);
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\".bad\",\"path\":\"true\"}",
+                   &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "id");
+    hresp_free(&r);
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"path\":\"/no/such/program\"}", &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "/no/such/program");
+    hresp_free(&r);
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"path\":\"true\",\"user\":\"nosuch\"}",
+                   &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "nosuch");
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/p-ids/processes/nosuch", &r);
+    ck_assert_error_reply(&r, 404, "not_found", "nosuch");
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/nosuch/processes", &r);
+    ck_assert_error_reply(&r, 404, "not_found", "nosuch");
+    hresp_free(&r);
+    /* A generated ID. */
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"path\":\"true\"}", &r);
+    ck_assert_int_eq(r.status, 201);
+    ck_assert(strlen(json_object_get_string(json_at(r.json, "id"))) > 0);
+    hresp_free(&r);
+    /* wait with a timeout */
+    double t0 = now_ms();
+    http_get(&b, "/v1/containers/p-ids/processes/task/wait?timeout=0.3", &r);
+    ck_assert_error_reply(&r, 408, "timeout", NULL);
+    ck_assert(now_ms() - t0 >= 250);
+    hresp_free(&r);
+    ctr_delete(&b, "p-ids");
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(process_stdin_round_trip)
+{
+    struct berthd b = {0};
+    start(&b, "p-stdin");
+    proc_start(&b, "p-stdin", "{\"id\":\"cat\",\"path\":\"cat\",\"stdin\":true}");
+    size_t len = 3 * 1024 * 1024 + 17;
+    char *data = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        data[i] = (char)(i * 7 + i / 4096);
+    struct hresp r;
+    http_do(&b,
+            &(struct hreq){.method = "PUT",
+                           .path = "/v1/containers/p-stdin/processes/cat/stdin?close=0",
+                           .body = data,
+                           .body_len = len / 2,
+                           .chunked = true,
+                           .timeout_ms = 30000},
+            &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    ck_assert_int_eq(json_object_get_int64(json_at(r.json, "bytes_written")), (int64_t)(len / 2));
+    hresp_free(&r);
+    http_do(&b,
+            &(struct hreq){.method = "PUT",
+                           .path = "/v1/containers/p-stdin/processes/cat/stdin",
+                           .body = data + len / 2,
+                           .body_len = len - len / 2,
+                           .timeout_ms = 30000},
+            &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(proc_wait(&b, "p-stdin", "cat"), 0);
+    char path[128] = "/v1/containers/p-stdin/processes/cat/stdout";
+    http_do(&b, &(struct hreq){.method = "GET", .path = path, .timeout_ms = 30000}, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body_len, len);
+    ck_assert(memcmp(r.body, data, len) == 0);
+    hresp_free(&r);
+    /* A process without stdin, and one that exited, refuse it. */
+    http_do(&b,
+            &(struct hreq){.method = "PUT",
+                           .path = "/v1/containers/p-stdin/processes/cat/stdin",
+                           .body = "x"},
+            &r);
+    ck_assert_error_reply(&r, 409, "conflict", NULL);
+    hresp_free(&r);
+    free(data);
+    ctr_delete(&b, "p-stdin");
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(process_follow_live_and_late_attach)
+{
+    struct berthd b = {0};
+    start(&b, "p-follow");
+    proc_start(&b, "p-follow",
+               "{\"id\":\"task\",\"path\":\"sh\",\"args\":[\"-c\",\"for i in 1 2 3 4 5; do echo "
+               "line$i; sleep 0.2; done; echo bye >&2\"]}");
+    /* Two followers at once, attached while it runs. */
+    struct bg_req f1, f2;
+    struct hreq fr = {.method = "GET",
+                      .path = "/v1/containers/p-follow/processes/task/stdout?follow=1",
+                      .timeout_ms = 20000};
+    bg_start(&f1, &b, &fr);
+    sleep_ms(300);
+    bg_start(&f2, &b, &fr);
+    bg_join(&f1);
+    bg_join(&f2);
+    const char *want = "line1\nline2\nline3\nline4\nline5\n";
+    ck_assert_int_eq(f1.resp.status, 200);
+    ck_assert_str_eq(f1.resp.body, want);
+    ck_assert_str_eq(f2.resp.body, want);
+    ck_assert_msg(f1.resp.total_s >= 0.6, "the follow ended early (%.3f s)", f1.resp.total_s);
+    hresp_free(&f1.resp);
+    hresp_free(&f2.resp);
+    ck_assert_int_eq(proc_wait(&b, "p-follow", "task"), 0);
+    /* Late attach: the same bytes, from an offset, follow ends at once. */
+    char *out = proc_output(&b, "p-follow", "task", "stdout", "?follow=1");
+    ck_assert_str_eq(out, want);
+    free(out);
+    out = proc_output(&b, "p-follow", "task", "stdout", "?offset=6");
+    ck_assert_str_eq(out, want + 6);
+    free(out);
+    out = proc_output(&b, "p-follow", "task", "stderr", "");
+    ck_assert_str_eq(out, "bye\n");
+    free(out);
+    ctr_delete(&b, "p-follow");
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(process_signals_give_128_plus_n)
+{
+    struct berthd b = {0};
+    start(&b, "p-sig");
+    proc_start(&b, "p-sig", "{\"id\":\"k\",\"path\":\"sleep\",\"args\":[\"60\"]}");
+    proc_start(&b, "p-sig", "{\"id\":\"t\",\"path\":\"sleep\",\"args\":[\"60\"]}");
+    struct hresp r;
+    http_post_json(&b, "/v1/containers/p-sig/processes/k/signal", "{\"signal\":\"KILL\"}", &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    http_post_json(&b, "/v1/containers/p-sig/processes/t/signal", "{\"signal\":15}", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    ck_assert_int_eq(proc_wait(&b, "p-sig", "k"), 137);
+    ck_assert_int_eq(proc_wait(&b, "p-sig", "t"), 143);
+    http_post_json(&b, "/v1/containers/p-sig/processes/t/signal", "{\"signal\":\"TERM\"}", &r);
+    ck_assert_error_reply(&r, 409, "conflict", NULL);
+    hresp_free(&r);
+    http_post_json(&b, "/v1/containers/p-sig/processes/t/signal", "{\"signal\":\"BOGUS\"}", &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "signal");
+    hresp_free(&r);
+    ctr_delete(&b, "p-sig");
+    berthd_finish(&b);
+}
+END_TEST
+
+static Suite *
+processes_suite(void)
+{
+    Suite *s = suite_create("api_processes");
+    TCase *tc = tcase_create("processes");
+    ctr_add_fixture(tc);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, process_stdout_stderr_and_exit_code);
+    tcase_add_test(tc, process_ids_and_errors);
+    tcase_add_test(tc, process_stdin_round_trip);
+    tcase_add_test(tc, process_follow_live_and_late_attach);
+    tcase_add_test(tc, process_signals_give_128_plus_n);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return harness_run_suite(processes_suite());
+}
