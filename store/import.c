@@ -30,6 +30,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "store/gc.h"
 #include "store/oci.h"
 #include "store/unpack.h"
 
@@ -77,6 +78,7 @@ struct import {
     size_t n_names;
     char **chain_ids;
     int64_t *unpacked;
+    unsigned snapshots_built; /* committed by this import */
 };
 
 static void
@@ -126,6 +128,45 @@ blob_location(struct import *imp, const char *digest)
     return blob_path(imp->st->blobs, digest);
 }
 
+/*
+ * Opens rel ("blobs/sha256/<hex>", "index.json") inside the layout
+ * directory without following a symlink in any component, so a layout
+ * (one a task wrote into a volume, say) cannot point the import at files
+ * elsewhere on the host. Returns the fd, or -errno (ELOOP for a symlink)
+ * with errno set.
+ */
+static int
+layout_openat(struct import *imp, const char *rel)
+{
+    int dirfd = open(imp->req->layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return -errno;
+    cleanup_free char *copy = strdup(rel);
+    if (!copy) {
+        close(dirfd);
+        return -ENOMEM;
+    }
+    char *save = NULL;
+    char *seg = strtok_r(copy, "/", &save);
+    while (seg) {
+        char *next = strtok_r(NULL, "/", &save);
+        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (next ? O_DIRECTORY : 0);
+        int fd = openat(dirfd, seg, flags);
+        int e = errno;
+        close(dirfd);
+        if (fd < 0) {
+            /* O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR. */
+            if (e == ENOTDIR && next)
+                e = ELOOP;
+            errno = e;
+            return -e;
+        }
+        dirfd = fd;
+        seg = next;
+    }
+    return dirfd;
+}
+
 /* Opens a blob of the layout directory without following a symlink. */
 static int
 layout_blob_open(struct import *imp, const char *digest, struct err *err)
@@ -133,20 +174,17 @@ layout_blob_open(struct import *imp, const char *digest, struct err *err)
     cleanup_free char *rel = NULL;
     if (asprintf(&rel, "blobs/sha256/%s", digest_hex(digest)) < 0)
         return err_set(err, ENOMEM, "out of memory");
-    cleanup_close int dirfd =
-        open(imp->req->layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return err_errno(err, errno, "open layout %s", imp->req->layout_dir);
-    int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = layout_openat(imp, rel);
     if (fd < 0) {
-        if (errno == ENOENT)
+        if (fd == -ENOENT)
             return err_set(err, ERR_INVALID_CONTENT, "blob %s: missing from the layout (%s)",
                            digest, rel);
-        if (errno == ELOOP)
+        if (fd == -ELOOP)
             return err_set(err, ERR_INVALID_CONTENT,
-                           "blob %s: %s is a symbolic link; a layout's blobs must be files",
+                           "blob %s: %s is or goes through a symbolic link; a layout's blobs "
+                           "must be files",
                            digest, rel);
-        return err_errno(err, errno, "open %s/%s", imp->req->layout_dir, rel);
+        return err_errno(err, -fd, "open %s/%s", imp->req->layout_dir, rel);
     }
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
@@ -154,6 +192,47 @@ layout_blob_open(struct import *imp, const char *digest, struct err *err)
         return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest, rel);
     }
     return fd;
+}
+
+/* Reads a small regular file of the layout (oci-layout, index.json). */
+static int
+layout_read_small(struct import *imp, const char *rel, size_t max, char **out, size_t *len,
+                  struct err *err)
+{
+    const char *dir = imp->req->layout_dir;
+    cleanup_close int fd = layout_openat(imp, rel);
+    if (fd == -ENOENT)
+        return -ENOENT;
+    if (fd == -ELOOP)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: a symbolic link; a layout's files must be files",
+                       rel);
+    if (fd < 0)
+        return err_errno(err, -fd, "open %s/%s", dir, rel);
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+        return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
+    if ((uint64_t)sb.st_size > max)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: %lld bytes is over the limit of %zu bytes",
+                       rel, (long long)sb.st_size, max);
+    char *buf = malloc((size_t)sb.st_size + 1);
+    if (!buf)
+        return err_set(err, ENOMEM, "out of memory");
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(buf);
+            return n < 0 ? err_errno(err, errno, "read %s/%s", dir, rel)
+                         : err_set(err, ERR_INVALID_CONTENT, "%s: shrank while read", rel);
+        }
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    return 0;
 }
 
 /* Copies a blob of the layout directory into staging, verifying it. */
@@ -649,6 +728,15 @@ load_manifest_and_config(struct import *imp, struct err *err)
     if ((rc = oci_image_check_consistent(imp->manifest, imp->config, imp->manifest_digest, err)) <
         0)
         return rc;
+    /* ?platform= asks for one platform: an image that is another one (a
+     * layout holding a single manifest, say) is refused, not taken. */
+    if (imp->req->platform && !oci_platform_match(imp->req->platform, &imp->config->platform)) {
+        char want[128], have[128];
+        oci_platform_format(imp->req->platform, want, sizeof(want));
+        oci_platform_format(&imp->config->platform, have, sizeof(have));
+        return err_set(err, ERR_INVALID_CONTENT, "image %s is %s, not the %s asked for",
+                       imp->manifest_digest, have, want);
+    }
     /* The one platform check, before any layer is unpacked. */
     struct err perr = {0};
     if (platform_check(&imp->config->platform, &imp->st->host, ISOLATION_ANY, &perr) ==
@@ -942,6 +1030,7 @@ unpack_layers(struct import *imp, struct err *err)
             }
             if ((rc = snapshot_commit(claim, err)) < 0)
                 goto out;
+            imp->snapshots_built++;
         } else {
             bool exists = false;
             int64_t size = 0;
@@ -1127,22 +1216,18 @@ read_layout_index(struct import *imp, struct err *err)
         return err_errno(err, errno == ENOENT ? ENOENT : errno, "source.layout %s", dir);
     if (!S_ISDIR(sb.st_mode))
         return err_set(err, EINVAL, "source.layout %s: not a directory", dir);
-    cleanup_free char *layout_path = fs_path_join(dir, "oci-layout");
     cleanup_free char *buf = NULL;
     size_t len = 0;
-    int rc = fs_read_file(layout_path, 4096, &buf, &len, err);
+    int rc = layout_read_small(imp, "oci-layout", 4096, &buf, &len, err);
     if (rc == -ENOENT)
         return err_set(err, ERR_INVALID_CONTENT,
                        "source.layout %s: not an OCI image layout (no oci-layout file)", dir);
     if (rc < 0 || (rc = oci_layout_check(buf, len, "oci-layout", err)) < 0)
         return rc;
-    cleanup_free char *index_path = fs_path_join(dir, "index.json");
-    rc = fs_read_file(index_path, OCI_DOC_MAX, &imp->index_json, &imp->index_len, err);
+    rc = layout_read_small(imp, "index.json", OCI_DOC_MAX, &imp->index_json, &imp->index_len,
+                           err);
     if (rc == -ENOENT)
         return err_set(err, ERR_INVALID_CONTENT, "source.layout %s: no index.json", dir);
-    if (rc == -EFBIG)
-        return err_set(err, ERR_INVALID_CONTENT,
-                       "index.json: over the limit of %d bytes for a document", OCI_DOC_MAX);
     return rc;
 }
 
@@ -1207,6 +1292,14 @@ image_import(struct store *st, const struct import_request *req, struct meta_ima
 out:
     if (inflight)
         store_inflight_end(st, imp.manifest_digest);
-    import_cleanup(&imp);
+    import_cleanup(&imp); /* drops the lease */
+    if (rc < 0 && imp.snapshots_built > 0) {
+        /* Snapshots this failed import unpacked belong to no image: collect
+         * them now rather than at the next prune (another import that
+         * uses one holds a lease on it, which GC respects). */
+        struct gc_result gr = {0};
+        struct err ignored = {0};
+        gc_run(st->blobs, st->meta, st->root, &gr, &ignored);
+    }
     return rc;
 }
