@@ -6,6 +6,8 @@
  */
 #include "api/api.h"
 
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +21,16 @@
 /* Headers-phase timeout for new connections. */
 #define HEADER_TIMEOUT_S 10
 
+/* How often uploads in progress are checked for a client that hung up. */
+#define PEER_SWEEP_MS 500
+
 struct api {
     struct daemon *daemon;
     struct http_server *http;
     struct metrics *metrics;
     struct api_req *suspended; /* list of suspended requests */
+    struct api_req *live;      /* every request in flight */
+    uv_timer_t peer_sweep;
     bool shutting_down;
     uv_timer_t drain_timer; /* final shutdown: lets MHD flush the 503s */
     void (*done)(void *arg);
@@ -86,7 +93,7 @@ api_req_resume(struct api_req *req)
     req->suspended = false;
     MHD_resume_connection(req->conn);
     if (api->http)
-        http_server_kick(api->http);
+        http_server_resumed(api->http, req->conn);
 }
 
 static enum MHD_Result
@@ -243,6 +250,10 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->started = true;
         req->api = api;
         req->conn = conn;
+        req->live_next = api->live;
+        if (api->live)
+            api->live->live_prev = req;
+        api->live = req;
         if (!req->start_ns)
             req->start_ns = uv_hrtime();
         snprintf(req->method, sizeof(req->method), "%s", method);
@@ -341,6 +352,12 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (req->susp_next)
             req->susp_next->susp_prev = req->susp_prev;
     }
+    if (req->live_prev)
+        req->live_prev->live_next = req->live_next;
+    else
+        api->live = req->live_next;
+    if (req->live_next)
+        req->live_next->live_prev = req->live_prev;
     req->completed = true;
     if (req->stream)
         api_stream_detach(req->stream);
@@ -371,6 +388,47 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     req->start_ns = uv_hrtime();
     req->raw_uri = strdup(uri);
     return req;
+}
+
+/*
+ * A client that hangs up while its upload streams into a job: MHD notices
+ * only when it next reads the socket, which it does not do while the
+ * connection is suspended for want of room in the job's pipe (and, in
+ * 0.9.75, may not do after a resume either, having dropped the socket's
+ * edge-triggered event). So uploads in progress are checked here: a peer
+ * that shut its side down or reset the connection has its request's job
+ * aborted, and the request resumed so MHD closes it.
+ */
+static void
+peer_sweep_cb(uv_timer_t *t)
+{
+    struct api *api = t->data;
+    struct api_req *next;
+    for (struct api_req *req = api->live; req; req = next) {
+        next = req->live_next;
+        if (!req->stream_data || req->body_ended || !req->on_shutdown)
+            continue;
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!info)
+            continue;
+        struct pollfd pfd = {.fd = info->connect_fd, .events = POLLRDHUP};
+        if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            continue;
+        /* A client that only shut its sending side after the whole body
+         * (a half-close) is not gone while bytes wait to be read: the body
+         * may yet complete. With nothing left to read, it cannot. */
+        int unread = 0;
+        if (!(pfd.revents & (POLLHUP | POLLERR)) &&
+            (ioctl(info->connect_fd, FIONREAD, &unread) < 0 || unread > 0))
+            continue;
+        log_debug("%s %s: the client hung up during the upload", req->method, req->path);
+        void (*hook)(struct api_req *) = req->on_shutdown;
+        req->on_shutdown = NULL; /* once */
+        hook(req);
+        if (req->suspended)
+            api_req_resume(req);
+    }
 }
 
 static void
@@ -408,6 +466,9 @@ api_start(struct daemon *d, struct api **out, struct err *err)
     }
     d->lag.observe = lag_observe;
     d->lag.observe_ctx = api->metrics;
+    uv_timer_init(d->loop, &api->peer_sweep);
+    api->peer_sweep.data = api;
+    uv_timer_start(&api->peer_sweep, peer_sweep_cb, PEER_SWEEP_MS, PEER_SWEEP_MS);
     *out = api;
     return 0;
 }
@@ -441,12 +502,16 @@ api_begin_shutdown(struct api *api)
 {
     api->shutting_down = true;
     http_server_quiesce(api->http);
-    /* A hook may resume its request (and so unlink it): walk a copy. */
+    /* Every request with a hook, suspended or not: an upload waiting for
+     * its client's next bytes must not hold the shutdown up either. */
     struct api_req *next;
-    for (struct api_req *req = api->suspended; req; req = next) {
-        next = req->susp_next;
-        if (req->on_shutdown)
-            req->on_shutdown(req);
+    for (struct api_req *req = api->live; req; req = next) {
+        next = req->live_next;
+        if (req->on_shutdown) {
+            void (*hook)(struct api_req *) = req->on_shutdown;
+            req->on_shutdown = NULL;
+            hook(req);
+        }
     }
 }
 
@@ -464,10 +529,17 @@ http_stopped_cb(void *arg)
 }
 
 static void
-drain_timer_closed_cb(uv_handle_t *h)
+peer_sweep_closed_cb(uv_handle_t *h)
 {
     struct api *api = h->data;
     http_server_stop(api->http, http_stopped_cb, api);
+}
+
+static void
+drain_timer_closed_cb(uv_handle_t *h)
+{
+    struct api *api = h->data;
+    uv_close((uv_handle_t *)&api->peer_sweep, peer_sweep_closed_cb);
 }
 
 static void

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,6 +35,11 @@ struct http_server {
     uv_timer_t sweep; /* closes connections past their header deadline */
     struct pending_conn *pending;
     bool kick_pending; /* a run was asked for (from inside MHD_run too) */
+    int epoll_fd;      /* MHD's */
+    /* Connections resumed since the last run, whose sockets are re-armed
+     * in MHD's epoll set once that run has taken them back. */
+    struct MHD_Connection **rearm;
+    size_t n_rearm, cap_rearm;
     unsigned port;
     unsigned connections;
     unsigned idle_timeout_s;
@@ -47,13 +53,58 @@ struct http_server {
 
 static void rearm(struct http_server *s);
 
+/*
+ * MHD (0.9.75) keeps a suspended connection's socket in its edge-triggered
+ * epoll set but drops the events that arrive while it is suspended, and
+ * does not mark it readable again when it resumes: data or a hang-up that
+ * came in the meantime is never seen, and an upload whose client went
+ * away hangs until the idle timeout. Modifying the registration (same
+ * events, same data, as MHD registers them) makes the kernel report the
+ * socket's current readiness again.
+ */
+static void
+rearm_resumed(struct http_server *s)
+{
+    for (size_t i = 0; i < s->n_rearm; i++) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(s->rearm[i], MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!info)
+            continue;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLET,
+                                 .data.ptr = s->rearm[i]};
+        /* ENOENT: not in the set now; MHD adds it, with a fresh edge, when
+         * it needs to wait on it. */
+        epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, info->connect_fd, &ev);
+    }
+    s->n_rearm = 0;
+}
+
 static void
 run_mhd(struct http_server *s)
 {
     s->kick_pending = false;
+    size_t pending_rearm = s->n_rearm;
     if (MHD_run(s->mhd) != MHD_YES)
         log_warn("http: MHD_run failed");
+    /* The run took back the connections resumed before it. */
+    if (pending_rearm)
+        rearm_resumed(s);
     rearm(s);
+}
+
+void
+http_server_resumed(struct http_server *s, struct MHD_Connection *conn)
+{
+    if (s->n_rearm == s->cap_rearm) {
+        size_t ncap = s->cap_rearm ? s->cap_rearm * 2 : 16;
+        struct MHD_Connection **n = realloc(s->rearm, ncap * sizeof(*n));
+        if (!n)
+            return;
+        s->rearm = n;
+        s->cap_rearm = ncap;
+    }
+    s->rearm[s->n_rearm++] = conn;
+    http_server_kick(s);
 }
 
 static void
@@ -173,6 +224,9 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
         }
         *socket_ctx = p;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        for (size_t i = 0; i < s->n_rearm; i++)
+            if (s->rearm[i] == conn)
+                s->rearm[i--] = s->rearm[--s->n_rearm];
         bool was_full = s->connections >= s->max_connections;
         s->connections--;
         if (*socket_ctx) {
@@ -278,6 +332,7 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts,
         free(s);
         return err_set(err, EIO, "http server: MHD has no epoll fd");
     }
+    s->epoll_fd = info->epoll_fd;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_timer_init(loop, &s->sweep);
@@ -331,6 +386,7 @@ handle_closed_cb(uv_handle_t *h)
         return;
     void (*done)(void *) = s->done;
     void *arg = s->done_arg;
+    free(s->rearm);
     free(s);
     if (done)
         done(arg);

@@ -47,6 +47,10 @@ unsigned http_server_connections(const struct http_server *s);
 /* Schedules an MHD_run() on the next loop iteration (after resumes). */
 void http_server_kick(struct http_server *s);
 
+/* Tells that conn was resumed (MHD_resume_connection): schedules a run and
+ * re-arms the socket after it (see rearm_resumed in http.c). */
+void http_server_resumed(struct http_server *s, struct MHD_Connection *conn);
+
 /* Tells that a connection's request headers are complete, so its timeout
  * becomes the idle timeout. Called from the access handler. */
 void http_server_headers_done(struct http_server *s, struct MHD_Connection *conn);

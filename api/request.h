@@ -61,8 +61,9 @@ struct api_req {
     /* Handler-owned per-request state, freed with the request. */
     void *ctx;
     void (*ctx_free)(void *ctx);
-    /* Called at shutdown for a suspended request, so that whatever it
-     * waits for (an upload pipe, a follow stream) can be aborted. */
+    /* Called at shutdown, and when the client hangs up in the middle of
+     * a streamed upload, so that whatever the request's job waits for (an
+     * upload pipe, a follow stream) is aborted rather than waited on. */
     void (*on_shutdown)(struct api_req *req);
 
     /* A pointer elsewhere (a job's) that refers to this request and is
@@ -71,6 +72,7 @@ struct api_req {
     struct api_req **weak_ref;
 
     struct api_req *susp_prev, *susp_next; /* suspended list, for shutdown */
+    struct api_req *live_prev, *live_next; /* every request in flight */
 };
 
 /* Path parameter by name ("ref" in /v1/images/{ref}), or NULL. */

@@ -6,6 +6,7 @@
 #include "tests/api/harness.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -21,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,11 +57,17 @@ harness_berthd_path(void)
     return p && *p ? p : BERTHD_PATH;
 }
 
+/* The pid of the process running the suite: temporary directories carry
+ * it, so the runner can remove what a failed test (whose process Check
+ * ends with _exit, skipping atexit) left behind. */
+static pid_t runner_pid;
+
 void
 harness_mkdtemp(char *out, size_t len)
 {
     const char *tmpdir = getenv("TMPDIR");
-    snprintf(out, len, "%s/berth-api-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    snprintf(out, len, "%s/berth-api-%ld-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp",
+             (long)(runner_pid ? runner_pid : getpid()));
     if (!mkdtemp(out))
         ck_abort_msg("mkdtemp %s: %s", out, strerror(errno));
 }
@@ -257,6 +265,9 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
     pid_t pid = fork();
     ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
+        /* A test that fails ends its process at once: take the daemon
+         * with it rather than leave it running. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(logfd, STDERR_FILENO);
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, STDIN_FILENO);
@@ -817,11 +828,32 @@ wait_health_int(const struct berthd *b, const char *dotted, int64_t want, int ti
 int
 harness_run_suite(Suite *s)
 {
+    runner_pid = getpid();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     curl_global_cleanup();
+    /* What failed tests left: their daemons died with them; remove their
+     * directories (never through a mount a container may have left). */
+    const char *tmpdir = getenv("TMPDIR");
+    if (!tmpdir || !*tmpdir)
+        tmpdir = "/tmp";
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "berth-api-%ld-", (long)runner_pid);
+    /* BERTH_TEST_KEEP=1 keeps them, with the daemons' logs, for a look. */
+    const char *keep = getenv("BERTH_TEST_KEEP");
+    DIR *d = keep && *keep == '1' ? NULL : opendir(tmpdir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, de->d_name);
+        nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    }
+    if (d)
+        closedir(d);
     return failed == 0 ? 0 : 1;
 }
