@@ -23,7 +23,9 @@ api_err_status(int code, const char **code_str)
         {EEXIST, 409, "conflict"},
         {ERR_CONFLICT, 409, "conflict"},
         {EBUSY, 409, "conflict"},
-        {ETIMEDOUT, 408, "timeout"},
+        /* A server-side wait that ran out (the runtime did not answer); the
+         * routes that time out on the client's behalf answer 408 themselves. */
+        {ETIMEDOUT, 503, "timeout"},
         {EFBIG, 413, "payload_too_large"},
         {ERR_INVALID_CONTENT, 422, "invalid_content"},
         {ENOTSUP, 422, "not_supported"},

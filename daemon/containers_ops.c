@@ -408,11 +408,17 @@ containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32
     cleanup_close int rfd = root ? open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (rfd < 0)
         return err_errno(err, errno, "user %s: open the container's rootfs", user);
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+    /* O_NONBLOCK: the container can replace its /etc/passwd with a FIFO,
+     * which must not block this job; only a regular file is read. */
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
     cleanup_close int fd = (int)syscall(SYS_openat2, rfd, "etc/passwd", &how, sizeof(how));
     if (fd < 0)
         return err_set(err, ERR_INVALID_CONTENT, "user %s: the image has no /etc/passwd", user);
+    struct stat pst;
+    if (fstat(fd, &pst) < 0 || !S_ISREG(pst.st_mode))
+        return err_set(err, ERR_INVALID_CONTENT, "user %s: /etc/passwd is not a regular file",
+                       user);
     cleanup_fclose FILE *f = fdopen(fd, "r");
     if (!f)
         return err_errno(err, errno, "user %s: read /etc/passwd", user);

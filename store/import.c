@@ -150,7 +150,10 @@ layout_openat(struct import *imp, const char *rel)
     char *seg = strtok_r(copy, "/", &save);
     while (seg) {
         char *next = strtok_r(NULL, "/", &save);
-        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (next ? O_DIRECTORY : 0);
+        /* O_NONBLOCK: a FIFO in a layout must not block the job; callers
+         * refuse anything but a regular file after opening. */
+        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY |
+                    (next ? O_DIRECTORY : 0);
         int fd = openat(dirfd, seg, flags);
         int e = errno;
         close(dirfd);

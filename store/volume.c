@@ -256,10 +256,17 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
         return ret;
     repair_orphan_layer(vs, v);
     if (v->n_layers) {
-        if (is_mountpoint(fs))
-            unmount_fs(fs); /* a previous daemon's mount: make it afresh */
-        if ((ret = mount_overlay(vs, v->handle, v->layers, v->n_layers, err)) < 0)
-            return ret;
+        bool mounted = is_mountpoint(fs);
+        if (mounted && v->mounts > 0) {
+            /* A previous daemon's mount that containers still use (they
+             * outlive the daemon): mounting again over the same upper and
+             * work directories would corrupt both mounts. Keep it. */
+        } else {
+            if (mounted)
+                unmount_fs(fs); /* a previous daemon's, unused: make it afresh */
+            if ((ret = mount_overlay(vs, v->handle, v->layers, v->n_layers, err)) < 0)
+                return ret;
+        }
     } else if ((ret = mkdir_if_missing(fs, 0755, err)) < 0) {
         return ret;
     }
@@ -334,7 +341,15 @@ volume_store_close(struct volume_store *vs)
         if (e->d_name[0] == '.')
             continue;
         cleanup_free char *fs = vpath(vs, e->d_name, "fs");
-        if (fs && is_mountpoint(fs))
+        if (!fs || !is_mountpoint(fs))
+            continue;
+        /* Containers keep running across a restart of the daemon, and so
+         * do the volume mounts they use; only unused ones are taken down. */
+        struct volume_rec *rec = NULL;
+        struct err ignored = {0};
+        bool in_use = vmeta_get(vs->meta, e->d_name, &rec, &ignored) == 0 && rec->mounts > 0;
+        volume_rec_free(rec);
+        if (!in_use)
             unmount_fs(fs);
     }
     if (d)

@@ -397,11 +397,21 @@ export_entry(struct export *x, int dfd, const char *name, const char *arcname,
         archive_entry_copy_symlink(e, target);
         archive_entry_set_size(e, 0);
     } else if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
-        fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        /* O_NONBLOCK: the tree may be written by a container meanwhile,
+         * and a FIFO swapped in for the file must not block the job; the
+         * fstat below refuses anything that is not what was listed. */
+        fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
                   : dup(dfd);
         if (fd < 0) {
             archive_entry_free(e);
             return err_errno(x->err, errno, "open %s", arcname);
+        }
+        struct stat now;
+        if (fstat(fd, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino ||
+            (now.st_mode & S_IFMT) != (st->st_mode & S_IFMT)) {
+            close(fd);
+            archive_entry_free(e);
+            return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read", arcname);
         }
         entry_add_xattrs(e, fd);
     }

@@ -151,9 +151,11 @@ build_mounts(const struct rt_container_spec *spec, const char *init_path, const 
               (const char *[]){"bind", "nosuid", "nodev", "noexec", NULL});
     for (size_t i = 0; i < spec->nmounts; i++) {
         const struct rt_mount *um = &spec->mounts[i];
+        /* nodev: a device node a container makes in a volume must not
+         * work when the daemon or another container reads the volume. */
         add_mount(m, um->target, "bind", um->source,
-                  um->readonly ? (const char *[]){"rbind", "rprivate", "ro", NULL}
-                               : (const char *[]){"rbind", "rprivate", NULL});
+                  um->readonly ? (const char *[]){"rbind", "rprivate", "nodev", "ro", NULL}
+                               : (const char *[]){"rbind", "rprivate", "nodev", NULL});
     }
     return m;
 }
@@ -202,7 +204,14 @@ build_linux(const struct rt_container_spec *spec, const char *cgroups_path)
     if (cgroups_path)
         json_object_object_add(lx, "cgroupsPath", json_object_new_string(cgroups_path));
     struct json_object *ns = json_object_new_array();
-    const char *types[] = {"pid", "ipc", "uts", "mount", NULL};
+    /*
+     * A network namespace of its own (runc gives it a loopback interface
+     * and nothing else) until the network issue wires real networking:
+     * on the host's network a container could reach berthd's API on
+     * 127.0.0.1, which has no authentication, and have it start a
+     * privileged container with the host's / mounted.
+     */
+    const char *types[] = {"pid", "ipc", "uts", "mount", "network", NULL};
     for (size_t i = 0; types[i]; i++) {
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "type", json_object_new_string(types[i]));

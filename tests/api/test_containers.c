@@ -147,6 +147,20 @@ START_TEST(container_has_the_security_defaults)
     berthd_start(&b, NULL);
     ctr_create_raw(&b, "c-sec");
     char *out = NULL;
+    /* A network namespace of its own: only lo, and berthd's API on the
+     * host's loopback is out of reach (it would give a container root on
+     * the host). */
+    char script[512];
+    snprintf(script, sizeof(script),
+             "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ','; echo; "
+             "wget -q -T 2 -O- http://127.0.0.1:%u/v1/health >/dev/null 2>&1 && echo api-reached; "
+             "true",
+             b.port);
+    ck_assert_int_eq(proc_run_sh(&b, "c-sec", "net", script, &out), 0);
+    ck_assert_msg(strncmp(out, "lo,\n", 4) == 0, "interfaces inside: %s", out);
+    ck_assert_msg(strstr(out, "api-reached") == NULL, "the API is reachable from inside: %s", out);
+    free(out);
+    out = NULL;
     ck_assert_int_eq(
         proc_run_sh(&b, "c-sec", "task",
                     "echo x > /proc/sys/kernel/hostname 2>/dev/null && echo procsys-writable; "

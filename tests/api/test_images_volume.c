@@ -112,6 +112,36 @@ START_TEST(layout_in_a_volume_cannot_reach_outside_through_symlinks)
 }
 END_TEST
 
+START_TEST(fifo_in_a_layout_is_refused_without_blocking)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    make_layout(&b);
+    post(&b, "/v1/volumes", "{\"handle\": \"v1\"}", 201, NULL);
+    /* A layout whose index.json is a FIFO: opening it for reading would
+     * wait for a writer forever and pin a pool thread. */
+    ck_assert_int_eq(sh("set -e; cd %s; mkdir -p fifo/blobs; cp layout/oci-layout fifo/; "
+                        "mkfifo fifo/index.json; tar -C fifo -cf fifo.tar .; "
+                        "curl -sf -o /dev/null -X PUT -H 'Expect:' --data-binary @fifo.tar "
+                        "'%s/v1/volumes/v1/files?path=/fifo'",
+                        b.tmp, b.base_url),
+                     0);
+    double t0 = now_ms();
+    post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\", \"path\": \"/fifo\"}}", 422,
+         "not a regular file");
+    ck_assert_msg(now_ms() - t0 < 5000, "took %.0f ms", now_ms() - t0);
+    /* The same from a layout directory on the host. */
+    char body[1024];
+    snprintf(body, sizeof(body), "{\"source\": {\"layout\": \"%s/fifo\"}}", b.tmp);
+    post(&b, "/v1/images", body, 422, "not a regular file");
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    ck_assert_int_eq(json_object_get_int(json_at(r.json, "jobs.running")), 0);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(volume_source_errors_name_the_problem)
 {
     struct berthd b = {0};
@@ -139,6 +169,7 @@ main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, layout_in_a_volume_imports_as_an_image);
     tcase_add_test(tc, layout_in_a_volume_cannot_reach_outside_through_symlinks);
+    tcase_add_test(tc, fifo_in_a_layout_is_refused_without_blocking);
     tcase_add_test(tc, volume_source_errors_name_the_problem);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);

@@ -81,9 +81,9 @@ START_TEST(spec_has_security_defaults)
     ck_assert(json_object_get_boolean(at(j, "process.noNewPrivileges")));
 
     struct json_object *ns = at(j, "linux.namespaces");
-    ck_assert_int_eq(json_object_array_length(ns), 4);
-    const char *want[] = {"pid", "ipc", "uts", "mount"};
-    for (size_t w = 0; w < 4; w++) {
+    ck_assert_int_eq(json_object_array_length(ns), 5);
+    const char *want[] = {"pid", "ipc", "uts", "mount", "network"};
+    for (size_t w = 0; w < 5; w++) {
         bool found = false;
         for (size_t i = 0; i < json_object_array_length(ns); i++)
             found |= strcmp(json_object_get_string(at(json_object_array_get_idx(ns, i), "type")),
