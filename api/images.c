@@ -107,8 +107,7 @@ struct import_job {
     struct api_stream *stream;
     bool upload_done;       /* the whole body arrived */
     bool job_done;
-    bool started;           /* submitted to the pool */
-    struct import_job *next_waiting;
+    bool started;           /* submitted (it may wait for a long-job slot) */
     /* results */
     struct meta_image *image;
     bool created;
@@ -116,7 +115,6 @@ struct import_job {
     int rc;
 };
 
-static struct import_job *waiting_head, *waiting_tail;
 
 static void import_job_free(struct import_job *job);
 static void import_start(struct import_job *job);
@@ -319,8 +317,6 @@ static void
 import_done(void *ctx, bool cancelled)
 {
     struct import_job *job = ctx;
-    struct daemon *d = job->d;
-    d->imports_running--;
     job->job_done = true;
     if (cancelled && job->rc == 0 && !job->image) {
         job->rc = -ECANCELED;
@@ -330,37 +326,21 @@ import_done(void *ctx, bool cancelled)
         log_info("import failed: %s", job->err.msg);
     if (job->req)
         reply_result(job);
-    /* Let the next waiting import run. */
-    if (waiting_head && !d->shutting_down) {
-        struct import_job *next = waiting_head;
-        waiting_head = next->next_waiting;
-        if (!waiting_head)
-            waiting_tail = NULL;
-        import_start(next);
-    }
     if (!job->req || job->upload_done || !job->upload)
         import_job_free(job);
     /* else: freed when the upload ends (import_upload_end) or the
      * request goes away (import_req_free). */
 }
 
+/* Imports run at a client's pace: they are long jobs, capped so short
+ * jobs always find a pool thread (daemon/job.h). */
 static void
 import_start(struct import_job *job)
 {
     struct daemon *d = job->d;
-    if (d->imports_running >= d->imports_max) {
-        if (waiting_tail)
-            waiting_tail->next_waiting = job;
-        else
-            waiting_head = job;
-        waiting_tail = job;
-        return;
-    }
-    d->imports_running++;
     job->started = true;
-    int rc = job_submit(d->jobs, "image.import", import_work, import_done, job);
+    int rc = job_submit_long(d->jobs, "image.import", import_work, import_done, job);
     if (rc < 0) {
-        d->imports_running--;
         job->rc = rc;
         err_set(&job->err, -rc == ECANCELED ? ECANCELED : -rc, "import: cannot start: %s",
                 strerror(-rc));
@@ -409,19 +389,6 @@ import_req_free(void *ctx)
     if (job->upload)
         bpipe_abort(job->upload, ECANCELED);
     if (!job->started) {
-        /* Still waiting in line: take it out and drop it. */
-        struct import_job *prev = NULL;
-        for (struct import_job *w = waiting_head; w; prev = w, w = w->next_waiting) {
-            if (w != job)
-                continue;
-            if (prev)
-                prev->next_waiting = w->next_waiting;
-            else
-                waiting_head = w->next_waiting;
-            if (waiting_tail == w)
-                waiting_tail = prev;
-            break;
-        }
         import_job_free(job);
         return;
     }

@@ -662,7 +662,7 @@ volumes_files_put_begin(struct api_req *req)
     req->ctx_free = up_req_free;
     req->on_shutdown = up_on_shutdown;
     req->stream_data = up_data;
-    int rc = job_submit(j->d->jobs, "volume.tar_in", up_work, up_done, j);
+    int rc = job_submit_long(j->d->jobs, "volume.tar_in", up_work, up_done, j);
     if (rc < 0) {
         req->ctx = NULL;
         req->ctx_free = NULL;
@@ -875,7 +875,7 @@ volumes_files_get(struct api_req *req)
         api_reply_error(req, 500, "internal", "out of memory");
         return;
     }
-    int rc = job_submit(j->d->jobs, "volume.tar_out", dl_work, dl_done, j);
+    int rc = job_submit_long(j->d->jobs, "volume.tar_out", dl_work, dl_done, j);
     if (rc < 0) {
         dl_job_free(j);
         api_reply_error(req, 503, "unavailable", "cannot start the download: %s", strerror(-rc));

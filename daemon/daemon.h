@@ -35,10 +35,6 @@ struct daemon {
      * 503 with that message. */
     struct store *store;
     char store_error[512];
-    /* Imports running on the pool, capped at pool threads - 1 so short
-     * jobs always find a thread; the rest wait in line (api/images.c). */
-    unsigned imports_running;
-    unsigned imports_max;
     /* Containers and their runtime driver (daemon/containers.h); NULL when
      * the store could not be opened. */
     struct containers *containers;

@@ -22,7 +22,9 @@ struct job {
     job_work_fn work;
     job_done_fn done;
     void *ctx;
+    bool is_long;
     struct job *prev, *next; /* outstanding list, loop-owned */
+    struct job *next_waiting; /* long jobs waiting for a slot */
 };
 
 struct job_queue {
@@ -33,6 +35,8 @@ struct job_queue {
     atomic_uint running;
     atomic_uint_fast64_t completed;
     bool shutting_down;
+    unsigned long_max, long_running;   /* loop-owned */
+    struct job *waiting_head, *waiting_tail; /* long jobs not yet handed to libuv */
 };
 
 struct job_queue *
@@ -42,6 +46,7 @@ job_queue_new(uv_loop_t *loop)
     if (!q)
         return NULL;
     q->loop = loop;
+    q->long_max = 1;
     return q;
 }
 
@@ -75,6 +80,8 @@ nice_pool_thread(void)
         log_debug("job: cannot lower the pool thread's priority: %s", strerror(errno));
 }
 
+static void start_waiting(struct job_queue *q);
+
 static void
 work_cb(uv_work_t *req)
 {
@@ -102,6 +109,10 @@ after_work_cb(uv_work_t *req, int status)
         job->next->prev = job->prev;
     q->outstanding--;
     atomic_fetch_add(&q->completed, 1);
+    if (job->is_long) {
+        q->long_running--;
+        start_waiting(q);
+    }
     job_done_fn done = job->done;
     void *ctx = job->ctx;
     if (cancelled)
@@ -110,33 +121,104 @@ after_work_cb(uv_work_t *req, int status)
     done(ctx, cancelled);
 }
 
-int
-job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done, void *ctx)
+static struct job *
+job_new(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done, void *ctx)
 {
-    if (q->shutting_down)
-        return -ECANCELED;
     struct job *job = calloc(1, sizeof(*job));
     if (!job)
-        return -ENOMEM;
+        return NULL;
     job->queue = q;
     job->name = name;
     job->work = work;
     job->done = done;
     job->ctx = ctx;
     job->req.data = job;
-    atomic_fetch_add(&q->queued, 1);
+    return job;
+}
+
+/* Hands a job to libuv and puts it on the outstanding list. */
+static int
+job_start(struct job_queue *q, struct job *job)
+{
     int rc = uv_queue_work(q->loop, &job->req, work_cb, after_work_cb);
-    if (rc < 0) {
-        atomic_fetch_sub(&q->queued, 1);
-        free(job);
+    if (rc < 0)
         return rc;
-    }
     job->next = q->head;
     if (q->head)
         q->head->prev = job;
     q->head = job;
     q->outstanding++;
     return 0;
+}
+
+/* Starts waiting long jobs while there are free long slots. */
+static void
+start_waiting(struct job_queue *q)
+{
+    while (q->waiting_head && q->long_running < q->long_max && !q->shutting_down) {
+        struct job *job = q->waiting_head;
+        q->waiting_head = job->next_waiting;
+        if (!q->waiting_head)
+            q->waiting_tail = NULL;
+        q->outstanding--; /* job_start counts it again */
+        q->long_running++;
+        if (job_start(q, job) < 0) {
+            /* libuv refused (it does not, short of a bug): end it here. */
+            q->long_running--;
+            atomic_fetch_sub(&q->queued, 1);
+            job_done_fn done = job->done;
+            void *ctx = job->ctx;
+            free(job);
+            done(ctx, true);
+        }
+    }
+}
+
+int
+job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done, void *ctx)
+{
+    if (q->shutting_down)
+        return -ECANCELED;
+    struct job *job = job_new(q, name, work, done, ctx);
+    if (!job)
+        return -ENOMEM;
+    atomic_fetch_add(&q->queued, 1);
+    int rc = job_start(q, job);
+    if (rc < 0) {
+        atomic_fetch_sub(&q->queued, 1);
+        free(job);
+        return rc;
+    }
+    return 0;
+}
+
+int
+job_submit_long(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
+                void *ctx)
+{
+    if (q->shutting_down)
+        return -ECANCELED;
+    struct job *job = job_new(q, name, work, done, ctx);
+    if (!job)
+        return -ENOMEM;
+    job->is_long = true;
+    atomic_fetch_add(&q->queued, 1);
+    /* Waiting jobs count as outstanding: the queue is not idle with them. */
+    q->outstanding++;
+    if (q->waiting_tail)
+        q->waiting_tail->next_waiting = job;
+    else
+        q->waiting_head = job;
+    q->waiting_tail = job;
+    start_waiting(q);
+    return 0;
+}
+
+void
+job_queue_set_long_max(struct job_queue *q, unsigned max)
+{
+    q->long_max = max ? max : 1;
+    start_waiting(q);
 }
 
 unsigned
@@ -161,6 +243,20 @@ void
 job_queue_shutdown(struct job_queue *q)
 {
     q->shutting_down = true;
+    /* Long jobs still waiting for a slot never reached libuv: end them
+     * here, as cancelled. */
+    while (q->waiting_head) {
+        struct job *job = q->waiting_head;
+        q->waiting_head = job->next_waiting;
+        q->outstanding--;
+        atomic_fetch_sub(&q->queued, 1);
+        atomic_fetch_add(&q->completed, 1);
+        job_done_fn done = job->done;
+        void *ctx = job->ctx;
+        free(job);
+        done(ctx, true);
+    }
+    q->waiting_tail = NULL;
     /* uv_cancel fails with EBUSY for jobs already running: they finish. */
     for (struct job *job = q->head; job; job = job->next)
         uv_cancel((uv_req_t *)&job->req);

@@ -33,6 +33,19 @@ void job_queue_free(struct job_queue *q);
 int job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
                void *ctx);
 
+/*
+ * As job_submit, for a job that may run for long at a client's pace (an
+ * import, a tar stream in or out of a volume): at most the queue's long
+ * limit of them run at once and the others wait their turn in order, so
+ * however many slow clients stream at once, pool threads stay free for
+ * short jobs. Loop thread.
+ */
+int job_submit_long(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
+                    void *ctx);
+
+/* Sets how many long jobs may run at once (at least 1). Loop thread. */
+void job_queue_set_long_max(struct job_queue *q, unsigned max);
+
 /* Jobs submitted and not started yet / started and not finished. Any thread. */
 unsigned job_queue_queued(const struct job_queue *q);
 unsigned job_queue_running(const struct job_queue *q);

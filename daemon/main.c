@@ -134,7 +134,9 @@ main(int argc, char **argv)
     /* Opening the store cleans up after a crash (temporaries, half-built
      * snapshots, leases); it blocks, but the loop does not run yet. */
     unsigned pool = b.cfg.pool_threads;
-    d->imports_max = pool > 2 ? pool - 1 : 1;
+    /* Jobs that run at a client's pace (imports, volume streams) may hold
+     * all but one pool thread: short jobs always find one. */
+    job_queue_set_long_max(d->jobs, pool > 2 ? pool - 1 : 1);
     struct store_opts sopts = {.max_unpacks = pool > 3 ? pool - 2 : 1,
                                .allow_device_nodes = b.cfg.store_device_nodes};
     struct err serr = {0};

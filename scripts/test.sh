@@ -9,11 +9,14 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 
 dir=build
-cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=ON)
+# The test build compiles the benchmark-only routes (/v1/debug/...): the
+# shutdown suite uses their long CPU-bound job. scripts/run.sh builds
+# without them.
+cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=ON -DBERTH_BENCH_ROUTES=ON)
 if [ "${1:-}" = "--sanitize" ]; then
     shift
     dir=build-asan
-    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DBERTH_TESTS=ON -DBERTH_SANITIZE=ON)
+    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DBERTH_TESTS=ON -DBERTH_SANITIZE=ON -DBERTH_BENCH_ROUTES=ON)
     # Leaks are errors; the sanitizer report fails the test that caused it.
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -234,6 +234,42 @@ START_TEST(max_connections_caps_connections_served)
 }
 END_TEST
 
+START_TEST(slow_uploads_do_not_take_every_pool_thread)
+{
+    struct berthd b = {0};
+    /* 3 pool threads: at most 2 jobs at a client's pace at once. */
+    berthd_start(&b, &(struct berthd_opts){.args = {"--pool-threads", "3"}});
+    struct hresp r;
+    http_post_json(&b, "/v1/volumes", "{\"handle\": \"v1\"}", &r);
+    ck_assert_int_eq(r.status, 201);
+    hresp_free(&r);
+    /* Six uploads that announce a megabyte and send nothing of it. */
+    enum { SLOW = 6 };
+    int fds[SLOW];
+    static const char put[] = "PUT /v1/volumes/v1/files?path=/x HTTP/1.1\r\nHost: t\r\n"
+                              "Content-Type: application/x-tar\r\nContent-Length: 1048576\r\n\r\n";
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = raw_connect(b.port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert(raw_send(fds[i], put, strlen(put)));
+    }
+    sleep_ms(500);
+    /* Short jobs still find a thread: listing volumes and images. */
+    double t0 = now_ms();
+    http_get(&b, "/v1/volumes", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    http_get(&b, "/v1/images", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    double ms = now_ms() - t0;
+    ck_assert_msg(ms < 2000, "short jobs took %.0f ms behind %d slow uploads", ms, SLOW);
+    for (int i = 0; i < SLOW; i++)
+        close(fds[i]);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 limits_suite(void)
 {
@@ -246,6 +282,7 @@ limits_suite(void)
     tcase_add_test(tc, idle_connection_closed_after_connection_timeout);
     tcase_add_test(tc, trickling_headers_cut_off_by_header_timeout);
     tcase_add_test(tc, max_connections_caps_connections_served);
+    tcase_add_test(tc, slow_uploads_do_not_take_every_pool_thread);
     suite_add_tcase(s, tc);
     return s;
 }

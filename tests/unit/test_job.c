@@ -143,6 +143,78 @@ START_TEST(job_whose_client_disconnected_completes_safely)
 }
 END_TEST
 
+static atomic_int long_running_now, long_running_max;
+
+static void
+long_work(void *ctx)
+{
+    struct probe *p = ctx;
+    int now = atomic_fetch_add(&long_running_now, 1) + 1;
+    int seen = atomic_load(&long_running_max);
+    while (now > seen && !atomic_compare_exchange_weak(&long_running_max, &seen, now))
+        ;
+    usleep(p->sleep_us);
+    atomic_fetch_sub(&long_running_now, 1);
+    atomic_fetch_add(&p->worked, 1);
+}
+
+START_TEST(job_long_jobs_are_capped_and_leave_threads_for_short_ones)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    job_queue_set_long_max(q, 2);
+    atomic_store(&long_running_now, 0);
+    atomic_store(&long_running_max, 0);
+    enum { N = 6 };
+    struct probe p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = (struct probe){.loop_thread = pthread_self(), .sleep_us = 100000};
+        ck_assert_int_eq(job_submit_long(q, "long", long_work, probe_done, &p[i]), 0);
+    }
+    /* Waiting long jobs count as queued, and the queue is not idle. */
+    ck_assert_uint_eq(job_queue_queued(q) + job_queue_running(q), N);
+    /* A short job submitted now runs at once, beside the two long ones. */
+    struct probe quick = {.loop_thread = pthread_self()};
+    ck_assert_int_eq(job_submit(q, "short", probe_work, probe_done, &quick), 0);
+    uint64_t t0 = uv_hrtime();
+    while (quick.done_calls == 0)
+        uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_msg(uv_hrtime() - t0 < 90000000ull, "the short job waited for the long ones");
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(p[i].done_calls, 1);
+        ck_assert(!p[i].cancelled);
+    }
+    ck_assert_int_eq(atomic_load(&long_running_max), 2);
+    ck_assert(job_queue_idle(q));
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(job_shutdown_cancels_long_jobs_waiting_for_a_slot)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    job_queue_set_long_max(q, 1);
+    struct probe a = {.loop_thread = pthread_self(), .sleep_us = 100000};
+    struct probe b = {.loop_thread = pthread_self(), .sleep_us = 100000};
+    ck_assert_int_eq(job_submit_long(q, "long", probe_work, probe_done, &a), 0);
+    ck_assert_int_eq(job_submit_long(q, "long", probe_work, probe_done, &b), 0);
+    job_queue_shutdown(q);
+    ck_assert_int_eq(b.done_calls, 1); /* ended at once, never ran */
+    ck_assert(b.cancelled);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(a.done_calls, 1);
+    ck_assert_int_eq(atomic_load(&b.worked), 0);
+    ck_assert(job_queue_idle(q));
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -153,6 +225,8 @@ main(void)
     tcase_add_test(tc, job_runs_work_on_pool_and_done_on_loop);
     tcase_add_test(tc, job_shutdown_cancels_queued_and_refuses_new);
     tcase_add_test(tc, job_whose_client_disconnected_completes_safely);
+    tcase_add_test(tc, job_long_jobs_are_capped_and_leave_threads_for_short_ones);
+    tcase_add_test(tc, job_shutdown_cancels_long_jobs_waiting_for_a_slot);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* Loop tests share the process-wide pool; no fork per test needed. */
