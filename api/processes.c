@@ -462,6 +462,7 @@ struct out_reader {
     int64_t offset;
     bool follow;
     bool reading, want_drain, waiting;
+    bool event_during_read; /* new output or an exit came while a read ran */
     bool exited_at_read; /* the process had exited when this read started */
     bool done;
     uv_fs_t fsreq;
@@ -546,6 +547,12 @@ read_cb(uv_fs_t *fsreq)
         reader_end(r);
         return;
     }
+    if (r->event_during_read) {
+        /* Output or the exit came while this read ran: it may have missed
+         * them, so look again rather than wait for an event already seen. */
+        reader_read(r);
+        return;
+    }
     r->waiting = true;
 }
 
@@ -555,6 +562,7 @@ reader_read(struct out_reader *r)
     if (r->reading || r->done)
         return;
     r->waiting = false;
+    r->event_during_read = false;
     r->exited_at_read = !r->pr || r->pr->exited;
     r->reading = true;
     r->fsreq.data = r;
@@ -575,8 +583,12 @@ reader_event(struct ctr_listener *l, enum ctr_event ev)
         ctr_unlisten(r->pr, &r->lis);
         r->pr = NULL;
     }
-    if ((mine || ev == CTR_EV_EXIT || ev == CTR_EV_GONE) && r->waiting)
+    if (!mine && ev != CTR_EV_EXIT && ev != CTR_EV_GONE)
+        return;
+    if (r->waiting)
         reader_read(r);
+    else if (r->reading)
+        r->event_during_read = true;
 }
 
 static void

@@ -323,6 +323,26 @@ write_at(int dfd, const char *name, const char *data, size_t len, struct err *er
     return 0;
 }
 
+/* Undoes a process directory whose spawn was never asked of the init, so
+ * the id can be used again. */
+static void
+proc_dir_discard(int pfd, const char *id)
+{
+    int dfd = openat(pfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0) {
+        DIR *d = fdopendir(dfd);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(dfd, de->d_name, 0);
+        if (d)
+            closedir(d);
+        else
+            close(dfd);
+    }
+    unlinkat(pfd, id, AT_REMOVEDIR);
+}
+
 int
 rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeout_ms,
               struct rt_proc_status *out, struct err *err)
@@ -344,24 +364,40 @@ rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeou
             return err_set(err, ERR_CONFLICT, "process %s: exists", spec->id);
         return err_errno(err, errno, "mkdir process %s", spec->id);
     }
+    /* Declared before the first goto: cleanup attributes must not be
+     * jumped over. */
+    cleanup_free char *text = NULL;
+    size_t len = 0;
     cleanup_close int dfd = openat(pfd, spec->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-        return err_errno(err, errno, "open process %s", spec->id);
-    if (spec->stdin && mkfifoat(dfd, "stdin", 0600) < 0)
-        return err_errno(err, errno, "mkfifo stdin of %s", spec->id);
-    size_t len;
-    cleanup_free char *text = spec_text(spec, &len);
-    if (!text)
-        return err_set(err, ENOMEM, "process %s: out of memory", spec->id);
-    int ret = write_at(dfd, "spec", text, len, err);
-    if (ret < 0)
-        return err_wrap(err, "process %s", spec->id);
+    int ret = 0;
+    if (dfd < 0) {
+        ret = err_errno(err, errno, "open process %s", spec->id);
+        goto discard;
+    }
+    if (spec->stdin && mkfifoat(dfd, "stdin", 0600) < 0) {
+        ret = err_errno(err, errno, "mkfifo stdin of %s", spec->id);
+        goto discard;
+    }
+    text = spec_text(spec, &len);
+    if (!text) {
+        ret = err_set(err, ENOMEM, "process %s: out of memory", spec->id);
+        goto discard;
+    }
+    ret = write_at(dfd, "spec", text, len, err);
+    if (ret < 0) {
+        err_wrap(err, "process %s", spec->id);
+        goto discard;
+    }
 
     char line[128];
     snprintf(line, sizeof(line), "spawn %s\n", spec->id);
     ret = send_command(state_dir, line, timeout_ms, err);
-    if (ret < 0)
-        return err_wrap(err, "spawn %s", spec->id);
+    if (ret < 0) {
+        /* The command never reached the init (it is gone or not ready):
+         * nothing will start, so the id is free again. */
+        err_wrap(err, "spawn %s", spec->id);
+        goto discard;
+    }
 
     int64_t deadline = now_ms() + timeout_ms;
     int round = 0;
@@ -379,6 +415,9 @@ rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeou
                            timeout_ms);
         backoff(&round);
     }
+discard:
+    proc_dir_discard(pfd, spec->id);
+    return ret;
 }
 
 int

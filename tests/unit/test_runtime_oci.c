@@ -485,6 +485,15 @@ START_TEST(delete_leaves_no_runtime_state_or_cgroup)
     struct rt_proc_status st;
     ck_assert_int_lt(drv->proc_spawn(ctx, "", dir, &spec, &st, &err), 0);
     ck_assert_int_eq(err.code, ERR_UNAVAILABLE);
+    /* The refused spawn left nothing: the same id fails the same way, not
+     * as "exists", and no directory of it is left behind. */
+    ck_assert_int_lt(drv->proc_spawn(ctx, "", dir, &spec, &st, &err), 0);
+    ck_assert_msg(err.code == ERR_UNAVAILABLE, "second spawn: %s", err.msg);
+    char *state = state_of(dir);
+    char *late = fs_path_join(state, "procs/late");
+    ck_assert_int_lt(stat(late, &sb), 0);
+    free(late);
+    free(state);
     free(rstate);
     free(memcg);
     free(dir);
