@@ -30,6 +30,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "store/digest.h"
 #include "daemon/daemon.h"
 #include "store/layer.h"
 #include "store/store.h"
@@ -529,7 +530,15 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
     cleanup_free char *state_root = fs_path_join(d->cfg->root, "runtime");
     reg->drv = rt_driver_lookup(d->cfg->runtime, &reg->drv_err);
     if (reg->drv) {
-        struct rt_config rc = {.state_root = state_root, .oci_runtime = d->cfg->oci_runtime};
+        /* One cgroup parent per store root, so two daemons on one host
+         * (CI runs several) never share a container's cgroup by handle. */
+        char digest[DIGEST_STR_LEN];
+        char cgroup_parent[32] = "berth";
+        if (digest_of(d->cfg->root, strlen(d->cfg->root), digest) == 0)
+            snprintf(cgroup_parent, sizeof(cgroup_parent), "berth-%.12s", digest_hex(digest));
+        struct rt_config rc = {.state_root = state_root,
+                               .oci_runtime = d->cfg->oci_runtime,
+                               .cgroup_parent = cgroup_parent};
         if (reg->drv->open(&rc, &reg->drv_ctx, &reg->drv_err) < 0)
             reg->drv = NULL;
     }

@@ -357,6 +357,30 @@ START_TEST(container_eight_at_once_each_run_task)
 }
 END_TEST
 
+START_TEST(two_daemons_give_the_same_handle_different_cgroups)
+{
+    struct berthd a = {0}, b = {0};
+    ctr_require_runtime();
+    berthd_start(&a, NULL);
+    berthd_start(&b, NULL);
+    ctr_create_raw(&a, "c-same");
+    ctr_create_raw(&b, "c-same");
+    char *out_a = NULL, *out_b = NULL;
+    ck_assert_int_eq(proc_run_sh(&a, "c-same", "cg", "grep -m1 memory /proc/self/cgroup", &out_a),
+                     0);
+    ck_assert_int_eq(proc_run_sh(&b, "c-same", "cg", "grep -m1 memory /proc/self/cgroup", &out_b),
+                     0);
+    ck_assert_msg(strstr(out_a, "c-same") && strstr(out_b, "c-same"), "%s / %s", out_a, out_b);
+    ck_assert_msg(strcmp(out_a, out_b) != 0, "both containers are in cgroup %s", out_a);
+    free(out_a);
+    free(out_b);
+    ctr_delete(&a, "c-same");
+    ctr_delete(&b, "c-same");
+    berthd_finish(&a);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(container_list_filters_by_property)
 {
     struct berthd b = {0};
@@ -510,6 +534,7 @@ containers_suite(void)
     tcase_add_test(tc, container_mounts_volumes_and_host_paths);
     tcase_add_test(tc, container_runtime_missing_is_503_with_its_error);
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
+    tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
     suite_add_tcase(s, tc);
     return s;
 }
