@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -462,6 +463,7 @@ struct create_job {
     char *dir;
     int rc;
     struct err err;
+    int init_pidfd; /* watched once the create is done */
 };
 
 static void
@@ -469,6 +471,8 @@ create_work(void *ctx)
 {
     struct create_job *j = ctx;
     j->rc = containers_create_blocking(j->reg, j->st, j->p, j->dir, &j->err);
+    if (j->rc == 0)
+        j->init_pidfd = container_init_pidfd(j->reg, j->p->handle);
 }
 
 static void
@@ -481,6 +485,8 @@ create_done(void *ctx, bool cancelled)
                         c->p->handle);
     if (j->rc == 0) {
         c->state = CTR_RUNNING;
+        container_watch_init(c, j->init_pidfd);
+        j->init_pidfd = -1;
         /* The job resolved the image's digest. */
         free(c->p->image_digest);
         c->p->image_digest = j->p->image_digest ? strdup(j->p->image_digest) : NULL;
@@ -497,6 +503,8 @@ create_done(void *ctx, bool cancelled)
             api_reply_err(j->req, &j->err);
         api_req_resume(j->req);
     }
+    if (j->init_pidfd >= 0)
+        close(j->init_pidfd);
     container_unref(c);
     ctr_params_free(j->p);
     free(j->dir);
@@ -521,6 +529,7 @@ containers_post(struct api_req *req)
         api_reply_error(req, 500, "internal", "out of memory");
         return;
     }
+    j->init_pidfd = -1; /* a cancelled job never sets it */
     struct err err = {0};
     struct container *c = NULL;
     if (containers_add(reg, p, &c, &err) < 0) {

@@ -9,6 +9,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -248,6 +252,7 @@ containers_remove(struct container *c)
     }
     reg->count--;
     c->registered = false;
+    container_unwatch_init(c);
     for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
         proc_stop_watch(pr);
         notify(pr, CTR_EV_GONE);
@@ -460,6 +465,75 @@ container_mark_stopped(struct container *c)
     }
 }
 
+int
+container_init_pidfd(struct containers *reg, const char *handle)
+{
+    if (!reg->drv)
+        return -1;
+    struct rt_container_state cs = {0};
+    struct err err = {0};
+    if (reg->drv->container_state(reg->drv_ctx, handle, &cs, &err) < 0 ||
+        cs.status != RT_CONTAINER_RUNNING || cs.init_pid <= 1)
+        return -1;
+    int fd = (int)syscall(SYS_pidfd_open, (pid_t)cs.init_pid, 0);
+    if (fd < 0)
+        log_debug("container %s: pidfd_open %d: %s", handle, (int)cs.init_pid, strerror(errno));
+    return fd;
+}
+
+static void
+init_watch_closed_cb(uv_handle_t *h)
+{
+    int fd = (int)(intptr_t)h->data;
+    if (fd >= 0)
+        close(fd);
+    free(h);
+}
+
+static void
+init_exited_cb(uv_poll_t *w, int status, int events)
+{
+    struct container *c = w->data;
+    container_unwatch_init(c);
+    if (c->state != CTR_RUNNING)
+        return; /* a delete in progress killed it */
+    log_warn("container %s: its init exited; the container is stopped", c->p->handle);
+    container_mark_stopped(c);
+}
+
+void
+container_watch_init(struct container *c, int pidfd)
+{
+    if (pidfd < 0)
+        return;
+    container_unwatch_init(c);
+    uv_poll_t *w = calloc(1, sizeof(*w));
+    if (!w || uv_poll_init(c->reg->d->loop, w, pidfd) < 0) {
+        free(w);
+        close(pidfd);
+        return;
+    }
+    w->data = c;
+    c->init_watch = w;
+    /* The fd is recovered at close from the handle itself. */
+    if (uv_poll_start(w, UV_READABLE, init_exited_cb) < 0)
+        container_unwatch_init(c);
+}
+
+void
+container_unwatch_init(struct container *c)
+{
+    uv_poll_t *w = c->init_watch;
+    if (!w)
+        return;
+    c->init_watch = NULL;
+    uv_os_fd_t fd = -1;
+    uv_fileno((uv_handle_t *)w, &fd);
+    uv_poll_stop(w);
+    w->data = (void *)(intptr_t)fd;
+    uv_close((uv_handle_t *)w, init_watch_closed_cb);
+}
+
 void
 containers_close(struct containers *reg)
 {
@@ -469,6 +543,7 @@ containers_close(struct containers *reg)
         struct container *c = reg->list;
         reg->list = c->next;
         c->registered = false;
+        container_unwatch_init(c);
         for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
             proc_stop_watch(pr);
             notify(pr, CTR_EV_GONE);

@@ -108,6 +108,7 @@ struct container {
     bool deleting_term_sent;
     uv_timer_t *grace_timer;
     void *delete_ctx; /* the delete in progress (api/containers.c) */
+    uv_poll_t *init_watch; /* readable when the container's init exits */
 };
 
 struct containers {
@@ -155,6 +156,18 @@ unsigned container_procs_running(const struct container *c);
 void container_proc_check(struct ctr_proc *pr);
 /* Marks every running process of a stopped container as lost. */
 void container_mark_stopped(struct container *c);
+
+/*
+ * A pidfd of the container's init (its pid from the runtime's state), or
+ * -1. Blocks (runs the runtime): call from a job or at start-up.
+ */
+int container_init_pidfd(struct containers *reg, const char *handle);
+/* Watches pidfd (taking it; -1 is ignored) on the loop: when the init
+ * exits while the container runs, the container is marked stopped and its
+ * waiters and followers are told, instead of waiting for a GET to notice. */
+void container_watch_init(struct container *c, int pidfd);
+/* Stops watching (delete, shutdown). Loop. */
+void container_unwatch_init(struct container *c);
 
 void ctr_listen(struct ctr_proc *pr, struct ctr_listener *l);
 void ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l);

@@ -589,10 +589,12 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         }
         struct rt_container_state cs = {0};
         if (reg->drv->container_state(reg->drv_ctx, p->handle, &cs, &rerr) == 0 &&
-            cs.status == RT_CONTAINER_RUNNING)
+            cs.status == RT_CONTAINER_RUNNING) {
             c->state = CTR_RUNNING;
-        else
+            container_watch_init(c, container_init_pidfd(reg, p->handle));
+        } else {
             c->state = CTR_STOPPED;
+        }
         load_procs(reg, c);
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));

@@ -5,6 +5,7 @@
  * rules. Every container is deleted by the test, and the harness's
  * safety net removes any a failed test left.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,37 @@ START_TEST(process_signals_give_128_plus_n)
 }
 END_TEST
 
+START_TEST(a_container_whose_init_dies_is_noticed_at_once)
+{
+    struct berthd b = {0};
+    ctr_require_runtime();
+    berthd_start(&b, NULL);
+    ctr_create_raw(&b, "p-dies");
+    proc_start(&b, "p-dies", "{\"id\": \"long\", \"path\": \"sleep\", \"args\": [\"600\"]}");
+    /* Kill the container's init from the host, as an OOM kill of the
+     * whole container or an admin would. */
+    const char *pid = ctr_sh_out("runc --root '%s/runtime/runc' state p-dies | "
+                                 "sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'",
+                                 b.root);
+    ck_assert_msg(atoi(pid) > 1, "init pid: '%s'", pid);
+    ck_assert_int_eq(kill(atoi(pid), SIGKILL), 0);
+    /* A waiter learns it without waiting out its timeout, and without a
+     * GET of the container first. */
+    double t0 = now_ms();
+    struct hresp r;
+    http_get(&b, "/v1/containers/p-dies/processes/long/wait?timeout=20", &r);
+    double ms = now_ms() - t0;
+    ck_assert_msg(r.status == 409, "wait: %ld %s", r.status, r.body);
+    ck_assert_msg(ms < 5000, "the wait took %.0f ms", ms);
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/p-dies", &r);
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "state")), "stopped");
+    hresp_free(&r);
+    ctr_delete(&b, "p-dies");
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 processes_suite(void)
 {
@@ -227,6 +259,7 @@ processes_suite(void)
     TCase *tc = tcase_create("processes");
     ctr_add_fixture(tc);
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_container_whose_init_dies_is_noticed_at_once);
     tcase_add_test(tc, process_stdout_stderr_and_exit_code);
     tcase_add_test(tc, process_ids_and_errors);
     tcase_add_test(tc, process_stdin_round_trip);
