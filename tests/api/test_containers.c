@@ -441,6 +441,11 @@ START_TEST(container_mounts_volumes_and_host_paths)
                 &out);
     ck_assert_str_eq(out, "hello\nfrom-host\nro-ok\nhost-ro-ok\n");
     free(out);
+    /* What the process wrote is streamed out of the volume through the API. */
+    ck_assert_int_eq(ctr_sh("curl -sf '%s/v1/volumes/cvol/files?path=/f' | tar -xOf - f | "
+                            "grep -qx hello",
+                            b.base_url),
+                     0);
     /* The volume knows it is mounted. */
     http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/volumes/cvol"}, &r);
     ck_assert_error_reply(&r, 409, "conflict", NULL);
