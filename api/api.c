@@ -135,15 +135,13 @@ begin_request(struct api_req *req, const char *url)
     size_t uri_len = strlen(req->raw_uri ? req->raw_uri : url);
     if (uri_len > API_URI_MAX) {
         api_reply_error(req, 414, "uri_too_long",
-                        "request target is %zu bytes, over the limit of %d", uri_len,
-                        API_URI_MAX);
+                        "request target is %zu bytes, over the limit of %d", uri_len, API_URI_MAX);
         return;
     }
     size_t hs = headers_size(req->conn);
     if (hs > API_HEADERS_MAX) {
         api_reply_error(req, 431, "headers_too_large",
-                        "request headers are %zu bytes, over the limit of %d", hs,
-                        API_HEADERS_MAX);
+                        "request headers are %zu bytes, over the limit of %d", hs, API_HEADERS_MAX);
         return;
     }
     if (api->shutting_down) {
@@ -305,8 +303,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
     /* The body is complete. */
     if (!req->dispatched)
         dispatch(req);
-    if (req->body_mode == BODY_STREAM && req->stream_data && !req->body_ended &&
-        !req->response && !req->suspended) {
+    if (req->body_mode == BODY_STREAM && req->stream_data && !req->body_ended && !req->response &&
+        !req->suspended) {
         req->body_ended = true;
         req->stream_data(req, NULL, 0);
     }

@@ -115,7 +115,8 @@ container_to_json(const struct container *c, const struct rt_stats *usage)
         json_object_object_add(o, "rootfs_dir", json_object_new_string(p->rootfs_dir));
     json_object_object_add(o, "isolation", json_object_new_string("process"));
     json_object *l = json_object_new_object();
-    json_object_object_add(l, "memory_bytes", json_object_new_int64((int64_t)p->limits.memory_bytes));
+    json_object_object_add(l, "memory_bytes",
+                           json_object_new_int64((int64_t)p->limits.memory_bytes));
     json_object_object_add(l, "cpu_shares", json_object_new_int64((int64_t)p->limits.cpu_shares));
     json_object_object_add(l, "cpu_quota_pct", json_object_new_int64(p->limits.cpu_quota_pct));
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
@@ -146,7 +147,8 @@ container_to_json(const struct container *c, const struct rt_stats *usage)
     json_object_object_add(o, "created_at", api_json_time_ms(p->created_at * 1000));
     if (usage) {
         json_object *u = json_object_new_object();
-        json_object_object_add(u, "memory_bytes", json_object_new_int64((int64_t)usage->memory_bytes));
+        json_object_object_add(u, "memory_bytes",
+                               json_object_new_int64((int64_t)usage->memory_bytes));
         json_object_object_add(u, "cpu_ns", json_object_new_int64((int64_t)usage->cpu_ns));
         json_object_object_add(o, "usage", u);
     }
@@ -214,8 +216,10 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
     if ((r = json_get_int64(o, "limits", "memory_bytes", false, &v, err)) < 0)
         return r;
     if (r && v != 0 && v < 4 * 1024 * 1024)
-        return err_set(err, EINVAL, "field \"limits.memory_bytes\": %lld is under the minimum of "
-                                    "4194304 (4 MiB)", (long long)v);
+        return err_set(err, EINVAL,
+                       "field \"limits.memory_bytes\": %lld is under the minimum of "
+                       "4194304 (4 MiB)",
+                       (long long)v);
     if (r)
         l->memory_bytes = (uint64_t)v;
     if ((r = json_get_int64(o, "limits", "cpu_shares", false, &v, err)) < 0)
@@ -296,13 +300,13 @@ parse_mounts(json_object *arr, struct ctr_params *p, struct err *err)
         if (vol && host)
             return err_set(err, EINVAL, "field \"%s\": give host_path or volume, not both", where);
         if (vol && !volume_handle_valid(vol))
-            return err_set(err, EINVAL, "field \"%s.volume\": %.140s is not a volume handle",
-                           where, vol);
+            return err_set(err, EINVAL, "field \"%s.volume\": %.140s is not a volume handle", where,
+                           vol);
         if (!host && !vol)
             return err_set(err, EINVAL, "field \"%s\": host_path or volume is required", where);
         if (host && (!abs_path_ok(host) || strchr(host, ',')))
-            return err_set(err, EINVAL, "field \"%s.host_path\": %s is not an absolute path",
-                           where, host);
+            return err_set(err, EINVAL, "field \"%s.host_path\": %s is not an absolute path", where,
+                           host);
         if (!abs_path_ok(target) || strcmp(target, "/") == 0)
             return err_set(err, EINVAL, "field \"%s.target\": %s is not an absolute path below /",
                            where, target);
@@ -328,8 +332,8 @@ parse_properties(json_object *o, struct ctr_params *p, struct err *err)
     json_object_object_foreach(o, key, val)
     {
         if (!json_object_is_type(val, json_type_string))
-            return err_set(err, EINVAL, "field \"properties.%s\": expected a string, got %s",
-                           key, json_type_article(val));
+            return err_set(err, EINVAL, "field \"properties.%s\": expected a string, got %s", key,
+                           json_type_article(val));
         if (!*key || strlen(key) > 256)
             return err_set(err, EINVAL, "field \"properties\": keys are 1 to 256 characters");
         p->prop_keys[p->nprops] = strdup(key);
@@ -365,9 +369,9 @@ api_random_id(char *out, const char *prefix)
 static struct ctr_params *
 parse_create(struct api_req *req, struct containers *reg)
 {
-    static const char *const fields[] = {"handle", "image", "rootfs", "limits", "env",
-                                         "working_dir", "mounts", "properties", "grace_time_s",
-                                         "isolation", NULL};
+    static const char *const fields[] = {"handle",       "image",       "rootfs", "limits",
+                                         "env",          "working_dir", "mounts", "properties",
+                                         "grace_time_s", "isolation",   NULL};
     struct err err = {0};
     json_object *body = NULL, *limits = NULL, *env = NULL, *mounts = NULL, *props = NULL;
     const char *handle = NULL, *image = NULL, *rootfs = NULL, *wd = NULL, *isolation = NULL;
@@ -758,8 +762,7 @@ delete_finish(struct delete_op *op)
     int rc = job_submit(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
     if (rc < 0) {
         if (op->req) {
-            api_reply_error(op->req, 503, "unavailable", "cannot start the job: %s",
-                            strerror(-rc));
+            api_reply_error(op->req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
             api_req_resume(op->req);
         }
         delete_op_free(op);
@@ -779,8 +782,7 @@ static void
 on_exit_hook(struct container *c, struct ctr_proc *pr)
 {
     struct delete_op *op = c->delete_ctx;
-    if (op && c->state == CTR_DELETING && c->deleting_term_sent &&
-        container_procs_running(c) == 0)
+    if (op && c->state == CTR_DELETING && c->deleting_term_sent && container_procs_running(c) == 0)
         delete_finish(op);
 }
 
@@ -828,10 +830,10 @@ term_done(void *ctx, bool cancelled)
 static void
 delete_on_shutdown(struct api_req *req)
 {
-    struct container *c = api_daemon(req->api)->containers
-                              ? containers_find(api_daemon(req->api)->containers,
-                                                api_req_param(req, "handle"))
-                              : NULL;
+    struct container *c =
+        api_daemon(req->api)->containers
+            ? containers_find(api_daemon(req->api)->containers, api_req_param(req, "handle"))
+            : NULL;
     struct delete_op *op = c ? c->delete_ctx : NULL;
     if (!op || op->finishing || !c->deleting_term_sent)
         return;

@@ -55,7 +55,8 @@ health_get(struct api_req *req)
     json_object *store = json_object_new_object();
     json_object_object_add(store, "root", json_object_new_string(d->cfg->root));
     json_object_object_add(store, "writable", json_object_new_boolean(snap.store_writable));
-    json_object_object_add(store, "free_bytes", json_object_new_int64((int64_t)snap.store_free_bytes));
+    json_object_object_add(store, "free_bytes",
+                           json_object_new_int64((int64_t)snap.store_free_bytes));
     json_object_object_add(body, "store", store);
 
     json_object *loop = json_object_new_object();
@@ -100,8 +101,8 @@ metrics_get(struct api_req *req)
          snap.runtime_usable ? 1.0 : 0.0},
     };
     size_t len = 0;
-    char *text = metrics_render(api_metrics(req->api), extra, sizeof(extra) / sizeof(extra[0]),
-                                &len);
+    char *text =
+        metrics_render(api_metrics(req->api), extra, sizeof(extra) / sizeof(extra[0]), &len);
     if (!text) {
         api_reply_error(req, 500, "internal", "render metrics: out of memory");
         return;

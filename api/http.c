@@ -287,8 +287,8 @@ parse_addr(const char *host, unsigned port, struct sockaddr_storage *ss, bool *v
 }
 
 int
-http_server_start(uv_loop_t *loop, const struct http_server_opts *opts,
-                  struct http_server **out, struct err *err)
+http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct http_server **out,
+                  struct err *err)
 {
     struct sockaddr_storage addr;
     bool v6 = false;

@@ -105,16 +105,15 @@ struct import_job {
     bool ndjson;
     /* loop-side state */
     struct api_stream *stream;
-    bool upload_done;       /* the whole body arrived */
+    bool upload_done; /* the whole body arrived */
     bool job_done;
-    bool started;           /* submitted (it may wait for a long-job slot) */
+    bool started; /* submitted (it may wait for a long-job slot) */
     /* results */
     struct meta_image *image;
     bool created;
     struct err err;
     int rc;
 };
-
 
 static void import_job_free(struct import_job *job);
 static void import_start(struct import_job *job);
@@ -166,8 +165,8 @@ import_work(void *ctx)
     char fd_path[64];
     const char *layout_dir = job->layout_dir;
     if (job->volume) {
-        job->rc = volume_open_dir(job->d->store->volumes, job->volume, job->volume_path,
-                                  &volume_fd, &job->err);
+        job->rc = volume_open_dir(job->d->store->volumes, job->volume, job->volume_path, &volume_fd,
+                                  &job->err);
         if (job->rc < 0) {
             err_wrap(&job->err, "source volume %s path %s", job->volume, job->volume_path);
             if (job->progress)
@@ -485,8 +484,7 @@ import_job_new(struct api_req *req)
         return NULL;
     }
     if (job->ndjson) {
-        job->progress =
-            bpipe_new(job->d->loop, PROGRESS_PIPE_BYTES, progress_notify, job);
+        job->progress = bpipe_new(job->d->loop, PROGRESS_PIPE_BYTES, progress_notify, job);
         if (!job->progress) {
             free(job->name);
             free(job);
@@ -507,9 +505,12 @@ images_post_begin(struct api_req *req)
     const char *ct = api_req_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct && strncasecmp(ct, "application/json", 16) == 0)
         return BODY_JSON;
-    static const char *const stream_types[] = {"application/x-tar", "application/tar",
-                                               "application/gzip", "application/x-gzip",
-                                               "application/zstd", "application/octet-stream",
+    static const char *const stream_types[] = {"application/x-tar",
+                                               "application/tar",
+                                               "application/gzip",
+                                               "application/x-gzip",
+                                               "application/zstd",
+                                               "application/octet-stream",
                                                NULL};
     bool ok = ct == NULL;
     for (const char *const *t = stream_types; ct && *t; t++)
@@ -705,8 +706,8 @@ images_done(void *ctx, bool cancelled)
                     json_object_object_add(body, "name_removed", json_object_new_string(j->ref));
                 json_object_object_add(
                     body, "freed_bytes",
-                    json_object_new_int64((int64_t)(j->gc.blob_bytes_freed +
-                                                    j->gc.snapshot_bytes_freed)));
+                    json_object_new_int64(
+                        (int64_t)(j->gc.blob_bytes_freed + j->gc.snapshot_bytes_freed)));
                 json_object_object_add(body, "gc", gc_to_json(&j->gc));
                 break;
             case OP_PRUNE: {
@@ -716,8 +717,8 @@ images_done(void *ctx, bool cancelled)
                 json_object_object_add(body, "removed", arr);
                 json_object_object_add(
                     body, "freed_bytes",
-                    json_object_new_int64((int64_t)(j->gc.blob_bytes_freed +
-                                                    j->gc.snapshot_bytes_freed)));
+                    json_object_new_int64(
+                        (int64_t)(j->gc.blob_bytes_freed + j->gc.snapshot_bytes_freed)));
                 json_object_object_add(body, "gc", gc_to_json(&j->gc));
                 break;
             }

@@ -127,8 +127,8 @@ wrong_type(const char *where, const char *key, const char *want, json_object *v,
 }
 
 int
-json_get_string(json_object *o, const char *where, const char *key, bool required,
-                const char **out, struct err *err)
+json_get_string(json_object *o, const char *where, const char *key, bool required, const char **out,
+                struct err *err)
 {
     json_object *v;
     int r = lookup(o, where, key, required, &v, err);
@@ -191,8 +191,8 @@ json_get_object(json_object *o, const char *where, const char *key, bool require
 }
 
 int
-json_get_array(json_object *o, const char *where, const char *key, bool required,
-               json_object **out, struct err *err)
+json_get_array(json_object *o, const char *where, const char *key, bool required, json_object **out,
+               struct err *err)
 {
     json_object *v;
     int r = lookup(o, where, key, required, &v, err);

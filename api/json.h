@@ -29,8 +29,8 @@ int json_check_fields(json_object *o, const char *where, const char *const *allo
  * not required, and returns 1 when it was present, 0 when absent. */
 int json_get_string(json_object *o, const char *where, const char *key, bool required,
                     const char **out, struct err *err);
-int json_get_int64(json_object *o, const char *where, const char *key, bool required,
-                   int64_t *out, struct err *err);
+int json_get_int64(json_object *o, const char *where, const char *key, bool required, int64_t *out,
+                   struct err *err);
 int json_get_bool(json_object *o, const char *where, const char *key, bool required, bool *out,
                   struct err *err);
 int json_get_object(json_object *o, const char *where, const char *key, bool required,

@@ -64,8 +64,8 @@ grow(void *arr, size_t *cap, size_t elem)
 }
 
 void
-metrics_observe_request(struct metrics *m, const char *method, const char *route,
-                        unsigned status, double seconds)
+metrics_observe_request(struct metrics *m, const char *method, const char *route, unsigned status,
+                        double seconds)
 {
     struct request_series *rs = NULL;
     for (size_t i = 0; i < m->n_req; i++) {
@@ -132,8 +132,7 @@ struct buf {
     int failed;
 };
 
-static void __attribute__((format(printf, 2, 3)))
-bprintf(struct buf *b, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) bprintf(struct buf *b, const char *fmt, ...)
 {
     if (b->failed)
         return;

@@ -79,8 +79,12 @@ static void
 spawn_work(void *ctx)
 {
     struct spawn_job *j = ctx;
-    struct rt_proc_spec spec = {.id = j->id, .path = j->path, .argv = j->argv, .env = j->env,
-                                .dir = j->cwd, .stdin = j->stdin};
+    struct rt_proc_spec spec = {.id = j->id,
+                                .path = j->path,
+                                .argv = j->argv,
+                                .env = j->env,
+                                .dir = j->cwd,
+                                .stdin = j->stdin};
     if (j->user) {
         j->rc = containers_resolve_user(j->dir, j->user, &spec.uid, &spec.gid, &j->err);
         if (j->rc < 0)
@@ -96,8 +100,7 @@ spawn_done(void *ctx, bool cancelled)
     struct container *c = j->c;
     c->spawning--;
     if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down",
-                        j->id);
+        j->rc = err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->id);
     struct ctr_proc *pr = NULL;
     if (c->registered && (j->rc == 0 || j->rc == -ENOEXEC) && !container_proc_find(c, j->id))
         pr = container_proc_add(c, j->id, j->stdin, &j->st, now_unix_ms());
@@ -167,8 +170,7 @@ processes_post(struct api_req *req)
     struct container *c = api_container_lookup(req);
     if (!c)
         return;
-    static const char *const fields[] = {"id", "path", "args", "env", "dir", "user", "stdin",
-                                         NULL};
+    static const char *const fields[] = {"id", "path", "args", "env", "dir", "user", "stdin", NULL};
     struct err err = {0};
     json_object *body = NULL, *args = NULL, *env = NULL;
     const char *id = NULL, *path = NULL, *dir = NULL, *user = NULL;
@@ -463,7 +465,7 @@ struct out_reader {
     bool follow;
     bool reading, want_drain, waiting;
     bool event_during_read; /* new output or an exit came while a read ran */
-    bool exited_at_read; /* the process had exited when this read started */
+    bool exited_at_read;    /* the process had exited when this read started */
     bool done;
     uv_fs_t fsreq;
     char buf[OUTPUT_CHUNK];
@@ -681,8 +683,8 @@ output_get(struct api_req *req, int which)
         char *end;
         long long v = strtoll(off, &end, 10);
         if (end == off || *end || v < 0) {
-            api_reply_error(req, 400, "bad_request",
-                            "query \"offset\": %.40s is not a byte offset", off);
+            api_reply_error(req, 400, "bad_request", "query \"offset\": %.40s is not a byte offset",
+                            off);
             return;
         }
         offset = v;
@@ -703,8 +705,8 @@ output_get(struct api_req *req, int which)
     j->offset = offset;
     j->follow = follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0;
     api_req_weak_ref(req, &j->req);
-    int rc = job_submit(api_daemon(req->api)->jobs, "process.output", out_open_work,
-                        out_open_done, j);
+    int rc =
+        job_submit(api_daemon(req->api)->jobs, "process.output", out_open_work, out_open_done, j);
     if (rc < 0) {
         req->weak_ref = NULL;
         container_unref(c);
@@ -899,10 +901,9 @@ stdin_write_cb(uv_write_t *w, int status)
     free(op->wbuf);
     op->wbuf = NULL;
     if (status < 0 && op->rc == 0)
-        op->rc = err_set(&op->err, status == UV_EPIPE ? ERR_CONFLICT : EIO,
-                         "stdin of process %s: %s", op->id,
-                         status == UV_EPIPE ? "the process closed it or exited"
-                                            : uv_strerror(status));
+        op->rc = err_set(
+            &op->err, status == UV_EPIPE ? ERR_CONFLICT : EIO, "stdin of process %s: %s", op->id,
+            status == UV_EPIPE ? "the process closed it or exited" : uv_strerror(status));
     if (!op->req) {
         stdin_close_pipe(op);
         stdin_op_free(op);
@@ -984,8 +985,9 @@ processes_stdin_begin(struct api_req *req)
         return BODY_NONE;
     if (!pr->has_stdin || pr->exited) {
         api_reply_error(req, 409, "conflict", "stdin of process %s: %s", pr->id,
-                        pr->exited ? "the process exited" : "the process was started without "
-                                                            "\"stdin\": true");
+                        pr->exited ? "the process exited"
+                                   : "the process was started without "
+                                     "\"stdin\": true");
         return BODY_NONE;
     }
     const char *cl = api_req_query(req, "close");
@@ -1076,8 +1078,8 @@ signal_parse(json_object *v)
     static const struct {
         const char *name;
         int sig;
-    } names[] = {{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},
-                 {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"STOP", SIGSTOP},
+    } names[] = {{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},    {"HUP", SIGHUP},
+                 {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},  {"STOP", SIGSTOP},
                  {"CONT", SIGCONT}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}};
     if (json_object_is_type(v, json_type_int)) {
         int64_t n = json_object_get_int64(v);

@@ -74,8 +74,8 @@ void
 api_reply_json(struct api_req *req, unsigned status, json_object *body)
 {
     size_t len = 0;
-    const char *text =
-        json_object_to_json_string_length(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    const char *text = json_object_to_json_string_length(
+        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
     /* A trailing newline keeps curl output readable in a terminal. */
     struct MHD_Response *resp = NULL;
     char *copy = malloc(len + 1);

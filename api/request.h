@@ -53,7 +53,7 @@ struct api_req {
     bool dispatched; /* the handler has run */
     bool body_ended; /* stream_data was told the body is complete */
     bool suspended;
-    bool completed;  /* MHD reported the request complete */
+    bool completed;                /* MHD reported the request complete */
     struct MHD_Response *response; /* queued at the next access call */
     struct api_stream *stream;     /* a streamed reply in progress (api/stream.h) */
     unsigned status;

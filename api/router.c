@@ -72,8 +72,8 @@ match_pattern(const char *pattern, bool rest, const char *path, struct route_mat
                 return 0;
             if (decode_segment(u, ulen, m->params[np], ROUTE_PARAM_MAX) < 0)
                 return -1;
-            size_t nlen = plen - 2 < sizeof(m->names_buf[np]) - 1 ? plen - 2
-                                                                   : sizeof(m->names_buf[np]) - 1;
+            size_t nlen =
+                plen - 2 < sizeof(m->names_buf[np]) - 1 ? plen - 2 : sizeof(m->names_buf[np]) - 1;
             memcpy(m->names_buf[np], p + 1, nlen);
             m->names_buf[np][nlen] = '\0';
             m->param_names[np] = m->names_buf[np];

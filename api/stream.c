@@ -12,7 +12,7 @@ struct api_stream {
     char *buf;
     size_t start, len, cap; /* unsent bytes at buf[start, start+len) */
     bool ended;
-    bool failed; /* ended by api_stream_fail */
+    bool failed;  /* ended by api_stream_fail */
     bool waiting; /* the reader suspended the connection for want of data */
     int refs;
     api_stream_drained_fn drained;
@@ -38,8 +38,7 @@ reader_cb(void *cls, uint64_t pos, char *out, size_t max)
         s->drained(s->drained_ctx);
     if (s->len == 0) {
         if (s->ended)
-            return s->failed ? MHD_CONTENT_READER_END_WITH_ERROR
-                             : MHD_CONTENT_READER_END_OF_STREAM;
+            return s->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing to send yet: wait without spinning. */
         if (s->req && !s->req->suspended) {
             api_req_suspend(s->req);

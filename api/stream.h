@@ -28,8 +28,7 @@ typedef void (*api_stream_drained_fn)(void *ctx);
  * must not have replied yet). The request is resumed if suspended.
  * Returns NULL on allocation failure (after replying 500).
  */
-struct api_stream *api_stream_start(struct api_req *req, unsigned status,
-                                    const char *content_type);
+struct api_stream *api_stream_start(struct api_req *req, unsigned status, const char *content_type);
 
 /* Sets a callback run when the buffer was fully sent. */
 void api_stream_on_drained(struct api_stream *s, api_stream_drained_fn fn, void *ctx);

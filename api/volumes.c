@@ -274,8 +274,8 @@ parse_props(json_object *o, bool allow_null, struct vol_job *j, struct err *err)
         return 0;
     size_t n = (size_t)json_object_object_length(o);
     if (n > MAX_PROPS)
-        return err_set(err, EINVAL, "field \"properties\": %zu properties, over the limit of %d",
-                       n, MAX_PROPS);
+        return err_set(err, EINVAL, "field \"properties\": %zu properties, over the limit of %d", n,
+                       MAX_PROPS);
     j->props = calloc(n ? n : 1, sizeof(*j->props));
     if (!j->props)
         return err_set(err, ENOMEM, "out of memory");
@@ -283,8 +283,8 @@ parse_props(json_object *o, bool allow_null, struct vol_job *j, struct err *err)
     {
         bool is_null = val == NULL || json_object_is_type(val, json_type_null);
         if (!(is_null && allow_null) && !json_object_is_type(val, json_type_string))
-            return err_set(err, EINVAL, "field \"properties.%s\": expected a string%s, got %s",
-                           key, allow_null ? " or null" : "", json_type_article(val));
+            return err_set(err, EINVAL, "field \"properties.%s\": expected a string%s, got %s", key,
+                           allow_null ? " or null" : "", json_type_article(val));
         if (!*key || strlen(key) > VOLUME_PROP_MAX ||
             (!is_null && strlen(json_object_get_string(val)) > VOLUME_PROP_MAX))
             return err_set(err, EINVAL,
@@ -305,8 +305,8 @@ volumes_create(struct api_req *req)
     const char *handle = NULL, *parent = NULL;
     int64_t ttl = 0;
     bool priv = false;
-    static const char *const fields[] = {"handle", "parent", "properties", "ttl_s", "privileged",
-                                         NULL};
+    static const char *const fields[] = {"handle", "parent",     "properties",
+                                         "ttl_s",  "privileged", NULL};
     if (json_parse_object(req->body, req->body_len, true, &body, &err) < 0 ||
         json_check_fields(body, "", fields, &err) < 0 ||
         json_get_string(body, "", "handle", false, &handle, &err) < 0 ||
@@ -455,8 +455,8 @@ volumes_delete(struct api_req *req)
     if (!check_handle(req))
         return;
     const char *force = api_req_query(req, "force");
-    if (force && strcmp(force, "0") != 0 && strcmp(force, "1") != 0 &&
-        strcmp(force, "true") != 0 && strcmp(force, "false") != 0) {
+    if (force && strcmp(force, "0") != 0 && strcmp(force, "1") != 0 && strcmp(force, "true") != 0 &&
+        strcmp(force, "false") != 0) {
         api_reply_error(req, 400, "bad_request", "force=%s: expected 1 or 0", force);
         return;
     }

@@ -32,8 +32,7 @@ enum {
 
 /* Sets err (if not NULL) and returns -code, so callers can write
  * `return err_set(err, EINVAL, "bad x %s", x);`. */
-int err_set(struct err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int err_set(struct err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* As err_set, appending ": strerror(errnum)" to the message. */
 int err_errno(struct err *err, int errnum, const char *fmt, ...)

@@ -139,8 +139,7 @@ dir_of(const char *path)
 }
 
 int
-fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
-                     struct err *err)
+fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
 {
     cleanup_free char *tmp = NULL;
     if (asprintf(&tmp, "%s.tmp.%ld", path, (long)gettid()) < 0) {

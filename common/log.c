@@ -141,8 +141,8 @@ log_request(const char *method, const char *path, unsigned status, double durati
         n = json_escape_into(line, n, sizeof(line) - 64, method);
         n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"path\":\"");
         n = json_escape_into(line, n, sizeof(line) - 64, path);
-        n += (size_t)snprintf(line + n, sizeof(line) - n,
-                              "\",\"status\":%u,\"duration_ms\":%.3f}", status, duration_ms);
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"status\":%u,\"duration_ms\":%.3f}",
+                              status, duration_ms);
     } else {
         n = (size_t)snprintf(line, sizeof(line), "%s info  %s %s %u %.3fms", ts, method, path,
                              status, duration_ms);

@@ -20,7 +20,8 @@ const char config_usage[] =
     "                              $XDG_DATA_HOME/berth or ~/.local/share/berth)  BERTH_ROOT\n"
     "  --runtime oci|host|hcs      container runtime driver (default oci)        BERTH_RUNTIME\n"
     "  --oci-runtime PATH          OCI runtime binary for --runtime oci (default runc on PATH)\n"
-    "                                                                            BERTH_OCI_RUNTIME\n"
+    "                                                                            "
+    "BERTH_OCI_RUNTIME\n"
     "  --log-level LEVEL           debug, info, warn or error (default info)     BERTH_LOG_LEVEL\n"
     "  --log-format text|json      log line format (default text)               BERTH_LOG_FORMAT\n"
     "  --max-connections N         concurrent HTTP connections (default 1024)\n"
@@ -135,12 +136,12 @@ parse_uint(const char *flag, const char *s, unsigned min, unsigned max, unsigned
     char *end;
     errno = 0;
     if (!isdigit((unsigned char)s[0]))
-        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s,
-                       min, max);
+        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s, min,
+                       max);
     unsigned long v = strtoul(s, &end, 10);
     if (*end != '\0' || errno || v < min || v > max)
-        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s,
-                       min, max);
+        return err_set(err, EINVAL, "--%s %s: expected a whole number from %u to %u", flag, s, min,
+                       max);
     *out = (unsigned)v;
     return 0;
 }
@@ -237,8 +238,8 @@ apply(struct config *cfg, int id, const char *flag, const char *value, struct er
         return parse_uint(flag, value, 2, 1024, &cfg->pool_threads, err);
     case OPT_STORE_MAX_BYTES:
         if (config_parse_bytes(value, &cfg->store_max_bytes) < 0)
-            return err_set(err, EINVAL,
-                           "--store-max-bytes %s: expected a byte count such as 10G", value);
+            return err_set(err, EINVAL, "--store-max-bytes %s: expected a byte count such as 10G",
+                           value);
         return 0;
     case OPT_STORE_DEVICE_NODES:
         cfg->store_device_nodes = value ? parse_bool_env(value) : true;

@@ -13,18 +13,18 @@
 #include "common/log.h"
 
 struct config {
-    char *listen_host;   /* "127.0.0.1" */
+    char *listen_host;    /* "127.0.0.1" */
     unsigned listen_port; /* 7380; 0 picks a free port */
-    char *root;          /* store root */
-    char *runtime;       /* "oci", "host", "hcs" */
-    char *oci_runtime;   /* path or name of the OCI runtime binary; NULL: runc on PATH */
+    char *root;           /* store root */
+    char *runtime;        /* "oci", "host", "hcs" */
+    char *oci_runtime;    /* path or name of the OCI runtime binary; NULL: runc on PATH */
     enum log_level log_level;
     enum log_format log_format;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned pool_threads;      /* libuv pool size */
-    int64_t store_max_bytes;    /* -1: no limit */
-    bool store_device_nodes;    /* create device nodes found in layers */
+    unsigned pool_threads;   /* libuv pool size */
+    int64_t store_max_bytes; /* -1: no limit */
+    bool store_device_nodes; /* create device nodes found in layers */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };

@@ -107,7 +107,7 @@ struct container {
     unsigned spawning; /* process starts in flight */
     bool deleting_term_sent;
     uv_timer_t *grace_timer;
-    void *delete_ctx; /* the delete in progress (api/containers.c) */
+    void *delete_ctx;      /* the delete in progress (api/containers.c) */
     uv_poll_t *init_watch; /* readable when the container's init exits */
 };
 
@@ -190,8 +190,8 @@ int containers_create_blocking(struct containers *reg, struct store *st, struct 
  * left), the mount, the files, the image's use. Idempotent: every step
  * is a no-op when already done, so a failed delete can be retried.
  */
-int containers_delete_blocking(struct containers *reg, struct store *st,
-                               const struct ctr_params *p, const char *dir, struct err *err);
+int containers_delete_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
+                               const char *dir, struct err *err);
 
 /* Parses "uid[:gid]" or a user name looked up in the container's /etc/passwd. */
 int containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32_t *gid,

@@ -53,7 +53,8 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
     if (p->rootfs_dir)
         json_object_object_add(o, "rootfs_dir", json_object_new_string(p->rootfs_dir));
     json_object *l = json_object_new_object();
-    json_object_object_add(l, "memory_bytes", json_object_new_int64((int64_t)p->limits.memory_bytes));
+    json_object_object_add(l, "memory_bytes",
+                           json_object_new_int64((int64_t)p->limits.memory_bytes));
     json_object_object_add(l, "cpu_shares", json_object_new_int64((int64_t)p->limits.cpu_shares));
     json_object_object_add(l, "cpu_quota_pct", json_object_new_int64(p->limits.cpu_quota_pct));
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
@@ -159,8 +160,8 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
             p->mounts[i].source = jstr(m, "source");
             p->mount_volumes[i] = jstr(m, "volume");
             p->mounts[i].target = jstr(m, "target");
-            p->mounts[i].readonly = json_object_object_get_ex(m, "readonly", &v) &&
-                                    json_object_get_boolean(v);
+            p->mounts[i].readonly =
+                json_object_object_get_ex(m, "readonly", &v) && json_object_get_boolean(v);
             p->nmounts = i + 1;
         }
     }
@@ -270,8 +271,8 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         if (!p->mount_volumes[i])
             continue;
         char *path = NULL;
-        ret = volume_mount_add(st->volumes, p->mount_volumes[i], p->handle,
-                               p->mounts[i].readonly, &path, err);
+        ret = volume_mount_add(st->volumes, p->mount_volumes[i], p->handle, p->mounts[i].readonly,
+                               &path, err);
         if (ret == 0) {
             free((char *)p->mounts[i].source);
             p->mounts[i].source = path;
@@ -298,8 +299,8 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
     if (ret == 0)
         ret = record_write(p, dir, "running", err);
     log_debug("create %s: record and image %.1f ms, mount %.1f ms, runtime %.1f ms, record %.1f ms",
-              p->handle, (t_meta - t_start) / 1e6, (t_mount - t_meta) / 1e6,
-              (t_rt - t_mount) / 1e6, (uv_hrtime() - t_rt) / 1e6);
+              p->handle, (t_meta - t_start) / 1e6, (t_mount - t_meta) / 1e6, (t_rt - t_mount) / 1e6,
+              (uv_hrtime() - t_rt) / 1e6);
     mounted_layers_free(m);
     meta_image_free(img);
     if (ret < 0) {
@@ -316,8 +317,8 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
  * runtime that cannot even be run does not stop the rest of the undo.
  */
 static int
-delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p,
-             const char *dir, bool undo, struct err *err)
+delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p, const char *dir,
+             bool undo, struct err *err)
 {
     struct stat sb;
     bool have_dir = stat(dir, &sb) == 0;

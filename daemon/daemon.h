@@ -26,8 +26,8 @@ struct daemon {
     struct job_queue *jobs;
     struct lag_monitor lag;
     struct monitor *monitor;
-    int64_t started_at;   /* unix seconds */
-    uint64_t started_hr;  /* uv_hrtime at start */
+    int64_t started_at;  /* unix seconds */
+    uint64_t started_hr; /* uv_hrtime at start */
     bool shutting_down;
 
     /* The store, opened at start-up; NULL when it could not be opened, in

@@ -23,7 +23,7 @@ struct job {
     job_done_fn done;
     void *ctx;
     bool is_long;
-    struct job *prev, *next; /* outstanding list, loop-owned */
+    struct job *prev, *next;  /* outstanding list, loop-owned */
     struct job *next_waiting; /* long jobs waiting for a slot */
 };
 
@@ -35,7 +35,7 @@ struct job_queue {
     atomic_uint running;
     atomic_uint_fast64_t completed;
     bool shutting_down;
-    unsigned long_max, long_running;   /* loop-owned */
+    unsigned long_max, long_running;         /* loop-owned */
     struct job *waiting_head, *waiting_tail; /* long jobs not yet handed to libuv */
 };
 

@@ -166,8 +166,8 @@ main(int argc, char **argv)
     }
     log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
              BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
-             strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root,
-             b.cfg.runtime, b.cfg.pool_threads);
+             strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root, b.cfg.runtime,
+             b.cfg.pool_threads);
 
     if (volume_ttl_start(d) < 0)
         log_error("volume TTLs: out of memory");

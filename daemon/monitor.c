@@ -38,8 +38,8 @@ probe_store(const char *root, struct monitor_snapshot *s)
     snprintf(path, sizeof(path), "%s/.health-probe", root);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s",
-                 root, strerror(errno));
+        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s", root,
+                 strerror(errno));
         return;
     }
     bool ok = write(fd, "ok\n", 3) == 3;
@@ -47,8 +47,8 @@ probe_store(const char *root, struct monitor_snapshot *s)
     close(fd);
     unlink(path);
     if (!ok) {
-        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s",
-                 root, strerror(e));
+        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s", root,
+                 strerror(e));
         return;
     }
     s->store_writable = true;

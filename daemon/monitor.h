@@ -20,7 +20,7 @@
 typedef int (*monitor_probe_fn)(void *ctx, struct err *err);
 
 struct monitor_snapshot {
-    bool probed;          /* false until the first round finished */
+    bool probed; /* false until the first round finished */
     bool store_writable;
     uint64_t store_free_bytes;
     char store_error[ERR_MSG_MAX];

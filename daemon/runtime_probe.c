@@ -92,8 +92,9 @@ runtime_probe_run(void *probe, struct err *err)
                        "--runtime oci on Linux");
     char *bin = runtime_find_binary(p->oci_runtime);
     if (!bin)
-        return err_set(err, ENOENT, "runtime oci: OCI runtime %s not found (install runc, or "
-                                    "point --oci-runtime at one)",
+        return err_set(err, ENOENT,
+                       "runtime oci: OCI runtime %s not found (install runc, or "
+                       "point --oci-runtime at one)",
                        p->oci_runtime);
     char *argv[] = {bin, "--version", NULL};
     posix_spawn_file_actions_t fa;

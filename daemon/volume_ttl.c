@@ -16,9 +16,9 @@
 struct volume_ttl {
     struct daemon *d;
     uv_timer_t timer;
-    int64_t next;         /* earliest expiry known; 0: none */
-    bool sweeping;        /* a sweep job is out */
-    bool stopped;         /* the timer is closed or closing */
+    int64_t next;  /* earliest expiry known; 0: none */
+    bool sweeping; /* a sweep job is out */
+    bool stopped;  /* the timer is closed or closing */
     bool handle_closed;
     /* sweep results */
     int64_t sweep_next;

@@ -152,8 +152,8 @@ layout_openat(struct import *imp, const char *rel)
         char *next = strtok_r(NULL, "/", &save);
         /* O_NONBLOCK: a FIFO in a layout must not block the job; callers
          * refuse anything but a regular file after opening. */
-        int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY |
-                    (next ? O_DIRECTORY : 0);
+        int flags =
+            O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (next ? O_DIRECTORY : 0);
         int fd = openat(dirfd, seg, flags);
         int e = errno;
         close(dirfd);
@@ -207,8 +207,8 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
     if (fd == -ENOENT)
         return -ENOENT;
     if (fd == -ELOOP)
-        return err_set(err, ERR_INVALID_CONTENT, "%s: a symbolic link; a layout's files must be files",
-                       rel);
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "%s: a symbolic link; a layout's files must be files", rel);
     if (fd < 0)
         return err_errno(err, -fd, "open %s/%s", dir, rel);
     struct stat sb;
@@ -279,8 +279,8 @@ layout_blob_stage(struct import *imp, const char *digest, int64_t size, int64_t 
  * first, which verifies it.
  */
 static int
-read_doc(struct import *imp, const char *what, const char *digest, int64_t declared,
-         char **buf, size_t *len, struct err *err)
+read_doc(struct import *imp, const char *what, const char *digest, int64_t declared, char **buf,
+         size_t *len, struct err *err)
 {
     if (declared > OCI_DOC_MAX)
         return err_set(err, ERR_INVALID_CONTENT,
@@ -299,16 +299,16 @@ read_doc(struct import *imp, const char *what, const char *digest, int64_t decla
         have = declared;
     }
     if (declared >= 0 && have != declared)
-        return err_set(err, ERR_INVALID_CONTENT, "%s %s: size is %lld bytes, its descriptor says %lld",
-                       what, digest, (long long)have, (long long)declared);
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "%s %s: size is %lld bytes, its descriptor says %lld", what, digest,
+                       (long long)have, (long long)declared);
     cleanup_free char *path = blob_location(imp, digest);
     if (!path)
         return err_set(err, ENOMEM, "out of memory");
     rc = fs_read_file(path, OCI_DOC_MAX, buf, len, err);
     if (rc == -EFBIG)
-        return err_set(err, ERR_INVALID_CONTENT,
-                       "%s %s: over the limit of %d bytes for a document", what, digest,
-                       OCI_DOC_MAX);
+        return err_set(err, ERR_INVALID_CONTENT, "%s %s: over the limit of %d bytes for a document",
+                       what, digest, OCI_DOC_MAX);
     return rc;
 }
 
@@ -469,8 +469,7 @@ static int
 stage_entry(struct import *imp, struct archive *a, const char *path, const char *expected,
             int64_t size, char digest_out[DIGEST_STR_LEN], struct err *err)
 {
-    struct blob_writer *w =
-        blob_writer_new(imp->st->blobs, imp->staging, expected, size, -1, err);
+    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, expected, size, -1, err);
     if (!w)
         return err_wrap(err, "%s", path);
     const void *block;
@@ -507,8 +506,10 @@ stage_entry(struct import *imp, struct archive *a, const char *path, const char 
         }
         written += (int64_t)len;
         if (written >= next_report) {
-            struct import_event ev = {.step = "blob", .status = "receiving",
-                                      .digest = expected ? expected : path, .done = written,
+            struct import_event ev = {.step = "blob",
+                                      .status = "receiving",
+                                      .digest = expected ? expected : path,
+                                      .done = written,
                                       .total = size};
             emit(imp, &ev);
             next_report = written + PROGRESS_STEP;
@@ -517,15 +518,17 @@ stage_entry(struct import *imp, struct archive *a, const char *path, const char 
     int64_t final_size = 0;
     if (blob_writer_finish(w, digest_out, &final_size, err) < 0)
         return err_wrap(err, "%s", path);
-    struct import_event ev = {.step = "blob", .status = "stored", .digest = digest_out,
-                              .done = final_size, .total = final_size};
+    struct import_event ev = {.step = "blob",
+                              .status = "stored",
+                              .digest = digest_out,
+                              .done = final_size,
+                              .total = final_size};
     emit(imp, &ev);
     return 0;
 }
 
 static int
-add_staged(struct import *imp, const char *path, const char *digest, int64_t size,
-           struct err *err)
+add_staged(struct import *imp, const char *path, const char *digest, int64_t size, struct err *err)
 {
     struct staged_file *f = calloc(1, sizeof(*f));
     if (!f || !(f->path = strdup(path))) {
@@ -552,8 +555,8 @@ handle_entry(struct import *imp, struct archive *a, struct archive_entry *e, str
         if (!l)
             return err_set(err, ENOMEM, "out of memory");
         l->path = strdup(path);
-        l->target =
-            link_target(path, hardlink ? hardlink : archive_entry_symlink(e), hardlink != NULL, err);
+        l->target = link_target(path, hardlink ? hardlink : archive_entry_symlink(e),
+                                hardlink != NULL, err);
         if (!l->path || !l->target) {
             free(l->path);
             free(l->target);
@@ -569,8 +572,7 @@ handle_entry(struct import *imp, struct archive *a, struct archive_entry *e, str
     int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
 
     if (strcmp(path, "index.json") == 0)
-        return read_entry_small(a, path, size, OCI_DOC_MAX, &imp->index_json, &imp->index_len,
-                                err);
+        return read_entry_small(a, path, size, OCI_DOC_MAX, &imp->index_json, &imp->index_len, err);
     if (strcmp(path, "manifest.json") == 0)
         return read_entry_small(a, path, size, OCI_DOC_MAX, &imp->docker_json, &imp->docker_len,
                                 err);
@@ -589,8 +591,7 @@ handle_entry(struct import *imp, struct archive *a, struct archive_entry *e, str
     char digest[DIGEST_STR_LEN];
     if (strncmp(path, "blobs/", 6) == 0) {
         if (strncmp(path, "blobs/sha256/", 13) != 0)
-            return err_set(err, ERR_INVALID_CONTENT,
-                           "%s: only sha256 blobs are supported", path);
+            return err_set(err, ERR_INVALID_CONTENT, "%s: only sha256 blobs are supported", path);
         const char *hex = path + 13;
         if (!digest_hex_valid(hex, DIGEST_HEX_LEN) || strlen(hex) != DIGEST_HEX_LEN)
             return err_set(err, ERR_INVALID_CONTENT,
@@ -601,8 +602,8 @@ handle_entry(struct import *imp, struct archive *a, struct archive_entry *e, str
             return rc;
         if (blob_exists(imp->st->blobs, digest)) {
             /* Stored already: read past it, unhashed. */
-            struct import_event ev = {.step = "blob", .status = "present", .digest = digest,
-                                      .done = size, .total = size};
+            struct import_event ev = {
+                .step = "blob", .status = "present", .digest = digest, .done = size, .total = size};
             emit(imp, &ev);
             return add_staged(imp, path, digest, size, err);
         }
@@ -904,8 +905,8 @@ layer_media_type(const struct oci_layer *l)
 }
 
 static int
-unpack_layer(struct import *imp, size_t i, const char *const *lowers,
-             struct snapshot_claim *claim, struct err *err)
+unpack_layer(struct import *imp, size_t i, const char *const *lowers, struct snapshot_claim *claim,
+             struct err *err)
 {
     const struct oci_layer *l = &imp->manifest->layers[i];
     struct layer_source src = {.fd = -1, .imp = imp, .next_report = PROGRESS_STEP};
@@ -920,8 +921,8 @@ unpack_layer(struct import *imp, size_t i, const char *const *lowers,
         src.fd = layout_blob_open(imp, l->desc.digest, err);
         if (src.fd < 0)
             return src.fd;
-        src.tee = blob_writer_new(imp->st->blobs, imp->staging, l->desc.digest, l->desc.size, -1,
-                                  err);
+        src.tee =
+            blob_writer_new(imp->st->blobs, imp->staging, l->desc.digest, l->desc.size, -1, err);
         if (!src.tee) {
             close(src.fd);
             return -err->code;
@@ -931,14 +932,20 @@ unpack_layer(struct import *imp, size_t i, const char *const *lowers,
         return err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
                        l->desc.digest);
     }
-    struct import_event ev = {.step = "layer", .status = "unpacking", .digest = l->desc.digest,
-                              .chain_id = imp->chain_ids[i], .done = 0, .total = l->desc.size,
-                              .index = (unsigned)i + 1, .count = (unsigned)imp->manifest->n_layers};
+    struct import_event ev = {.step = "layer",
+                              .status = "unpacking",
+                              .digest = l->desc.digest,
+                              .chain_id = imp->chain_ids[i],
+                              .done = 0,
+                              .total = l->desc.size,
+                              .index = (unsigned)i + 1,
+                              .count = (unsigned)imp->manifest->n_layers};
     src.base = &ev;
     emit(imp, &ev);
-    struct unpack_input in = {.read = layer_read_cb, .ctx = &src,
-                              .media_type = layer_media_type(l)};
-    struct unpack_opts opts = {.target_dir = snapshot_claim_dir(claim), .lower_dirs = lowers,
+    struct unpack_input in = {
+        .read = layer_read_cb, .ctx = &src, .media_type = layer_media_type(l)};
+    struct unpack_opts opts = {.target_dir = snapshot_claim_dir(claim),
+                               .lower_dirs = lowers,
                                .allow_device_nodes = imp->st->allow_device_nodes};
     struct unpack_result res = {0};
     rc = layer_unpack(&in, &opts, &res, err);
@@ -1008,8 +1015,8 @@ unpack_layers(struct import *imp, struct err *err)
         if (blob_present(imp, l->desc.digest, &have)) {
             if (have != l->desc.size) {
                 rc = err_set(err, ERR_INVALID_CONTENT,
-                             "layer %s: size is %lld bytes, the manifest says %lld",
-                             l->desc.digest, (long long)have, (long long)l->desc.size);
+                             "layer %s: size is %lld bytes, the manifest says %lld", l->desc.digest,
+                             (long long)have, (long long)l->desc.size);
                 goto out;
             }
         } else if (!imp->req->layout_dir) {
@@ -1043,10 +1050,14 @@ unpack_layers(struct import *imp, struct err *err)
             if (imp->req->layout_dir && !blob_present(imp, l->desc.digest, NULL) &&
                 (rc = layout_blob_stage(imp, l->desc.digest, l->desc.size, -1, err)) < 0)
                 goto out;
-            struct import_event ev = {.step = "layer", .status = "cached",
-                                      .digest = l->desc.digest, .chain_id = imp->chain_ids[i],
-                                      .done = l->desc.size, .total = l->desc.size,
-                                      .index = (unsigned)i + 1, .count = (unsigned)n};
+            struct import_event ev = {.step = "layer",
+                                      .status = "cached",
+                                      .digest = l->desc.digest,
+                                      .chain_id = imp->chain_ids[i],
+                                      .done = l->desc.size,
+                                      .total = l->desc.size,
+                                      .index = (unsigned)i + 1,
+                                      .count = (unsigned)n};
             emit(imp, &ev);
         }
         rc = 0;
@@ -1093,8 +1104,7 @@ commit_image(struct import *imp, struct meta_image **out, bool *created, struct 
 
     snprintf(blobs[0].digest, sizeof(blobs[0].digest), "%s", imp->manifest_digest);
     blobs[0].size = imp->manifest_size;
-    blobs[0].media_type =
-        imp->manifest->media_type ? imp->manifest->media_type : OCI_MT_MANIFEST;
+    blobs[0].media_type = imp->manifest->media_type ? imp->manifest->media_type : OCI_MT_MANIFEST;
     snprintf(blobs[1].digest, sizeof(blobs[1].digest), "%s", imp->manifest->config.digest);
     blobs[1].size = imp->manifest->config.size;
     blobs[1].media_type = config_media_type(imp);
@@ -1227,8 +1237,7 @@ read_layout_index(struct import *imp, struct err *err)
                        "source.layout %s: not an OCI image layout (no oci-layout file)", dir);
     if (rc < 0 || (rc = oci_layout_check(buf, len, "oci-layout", err)) < 0)
         return rc;
-    rc = layout_read_small(imp, "index.json", OCI_DOC_MAX, &imp->index_json, &imp->index_len,
-                           err);
+    rc = layout_read_small(imp, "index.json", OCI_DOC_MAX, &imp->index_json, &imp->index_len, err);
     if (rc == -ENOENT)
         return err_set(err, ERR_INVALID_CONTENT, "source.layout %s: no index.json", dir);
     return rc;
@@ -1289,8 +1298,8 @@ image_import(struct store *st, const struct import_request *req, struct meta_ima
     if ((rc = load_manifest_and_config(&imp, err)) < 0 || (rc = unpack_layers(&imp, err)) < 0 ||
         (rc = commit_image(&imp, out, created, err)) < 0)
         goto out;
-    struct import_event ev = {.step = "image", .status = *created ? "created" : "present",
-                              .digest = imp.manifest_digest};
+    struct import_event ev = {
+        .step = "image", .status = *created ? "created" : "present", .digest = imp.manifest_digest};
     emit(&imp, &ev);
 out:
     if (inflight)

@@ -47,9 +47,9 @@ struct import_request {
     const char *layout_dir; /* an OCI layout directory on the host, or NULL */
     import_read_fn read;    /* or a tar stream */
     void *read_ctx;
-    const char *name;                     /* names the image; NULL: the one in the archive */
-    const struct oci_platform *platform;  /* NULL: this host's */
-    import_progress_fn progress;          /* may be NULL */
+    const char *name;                    /* names the image; NULL: the one in the archive */
+    const struct oci_platform *platform; /* NULL: this host's */
+    import_progress_fn progress;         /* may be NULL */
     void *progress_ctx;
 };
 

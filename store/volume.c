@@ -152,8 +152,8 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
     if (!fs || !up || !wk)
         return err_set(err, ENOMEM, "mount volume %s: out of memory", handle);
     int ret;
-    if ((ret = mkdir_if_missing(fs, 0755, err)) < 0 || (ret = mkdir_if_missing(up, 0755, err)) < 0 ||
-        (ret = mkdir_if_missing(wk, 0700, err)) < 0)
+    if ((ret = mkdir_if_missing(fs, 0755, err)) < 0 ||
+        (ret = mkdir_if_missing(up, 0755, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
         return err_wrap(err, "mount volume %s", handle);
     int *fds = calloc(n ? n : 1, sizeof(int));
     cleanup_free char *opts = malloc(OVERLAY_OPTS_MAX);
@@ -168,8 +168,8 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
         cleanup_free char *lp = fs_path_join(vs->dir, layers[i]);
         fds[i] = lp ? open(lp, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
         if (fds[i] < 0) {
-            ret = err_errno(err, lp ? errno : ENOMEM, "mount volume %s: layer %s", handle,
-                            layers[i]);
+            ret =
+                err_errno(err, lp ? errno : ENOMEM, "mount volume %s: layer %s", handle, layers[i]);
             break;
         }
         opened++;
@@ -180,8 +180,8 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
         off += (size_t)snprintf(opts + off, off < OVERLAY_OPTS_MAX ? OVERLAY_OPTS_MAX - off : 0,
                                 ",upperdir=%s,workdir=%s,index=off,redirect_dir=on", up, wk);
         if (off >= OVERLAY_OPTS_MAX - 1)
-            ret = err_set(err, E2BIG, "mount volume %s: %zu layers do not fit in a mount", handle,
-                          n);
+            ret =
+                err_set(err, E2BIG, "mount volume %s: %zu layers do not fit in a mount", handle, n);
     }
     if (ret == 0 && mount("overlay", fs, "overlay", 0, opts) < 0)
         ret = err_errno(err, errno, "mount volume %s: overlay on %s", handle, fs);
@@ -236,8 +236,8 @@ repair_orphan_layer(struct volume_store *vs, const struct volume_rec *v)
         if (rename(src, dst) < 0)
             log_warn("volume %s: repair: rename %s: %s", v->handle, src, strerror(errno));
         else
-            log_info("volume %s: put back layer %s after an interrupted child creation",
-                     v->handle, rel);
+            log_info("volume %s: put back layer %s after an interrupted child creation", v->handle,
+                     rel);
     }
     closedir(d);
 }
@@ -275,8 +275,7 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
 }
 
 int
-volume_store_open(const char *root, struct meta *meta, struct volume_store **out,
-                  struct err *err)
+volume_store_open(const char *root, struct meta *meta, struct volume_store **out, struct err *err)
 {
     struct volume_store *vs = calloc(1, sizeof(*vs));
     if (!vs || !(vs->dir = fs_path_join(root, "volumes"))) {
@@ -516,8 +515,8 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
         if (ret == -ENOENT)
             ret = err_set(err, ENOENT, "parent volume %s: not found", o->parent);
         if (ret == 0 && writers_locked(vs, o->parent) > 0)
-            ret = err_set(err, ERR_CONFLICT,
-                          "parent volume %s: an upload into it is in progress", o->parent);
+            ret = err_set(err, ERR_CONFLICT, "parent volume %s: an upload into it is in progress",
+                          o->parent);
         if (ret == 0 && p->mounts > 0)
             ret = err_set(err, ERR_CONFLICT,
                           "parent volume %s: mounted by %lld container%s; a child can only be "
@@ -575,8 +574,8 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
 }
 
 int
-volume_create(struct volume_store *vs, const struct volume_create_opts *o,
-              struct volume_rec **out, struct err *err)
+volume_create(struct volume_store *vs, const struct volume_create_opts *o, struct volume_rec **out,
+              struct err *err)
 {
     char gen[33];
     const char *handle = o->handle;
@@ -604,8 +603,8 @@ volume_create(struct volume_store *vs, const struct volume_create_opts *o,
 /* ---- delete ---------------------------------------------------------------- */
 
 int
-volume_delete(struct volume_store *vs, const char *handle, bool force, char ***deleted,
-              size_t *n, struct err *err)
+volume_delete(struct volume_store *vs, const char *handle, bool force, char ***deleted, size_t *n,
+              struct err *err)
 {
     char **gone = NULL;
     size_t ngone = 0;

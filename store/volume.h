@@ -175,8 +175,8 @@ int volume_tar_export(struct volume_store *vs, const char *handle, const char *p
  * the volume from being deleted while the upload extracts. begin fails
  * with ENOENT for an unknown volume. *fs_dir (caller frees) is its fs/.
  */
-int volume_write_begin(struct volume_store *vs, const char *handle, char **fs_dir,
-                       bool *privileged, struct err *err);
+int volume_write_begin(struct volume_store *vs, const char *handle, char **fs_dir, bool *privileged,
+                       struct err *err);
 void volume_write_end(struct volume_store *vs, const char *handle);
 /* Serialises the moving into place with structural changes. */
 void volume_store_lock(struct volume_store *vs);

@@ -250,8 +250,9 @@ load_locked(sqlite3 *db, const char *handle, struct volume_rec **out, struct err
     v->children = sqlite3_column_int64(st, 7);
 
     cleanup_stmt sqlite3_stmt *ps = NULL;
-    ret = db_prepare(db, &ps, err, "SELECT key, value FROM volume_props WHERE handle = ? ORDER BY key",
-                     "t", handle);
+    ret = db_prepare(db, &ps, err,
+                     "SELECT key, value FROM volume_props WHERE handle = ? ORDER BY key", "t",
+                     handle);
     if (ret < 0) {
         volume_rec_free(v);
         return ret;
@@ -316,8 +317,8 @@ insert_fn(struct sqlite3 *db, void *ctx, struct err *err)
     const struct volume_rec *v = c->rec;
     int64_t unused;
     bool found = false;
-    int ret = DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t",
-                     v->handle);
+    int ret =
+        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", v->handle);
     if (ret < 0)
         return ret;
     if (found)
@@ -403,7 +404,8 @@ list_fn(struct sqlite3 *db, void *ctx, struct err *err)
 {
     struct list_ctx *c = ctx;
     cleanup_stmt sqlite3_stmt *st = NULL;
-    int ret = db_prepare(db, &st, err, "SELECT handle FROM volumes ORDER BY created_at, handle", "");
+    int ret =
+        db_prepare(db, &st, err, "SELECT handle FROM volumes ORDER BY created_at, handle", "");
     if (ret < 0)
         return ret;
     size_t cap = 0;
@@ -453,15 +455,16 @@ patch_fn(struct sqlite3 *db, void *ctx, struct err *err)
     struct patch_ctx *c = ctx;
     int64_t unused;
     bool found = false;
-    int ret = DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t",
-                     c->handle);
+    int ret =
+        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
     if (ret == 0 && !found)
         ret = err_set(err, ENOENT, "volume %s: not found", c->handle);
     for (size_t i = 0; ret == 0 && i < c->n_props; i++) {
         if (c->props[i].value)
-            ret = DB_RUN(db, NULL, err,
-                         "INSERT OR REPLACE INTO volume_props (handle, key, value) VALUES (?, ?, ?)",
-                         "ttt", c->handle, c->props[i].key, c->props[i].value);
+            ret =
+                DB_RUN(db, NULL, err,
+                       "INSERT OR REPLACE INTO volume_props (handle, key, value) VALUES (?, ?, ?)",
+                       "ttt", c->handle, c->props[i].key, c->props[i].value);
         else
             ret = DB_RUN(db, NULL, err, "DELETE FROM volume_props WHERE handle = ? AND key = ?",
                          "tt", c->handle, c->props[i].key);
@@ -591,17 +594,17 @@ mount_fn(struct sqlite3 *db, void *ctx, struct err *err)
     struct mount_ctx *c = ctx;
     int changes = 0;
     if (!c->add) {
-        int ret = DB_RUN(db, &changes, err,
-                         "DELETE FROM volume_mounts WHERE handle = ? AND user_id = ?", "tt",
-                         c->handle, c->user);
+        int ret =
+            DB_RUN(db, &changes, err, "DELETE FROM volume_mounts WHERE handle = ? AND user_id = ?",
+                   "tt", c->handle, c->user);
         if (ret == 0 && changes == 0)
             ret = err_set(err, ENOENT, "volume %s: %s does not mount it", c->handle, c->user);
         return ret;
     }
     int64_t unused;
     bool found = false;
-    int ret = DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t",
-                     c->handle);
+    int ret =
+        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
     if (ret == 0 && !found)
         ret = err_set(err, ENOENT, "volume %s: not found", c->handle);
     if (ret == 0)

@@ -31,8 +31,8 @@ struct volume_prop {
  */
 struct volume_rec {
     char handle[VOLUME_HANDLE_MAX + 1];
-    char *parent;   /* NULL when none */
-    char **layers;  /* frozen lower layers, relative to <root>/volumes, top-most first */
+    char *parent;  /* NULL when none */
+    char **layers; /* frozen lower layers, relative to <root>/volumes, top-most first */
     size_t n_layers;
     struct volume_prop *props; /* sorted by key */
     size_t n_props;
@@ -70,8 +70,8 @@ int vmeta_list(struct meta *m, struct volume_rec ***out, size_t *n, struct err *
  * Applies a patch: props set (value) or removed (value NULL); ttl_s >= 0
  * sets the TTL from now (0 removes it), < 0 leaves it. ENOENT when unknown.
  */
-int vmeta_patch(struct meta *m, const char *handle, const struct volume_prop *props,
-                size_t n_props, int64_t ttl_s, int64_t now, struct err *err);
+int vmeta_patch(struct meta *m, const char *handle, const struct volume_prop *props, size_t n_props,
+                int64_t ttl_s, int64_t now, struct err *err);
 
 /*
  * Deletes a volume's records. Without force: ERR_CONFLICT while it is

@@ -218,8 +218,7 @@ open_target(const char *fs, const char *rel, bool create, int *fd_out, struct er
 
 int
 volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
-                  const struct volume_tar_in *in, struct volume_tar_in_result *res,
-                  struct err *err)
+                  const struct volume_tar_in *in, struct volume_tar_in_result *res, struct err *err)
 {
     if (!volume_handle_valid(handle))
         return err_set(err, EINVAL, "volume %s: not a volume handle", handle ? handle : "");
@@ -307,7 +306,8 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
 
 /* ---- export ---------------------------------------------------------------- */
 
-struct export {
+struct export
+{
     const struct volume_tar_out *out;
     struct archive *a;
     struct archive_entry_linkresolver *lr;

@@ -321,8 +321,7 @@ oci_proc_output_open(void *p, const char *handle, const char *dir, const char *i
 }
 
 static int
-oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id,
-                    struct err *err)
+oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id, struct err *err)
 {
     cleanup_free char *state = rt_container_state_dir(dir);
     if (!state)
@@ -331,8 +330,7 @@ oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id
 }
 
 static int
-oci_proc_stdin_close(void *p, const char *handle, const char *dir, const char *id,
-                     struct err *err)
+oci_proc_stdin_close(void *p, const char *handle, const char *dir, const char *id, struct err *err)
 {
     cleanup_free char *state = rt_container_state_dir(dir);
     if (!state)

@@ -408,9 +408,15 @@ create_or_run(const struct rt_runc *rc, const char *cmd, const char *id, const c
     if (fstat(fd, &st) < 0)
         return err_errno(err, errno, "%s %s %s: stat %s", rc->name, cmd, id, log_path);
     bool detach = strcmp(cmd, "run") == 0;
-    char *argv[] = {rc->bin,  "--root",       rc->root,   (char *)cmd,
-                    detach ? "--detach" : "--bundle", detach ? "--bundle" : (char *)bundle,
-                    detach ? (char *)bundle : (char *)id, detach ? (char *)id : NULL, NULL};
+    char *argv[] = {rc->bin,
+                    "--root",
+                    rc->root,
+                    (char *)cmd,
+                    detach ? "--detach" : "--bundle",
+                    detach ? "--bundle" : (char *)bundle,
+                    detach ? (char *)bundle : (char *)id,
+                    detach ? (char *)id : NULL,
+                    NULL};
     struct run_out r;
     int ret = run(rc, cmd, argv, fd, &r, err);
     if (ret < 0)

@@ -31,8 +31,8 @@ assert_nothing_left(const struct berthd *b, const char *handle)
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/containers/%s", b->root, handle);
     ck_assert_msg(access(path, F_OK) != 0, "%s is left", path);
-    const char *ids = ctr_sh_out("runc --root '%s/runtime/runc' list -q 2>/dev/null | tr '\\n' ' '",
-                                 b->root);
+    const char *ids =
+        ctr_sh_out("runc --root '%s/runtime/runc' list -q 2>/dev/null | tr '\\n' ' '", b->root);
     ck_assert_msg(strstr(ids, handle) == NULL, "runc still lists %s", handle);
     const char *cg = ctr_sh_out("find /sys/fs/cgroup -maxdepth 8 -type d -name '%s' 2>/dev/null | "
                                 "head -1",
@@ -388,10 +388,12 @@ START_TEST(container_list_filters_by_property)
     berthd_start(&b, NULL);
     char body[PATH_MAX + 256];
     struct hresp r;
-    const char *props[] = {"{\"team\":\"a\",\"kind\":\"build\"}", "{\"team\":\"b\",\"kind\":\"build\"}"};
+    const char *props[] = {"{\"team\":\"a\",\"kind\":\"build\"}",
+                           "{\"team\":\"b\",\"kind\":\"build\"}"};
     for (int i = 0; i < 2; i++) {
-        snprintf(body, sizeof(body), "{\"handle\":\"c-prop-%d\",\"rootfs\":\"%s\",\"properties\":%s}",
-                 i, ctr_busybox_raw(), props[i]);
+        snprintf(body, sizeof(body),
+                 "{\"handle\":\"c-prop-%d\",\"rootfs\":\"%s\",\"properties\":%s}", i,
+                 ctr_busybox_raw(), props[i]);
         ctr_create(&b, body, &r);
         ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
         hresp_free(&r);
@@ -435,10 +437,11 @@ START_TEST(container_mounts_volumes_and_host_paths)
     ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
     hresp_free(&r);
     char *out = NULL;
-    proc_run_sh(&b, "c-mnt", "task",
-                "echo hello > /data/f; cat /ro/f /host/h; echo x > /ro/g 2>/dev/null || echo ro-ok; "
-                "echo x > /host/g 2>/dev/null || echo host-ro-ok",
-                &out);
+    proc_run_sh(
+        &b, "c-mnt", "task",
+        "echo hello > /data/f; cat /ro/f /host/h; echo x > /ro/g 2>/dev/null || echo ro-ok; "
+        "echo x > /host/g 2>/dev/null || echo host-ro-ok",
+        &out);
     ck_assert_str_eq(out, "hello\nfrom-host\nro-ok\nhost-ro-ok\n");
     free(out);
     /* What the process wrote is streamed out of the volume through the API. */
@@ -450,8 +453,9 @@ START_TEST(container_mounts_volumes_and_host_paths)
     http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/volumes/cvol"}, &r);
     ck_assert_error_reply(&r, 409, "conflict", NULL);
     hresp_free(&r);
-    ctr_create(&b, "{\"rootfs\":\"raw:///tmp\",\"mounts\":[{\"volume\":\"nosuchvol\",\"target\":\"/x\"}]}",
-               &r);
+    ctr_create(
+        &b, "{\"rootfs\":\"raw:///tmp\",\"mounts\":[{\"volume\":\"nosuchvol\",\"target\":\"/x\"}]}",
+        &r);
     ck_assert_error_reply(&r, 404, "not_found", "nosuchvol");
     hresp_free(&r);
     ctr_delete(&b, "c-mnt");

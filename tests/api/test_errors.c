@@ -68,8 +68,10 @@ check_malformed_json(struct berthd *b, const char *route)
         const char *body;
         const char *substr;
     } cases[] = {
-        {"{\"bytes\": ", "malformed JSON"}, {"{\"bytes\" 1}", "malformed JSON at byte"},
-        {"{} trailing", "trailing data"},   {"[1, 2]", "expected a JSON object, got an array"},
+        {"{\"bytes\": ", "malformed JSON"},
+        {"{\"bytes\" 1}", "malformed JSON at byte"},
+        {"{} trailing", "trailing data"},
+        {"[1, 2]", "expected a JSON object, got an array"},
         /* An empty body is not in this list: routes whose fields are all
          * optional (prune) take it as {}. */
     };

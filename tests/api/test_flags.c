@@ -171,8 +171,8 @@ START_TEST(second_daemon_on_a_taken_port_fails_to_start)
     int st = berthd_run((const char *[]){"--listen", listen, "--root", root, NULL}, NULL, 10000,
                         &out, &err);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
-                  "second berthd on %s ended with status %d, expected exit 1; stderr: %s", listen, st,
-                  err ? err : "");
+                  "second berthd on %s ended with status %d, expected exit 1; stderr: %s", listen,
+                  st, err ? err : "");
     ck_assert_msg(err && strstr(err, "cannot bind"), "stderr: %s", err ? err : "");
     free(out);
     free(err);

@@ -190,8 +190,8 @@ static void
 import_ok(struct berthd *b, const char *layout, long status, struct hresp *r)
 {
     fx_import_layout(b, NULL, layout, NULL, r);
-    ck_assert_msg(r->status == status, "import %s: status %ld, expected %ld: %s", layout,
-                  r->status, status, r->body);
+    ck_assert_msg(r->status == status, "import %s: status %ld, expected %ld: %s", layout, r->status,
+                  status, r->body);
 }
 
 /* ---- import from a layout directory ------------------------------------------------ */
@@ -321,11 +321,10 @@ START_TEST(import_shares_base_layer_snapshots_between_images)
     ck_assert_msg(count_steps(lines, "layer", "cached") == 1 &&
                       count_steps(lines, "layer", "unpacked") == 1,
                   "expected one cached and one unpacked layer: %s", r2.body);
-    ck_assert_str_eq(
-        json_object_get_string(json_at(json_object_array_get_idx(json_at(img, "layers"), 0),
-                                       "chain_id")),
-        json_object_get_string(
-            json_at(json_object_array_get_idx(json_at(r1.json, "layers"), 0), "chain_id")));
+    ck_assert_str_eq(json_object_get_string(
+                         json_at(json_object_array_get_idx(json_at(img, "layers"), 0), "chain_id")),
+                     json_object_get_string(json_at(
+                         json_object_array_get_idx(json_at(r1.json, "layers"), 0), "chain_id")));
     ck_assert_int_eq(fx_count_entries(fx_root_path(&b, "snapshots"), NULL), 2);
     /* The child's whiteout of /etc/passwd lives in its own snapshot; the
      * base snapshot still has the file. */
@@ -758,7 +757,8 @@ START_TEST(ndjson_progress_lines_parse_and_end_with_done_and_the_record)
     ck_assert_msg(json_object_array_length(lines) >= 3, "too few progress lines: %s", r.body);
     for (size_t i = 0; i + 1 < json_object_array_length(lines); i++) {
         json_object *l = json_object_array_get_idx(lines, i);
-        ck_assert_msg(json_at(l, "step") && json_object_is_type(json_at(l, "step"), json_type_string) &&
+        ck_assert_msg(json_at(l, "step") &&
+                          json_object_is_type(json_at(l, "step"), json_type_string) &&
                           is_int(json_at(l, "done")),
                       "progress line without step/done: %s", json_object_to_json_string(l));
     }
@@ -787,13 +787,12 @@ START_TEST(ndjson_progress_ends_with_an_error_line_on_a_bad_image)
     json_object *lines = ndjson_lines(&r);
     size_t n = json_object_array_length(lines);
     json_object *last = json_object_array_get_idx(lines, n - 1);
-    ck_assert_msg(strcmp(json_object_get_string(json_at(last, "step")), "error") == 0 &&
-                      json_object_get_int(json_at(last, "status")) == 422 &&
-                      strcmp(json_object_get_string(json_at(last, "error.code")),
-                             "invalid_content") == 0 &&
-                      strstr(json_object_get_string(json_at(last, "error.message")),
-                             s.layer_digests[0]),
-                  "last line: %s", json_object_to_json_string(last));
+    ck_assert_msg(
+        strcmp(json_object_get_string(json_at(last, "step")), "error") == 0 &&
+            json_object_get_int(json_at(last, "status")) == 422 &&
+            strcmp(json_object_get_string(json_at(last, "error.code")), "invalid_content") == 0 &&
+            strstr(json_object_get_string(json_at(last, "error.message")), s.layer_digests[0]),
+        "last line: %s", json_object_to_json_string(last));
     json_object_put(lines);
     hresp_free(&r);
     free(layer.data);
@@ -815,8 +814,11 @@ START_TEST(four_simultaneous_imports_of_one_layout_give_one_image_and_one_unpack
     struct bg_req bg[4];
     for (int i = 0; i < 4; i++)
         bg_start(&bg[i], &b,
-                 &(struct hreq){.method = "POST", .path = "/v1/images", .body = body,
-                                .headers = hdrs, .timeout_ms = 60000});
+                 &(struct hreq){.method = "POST",
+                                .path = "/v1/images",
+                                .body = body,
+                                .headers = hdrs,
+                                .timeout_ms = 60000});
     int created = 0, present = 0, unpacks = 0;
     const char *digest = NULL;
     for (int i = 0; i < 4; i++) {

@@ -104,9 +104,9 @@ START_TEST(kill9_during_a_layout_unpack_leaves_nothing_and_importing_again_works
     char body[PATH_MAX + 64];
     snprintf(body, sizeof(body), "{\"source\":{\"layout\":\"%s\"}}", fx_path("big"));
     struct bg_req bg;
-    bg_start(&bg, &b,
-             &(struct hreq){.method = "POST", .path = "/v1/images", .body = body,
-                            .timeout_ms = 60000});
+    bg_start(
+        &bg, &b,
+        &(struct hreq){.method = "POST", .path = "/v1/images", .body = body, .timeout_ms = 60000});
     /* The unpack is under way when its snapshots/tmp-* directory exists
      * and holds some of the 50 MB file. */
     double deadline = now_ms() + 60000;
@@ -150,10 +150,11 @@ START_TEST(client_disconnecting_mid_upload_leaves_the_daemon_healthy_and_frees_e
             bool later = fx_wait_tmp_empty(&b, 20000);
             struct hresp h;
             http_get(&b, "/v1/health", &h);
-            ck_abort_msg("health: %s\nround %d (abort after %zu bytes): <root>/tmp not emptied within 5 s "
-                         "(%s after 25 s): %s\nlog:\n%s",
-                         h.body, round, cut, later ? "emptied" : "still not empty",
-                         fx_names(fx_root_path(&b, "tmp")), berthd_log(&b));
+            ck_abort_msg(
+                "health: %s\nround %d (abort after %zu bytes): <root>/tmp not emptied within 5 s "
+                "(%s after 25 s): %s\nlog:\n%s",
+                h.body, round, cut, later ? "emptied" : "still not empty",
+                fx_names(fx_root_path(&b, "tmp")), berthd_log(&b));
         }
         ck_assert_int_eq(fx_count_entries(fx_root_path(&b, "snapshots"), "tmp-"), 0);
         ck_assert(berthd_alive(&b));

@@ -83,7 +83,8 @@ assert_refused(const struct hresp *r, const char *substr)
     const char *code = json_object_get_string(json_at(r->json, "error.code"));
     const char *msg = json_object_get_string(json_at(r->json, "error.message"));
     ck_assert_msg(r->status == 422, "status %ld, expected 422: %s", r->status, r->body);
-    ck_assert_msg(code && (strcmp(code, "invalid_content") == 0 || strcmp(code, "not_supported") == 0),
+    ck_assert_msg(code &&
+                      (strcmp(code, "invalid_content") == 0 || strcmp(code, "not_supported") == 0),
                   "error code: %s", r->body);
     ck_assert_msg(msg && (!substr || strstr(msg, substr)), "message does not name \"%s\": %s",
                   substr ? substr : "", r->body);
@@ -326,8 +327,8 @@ END_TEST
 
 START_TEST(index_naming_a_path_outside_blobs_is_422)
 {
-    static const char *const bad[] = {"sha256:../../etc/passwd",
-                                      "sha256:../../../sentinel/victim", NULL};
+    static const char *const bad[] = {"sha256:../../etc/passwd", "sha256:../../../sentinel/victim",
+                                      NULL};
     for (int i = 0; bad[i]; i++) {
         struct fx_layout s = {.layers = {&simple}, .index_digest = bad[i]};
         struct berthd b;

@@ -150,8 +150,7 @@ START_TEST(volume_source_errors_name_the_problem)
     post(&b, "/v1/volumes", "{\"handle\": \"v1\"}", 201, NULL);
     post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\", \"path\": \"/missing\"}}", 404,
          "missing");
-    post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\", \"layout\": \"/x\"}}", 400,
-         "either");
+    post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\", \"layout\": \"/x\"}}", 400, "either");
     post(&b, "/v1/images", "{\"source\": {\"layout\": \"/x\", \"path\": \"/y\"}}", 400,
          "source.path");
     post(&b, "/v1/images", "{\"source\": {\"volume\": 7}}", 400, "source.volume");

@@ -67,12 +67,10 @@ START_TEST(process_ids_and_errors)
     start(&b, "p-ids");
     proc_start(&b, "p-ids", "{\"id\":\"task\",\"path\":\"sleep\",\"args\":[\"30\"]}");
     struct hresp r;
-    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\"task\",\"path\":\"true\"}",
-                   &r);
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\"task\",\"path\":\"true\"}", &r);
     ck_assert_error_reply(&r, 409, "conflict", "task");
     hresp_free(&r);
-    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\".bad\",\"path\":\"true\"}",
-                   &r);
+    http_post_json(&b, "/v1/containers/p-ids/processes", "{\"id\":\".bad\",\"path\":\"true\"}", &r);
     ck_assert_error_reply(&r, 400, "bad_request", "id");
     hresp_free(&r);
     http_post_json(&b, "/v1/containers/p-ids/processes", "{\"path\":\"/no/such/program\"}", &r);
@@ -143,9 +141,8 @@ START_TEST(process_stdin_round_trip)
     hresp_free(&r);
     /* A process without stdin, and one that exited, refuse it. */
     http_do(&b,
-            &(struct hreq){.method = "PUT",
-                           .path = "/v1/containers/p-stdin/processes/cat/stdin",
-                           .body = "x"},
+            &(struct hreq){
+                .method = "PUT", .path = "/v1/containers/p-stdin/processes/cat/stdin", .body = "x"},
             &r);
     ck_assert_error_reply(&r, 409, "conflict", NULL);
     hresp_free(&r);

@@ -159,11 +159,12 @@ START_TEST(sub_path_in_and_out_and_single_file_out)
                         "tar -C %s/o -xf - && diff -r %s/d %s/o",
                         b.tmp, b.base_url, b.tmp, src, b.tmp),
                      0);
-    ck_assert_int_eq(sh("curl -sf '%s/v1/volumes/sp/files?path=/a/b/c/d/f5' | tar -tf - > "
-                        "%s/list && test \"$(cat %s/list)\" = f5 && curl -sf "
-                        "'%s/v1/volumes/sp/files?path=/a/b/c/d/f5' | tar -xOf - | grep -qx 'file 5'",
-                        b.base_url, b.tmp, b.tmp, b.base_url),
-                     0);
+    ck_assert_int_eq(
+        sh("curl -sf '%s/v1/volumes/sp/files?path=/a/b/c/d/f5' | tar -tf - > "
+           "%s/list && test \"$(cat %s/list)\" = f5 && curl -sf "
+           "'%s/v1/volumes/sp/files?path=/a/b/c/d/f5' | tar -xOf - | grep -qx 'file 5'",
+           b.base_url, b.tmp, b.tmp, b.base_url),
+        0);
     struct hresp r;
     http_get(&b, "/v1/volumes/sp/files?path=/nope", &r);
     ck_assert_error_reply(&r, 404, "not_found", "nope");
@@ -193,9 +194,8 @@ START_TEST(children_are_copy_on_write_both_ways)
                      0);
     /* A grandchild sees the child's state at its creation. */
     create(&b, "{\"handle\": \"g\", \"parent\": \"c\"}", 201);
-    ck_assert_int_eq(sh("cd %s/volumes && grep -qx c g/fs/data/base && test -f g/fs/data/only-c",
-                        b.root),
-                     0);
+    ck_assert_int_eq(
+        sh("cd %s/volumes && grep -qx c g/fs/data/base && test -f g/fs/data/only-c", b.root), 0);
     struct hresp r;
     http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/volumes/p"}, &r);
     ck_assert_error_reply(&r, 409, "conflict", "child");
@@ -213,13 +213,20 @@ END_TEST
 
 static const char *const hostile[] = {
     /* name, python that adds the bad entries to tarfile t */
-    "dotdot", "i=tarfile.TarInfo('../escape'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
-    "absolute", "i=tarfile.TarInfo('/tmp/berth-escape-abs'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
-    "symlink", "i=tarfile.TarInfo('l'); i.type=tarfile.SYMTYPE; i.linkname='/tmp'; t.addfile(i); "
-               "i=tarfile.TarInfo('l/berth-escape-sym'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
-    "volsymlink", "i=tarfile.TarInfo('vlink/berth-escape-vsym'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
-    "hardlink", "i=tarfile.TarInfo('h'); i.type=tarfile.LNKTYPE; i.linkname='/etc/passwd'; t.addfile(i)",
-    "hardlink-dotdot", "i=tarfile.TarInfo('h'); i.type=tarfile.LNKTYPE; i.linkname='../../../../etc/passwd'; t.addfile(i)",
+    "dotdot",
+    "i=tarfile.TarInfo('../escape'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
+    "absolute",
+    "i=tarfile.TarInfo('/tmp/berth-escape-abs'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
+    "symlink",
+    "i=tarfile.TarInfo('l'); i.type=tarfile.SYMTYPE; i.linkname='/tmp'; t.addfile(i); "
+    "i=tarfile.TarInfo('l/berth-escape-sym'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
+    "volsymlink",
+    "i=tarfile.TarInfo('vlink/berth-escape-vsym'); i.size=1; t.addfile(i, io.BytesIO(b'x'))",
+    "hardlink",
+    "i=tarfile.TarInfo('h'); i.type=tarfile.LNKTYPE; i.linkname='/etc/passwd'; t.addfile(i)",
+    "hardlink-dotdot",
+    "i=tarfile.TarInfo('h'); i.type=tarfile.LNKTYPE; i.linkname='../../../../etc/passwd'; "
+    "t.addfile(i)",
     NULL};
 
 START_TEST(hostile_tars_leave_the_volume_unchanged)
@@ -343,7 +350,8 @@ START_TEST(ttl_expiry_deletes_the_volume)
     create(&b, "{\"handle\": \"keep\", \"ttl_s\": 1}", 201);
     struct hresp r;
     http_do(&b,
-            &(struct hreq){.method = "PATCH", .path = "/v1/volumes/keep",
+            &(struct hreq){.method = "PATCH",
+                           .path = "/v1/volumes/keep",
                            .body = "{\"ttl_s\": 0, \"properties\": {\"a\": \"b\"}}"},
             &r);
     ck_assert_int_eq(r.status, 200);

@@ -34,9 +34,9 @@ END_TEST
 START_TEST(router_extracts_parameters)
 {
     struct route_match m;
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/containers/build-42/processes/task", &m,
-                                  NULL, 0),
-                     ROUTE_FOUND);
+    ck_assert_int_eq(
+        router_match(routes, N, "GET", "/v1/containers/build-42/processes/task", &m, NULL, 0),
+        ROUTE_FOUND);
     ck_assert_str_eq(route_param(&m, "handle"), "build-42");
     ck_assert_str_eq(route_param(&m, "id"), "task");
     ck_assert_ptr_null(route_param(&m, "nope"));
@@ -46,8 +46,7 @@ END_TEST
 START_TEST(router_prefers_literal_over_parameter)
 {
     struct route_match m;
-    ck_assert_int_eq(router_match(routes, N, "POST", "/v1/images/prune", &m, NULL, 0),
-                     ROUTE_FOUND);
+    ck_assert_int_eq(router_match(routes, N, "POST", "/v1/images/prune", &m, NULL, 0), ROUTE_FOUND);
     ck_assert_ptr_eq(m.route, &routes[2]);
 }
 END_TEST
@@ -72,8 +71,7 @@ START_TEST(router_unknown_path_is_not_found)
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/containers/c/processes/p/x", &m, NULL, 0),
                      ROUTE_NOT_FOUND);
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/", &m, NULL, 0), ROUTE_NOT_FOUND);
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/x/", &m, NULL, 0),
-                     ROUTE_NOT_FOUND);
+    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/x/", &m, NULL, 0), ROUTE_NOT_FOUND);
     ck_assert_int_eq(router_match(routes, N, "GET", "", &m, NULL, 0), ROUTE_NOT_FOUND);
 }
 END_TEST
@@ -90,9 +88,9 @@ END_TEST
 START_TEST(router_rest_parameter_takes_slashes)
 {
     struct route_match m;
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/docker.io/library/busybox:1", &m,
-                                  NULL, 0),
-                     ROUTE_FOUND);
+    ck_assert_int_eq(
+        router_match(routes, N, "GET", "/v1/images/docker.io/library/busybox:1", &m, NULL, 0),
+        ROUTE_FOUND);
     ck_assert_str_eq(route_param(&m, "ref"), "docker.io/library/busybox:1");
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%2Fb", &m, NULL, 0), ROUTE_FOUND);
     ck_assert_str_eq(route_param(&m, "ref"), "a/b");
@@ -108,8 +106,7 @@ START_TEST(router_refuses_bad_escapes)
     struct route_match m;
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%zz", &m, NULL, 0),
                      ROUTE_BAD_PATH);
-    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%4", &m, NULL, 0),
-                     ROUTE_BAD_PATH);
+    ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%4", &m, NULL, 0), ROUTE_BAD_PATH);
     ck_assert_int_eq(router_match(routes, N, "GET", "/v1/images/a%00", &m, NULL, 0),
                      ROUTE_BAD_PATH);
 }
