@@ -153,16 +153,18 @@ main(int argc, char **argv)
     struct runtime_probe *probe = runtime_probe_new(&b.cfg);
     if (d->containers && d->containers->drv)
         runtime_probe_set_driver(probe, d->containers->drv, d->containers->drv_ctx);
-    if (monitor_start(b.cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0) {
-        log_error("%s", err.msg);
-        return 1;
-    }
-
-    if (api_start(d, &b.api, &err) < 0) {
+    int exit_code = 0;
+    if (monitor_start(b.cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0 ||
+        api_start(d, &b.api, &err) < 0) {
+        /* Cannot serve (the address is taken, say): undo what started, so
+         * the exit is as clean as after a shutdown. */
         log_error("%s", err.msg);
         fprintf(stderr, "berthd: %s\n", err.msg);
-        monitor_stop(d->monitor);
-        return 1;
+        containers_close(d->containers);
+        lag_monitor_close(&d->lag, handle_closed_cb);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        exit_code = 1;
+        goto teardown;
     }
     log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
              BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
@@ -182,6 +184,7 @@ main(int argc, char **argv)
 
     uv_run(&loop, UV_RUN_DEFAULT);
 
+teardown:
     monitor_stop(d->monitor);
     containers_free(d->containers);
     store_close(d->store);
@@ -190,10 +193,10 @@ main(int argc, char **argv)
     rc = uv_loop_close(&loop);
     if (rc != 0) {
         log_error("event loop closed with handles still open: %s", uv_strerror(rc));
-        config_close(&b.cfg);
-        return 1;
+        exit_code = 1;
+    } else if (exit_code == 0) {
+        log_info("stopped");
     }
-    log_info("stopped");
     config_close(&b.cfg);
-    return 0;
+    return exit_code;
 }
