@@ -105,6 +105,11 @@ floor_hash=$(secs "$t0" "$t1")
 floor_tar=$(secs "$t1" "$t2")
 floor=$(awk -v a="$floor_hash" -v b="$floor_tar" 'BEGIN { printf "%.3f", a + b }')
 rm -rf "$work/floor"
+# Every timed run starts with nothing dirty on the disk: berth makes each
+# snapshot durable (syncfs) before it is used, which would otherwise pay
+# for the writeback of whatever ran before it (the floor's tree and its
+# removal).
+sync
 echo "floor: sha256sum ${floor_hash} s + tar -xzf ${floor_tar} s = ${floor} s"
 
 # ---- berth ------------------------------------------------------------------------
@@ -150,6 +155,7 @@ warm_dir=$(echo $warm | median_of)
 warm_dir_min=$(echo $warm | min_of)
 stop_berthd
 
+sync
 start_berthd "$work/root2"
 r=$(post_upload); expect 201 "$r"; cold_up=${r#* }
 hwm_up=$(hwm_mib)
