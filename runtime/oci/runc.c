@@ -306,7 +306,7 @@ int
 rt_runc_version(const struct rt_runc *rc, char **out, struct err *err)
 {
     char *argv[] = {rc->bin, "--version", NULL};
-    struct run_out r;
+    struct run_out r = {0};
     int ret = run(rc, "--version", argv, -1, &r, err);
     if (ret < 0)
         return ret;
@@ -335,7 +335,7 @@ simple(const struct rt_runc *rc, const char *cmd, const char *id, char *const ex
     for (size_t i = 0; extra && extra[i] && n < 14; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    struct run_out r;
+    struct run_out r = {0};
     int ret = run(rc, cmd, argv, -1, &r, err);
     if (ret < 0)
         return ret;
@@ -417,7 +417,7 @@ create_or_run(const struct rt_runc *rc, const char *cmd, const char *id, const c
                     detach ? (char *)bundle : (char *)id,
                     detach ? (char *)id : NULL,
                     NULL};
-    struct run_out r;
+    struct run_out r = {0};
     int ret = run(rc, cmd, argv, fd, &r, err);
     if (ret < 0)
         return ret;
@@ -462,7 +462,7 @@ rt_runc_state(const struct rt_runc *rc, const char *id, struct rt_container_stat
               struct err *err)
 {
     char *extra[] = {(char *)id, NULL};
-    struct run_out r;
+    struct run_out r = {0};
     int ret = simple(rc, "state", id, extra, &r, err);
     if (ret < 0)
         return ret;
