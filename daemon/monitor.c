@@ -21,7 +21,9 @@ struct monitor {
     char *root;
     monitor_probe_fn runtime_probe;
     void *probe_ctx;
-    struct monitor_snapshot snap; /* guarded by mu */
+    struct monitor_snapshot snap;  /* guarded by mu */
+    unsigned rounds_since_runtime; /* monitor thread only */
+    bool poked_now;                /* this round was asked for by monitor_poke */
 };
 
 static void
@@ -54,19 +56,32 @@ probe_store(const char *root, struct monitor_snapshot *s)
     s->store_writable = true;
 }
 
+/* The runtime probe runs a child (runc --version): every few rounds is
+ * enough while it succeeds; while it fails, every round, so a fix shows
+ * at once. */
+#define RUNTIME_PROBE_EVERY 10
+
 static void
 probe_round(struct monitor *m)
 {
     struct monitor_snapshot s = {0};
     probe_store(m->root, &s);
-    if (m->runtime_probe) {
+    pthread_mutex_lock(&m->mu);
+    bool was_usable = m->snap.probed && m->snap.runtime_usable;
+    pthread_mutex_unlock(&m->mu);
+    if (!m->runtime_probe) {
+        s.runtime_usable = true;
+    } else if (was_usable && m->rounds_since_runtime + 1 < RUNTIME_PROBE_EVERY && !m->poked_now) {
+        s.runtime_usable = true;
+        m->rounds_since_runtime++;
+    } else {
         struct err err = {0};
         s.runtime_usable = m->runtime_probe(m->probe_ctx, &err) == 0;
         if (!s.runtime_usable)
             snprintf(s.runtime_error, sizeof(s.runtime_error), "%s", err.msg);
-    } else {
-        s.runtime_usable = true;
+        m->rounds_since_runtime = 0;
     }
+    m->poked_now = false;
     s.probed = true;
     pthread_mutex_lock(&m->mu);
     m->snap = s;
@@ -92,6 +107,7 @@ monitor_main(void *arg)
                 break;
         if (m->stop)
             break;
+        m->poked_now = m->poked;
         m->poked = false;
         pthread_mutex_unlock(&m->mu);
         probe_round(m);
