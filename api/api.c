@@ -33,6 +33,7 @@ struct api {
     uv_timer_t peer_sweep;
     bool shutting_down;
     uv_timer_t drain_timer; /* final shutdown: lets MHD flush the 503s */
+    unsigned drain_rounds;
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -285,6 +286,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
             }
             size_t took = req->stream_data(req, upload_data, *upload_data_size);
             *upload_data_size -= took;
+            req->body_received += took;
             return MHD_YES;
         }
         if (req->body_mode == BODY_NONE) {
@@ -413,13 +415,25 @@ peer_sweep_cb(uv_timer_t *t)
         struct pollfd pfd = {.fd = info->connect_fd, .events = POLLRDHUP};
         if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
             continue;
-        /* A client that only shut its sending side after the whole body
-         * (a half-close) is not gone while bytes wait to be read: the body
-         * may yet complete. With nothing left to read, it cannot. */
-        int unread = 0;
-        if (!(pfd.revents & (POLLHUP | POLLERR)) &&
-            (ioctl(info->connect_fd, FIONREAD, &unread) < 0 || unread > 0))
-            continue;
+        /* A reset (POLLHUP/POLLERR) is final. A FIN is not always: a
+         * client may shut its sending side after the whole body (a
+         * half-close) while MHD still holds the tail of it for us. It means
+         * the client is gone only when nothing is left to read, the body is
+         * short of its Content-Length, and we are not the ones holding MHD
+         * back (a suspended request waits for its job, not for the client),
+         * and it stays so for two sweeps. */
+        if (!(pfd.revents & (POLLHUP | POLLERR))) {
+            int unread = 0;
+            const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            bool complete = cl && strtoull(cl, NULL, 10) <= req->body_received;
+            if (req->suspended || complete || ioctl(info->connect_fd, FIONREAD, &unread) < 0 ||
+                unread > 0) {
+                req->peer_eof_sweeps = 0;
+                continue;
+            }
+            if (++req->peer_eof_sweeps < 2)
+                continue;
+        }
         log_debug("%s %s: the client hung up during the upload", req->method, req->path);
         void (*hook)(struct api_req *) = req->on_shutdown;
         req->on_shutdown = NULL; /* once */
@@ -540,9 +554,25 @@ drain_timer_closed_cb(uv_handle_t *h)
     uv_close((uv_handle_t *)&api->peer_sweep, peer_sweep_closed_cb);
 }
 
+/* Lets MHD send the last answers, then stops it; MHD refuses to stop
+ * (it aborts) with a suspended connection, so whatever suspended itself
+ * again meanwhile is ended and resumed first, and MHD gets another run. */
 static void
 drain_timer_cb(uv_timer_t *t)
 {
+    struct api *api = t->data;
+    if (api->suspended && api->drain_rounds++ < 100) {
+        while (api->suspended) {
+            struct api_req *req = api->suspended;
+            if (req->stream)
+                api_stream_end(req->stream);
+            api_req_resume(req);
+        }
+        uv_timer_start(t, drain_timer_cb, 50, 0);
+        return;
+    }
+    if (api->suspended)
+        log_error("shutdown: connections still suspended after 5 s");
     uv_close((uv_handle_t *)t, drain_timer_closed_cb);
 }
 
@@ -551,6 +581,12 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
 {
     api->done = done;
     api->done_arg = arg;
+    /* Every streamed reply ends now, suspended or not: one still sending
+     * would suspend itself again for more data, and MHD refuses to stop
+     * with a suspended connection. */
+    for (struct api_req *req = api->live; req; req = req->live_next)
+        if (req->stream)
+            api_stream_end(req->stream);
     while (api->suspended) {
         struct api_req *req = api->suspended;
         if (req->stream) {

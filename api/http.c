@@ -95,6 +95,7 @@ run_mhd(struct http_server *s)
 void
 http_server_resumed(struct http_server *s, struct MHD_Connection *conn)
 {
+    http_server_kick(s);
     if (s->n_rearm == s->cap_rearm) {
         size_t ncap = s->cap_rearm ? s->cap_rearm * 2 : 16;
         struct MHD_Connection **n = realloc(s->rearm, ncap * sizeof(*n));
@@ -104,7 +105,6 @@ http_server_resumed(struct http_server *s, struct MHD_Connection *conn)
         s->cap_rearm = ncap;
     }
     s->rearm[s->n_rearm++] = conn;
-    http_server_kick(s);
 }
 
 static void

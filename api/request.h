@@ -50,8 +50,10 @@ struct api_req {
      */
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
 
-    bool dispatched; /* the handler has run */
-    bool body_ended; /* stream_data was told the body is complete */
+    bool dispatched;          /* the handler has run */
+    bool body_ended;          /* stream_data was told the body is complete */
+    uint64_t body_received;   /* streamed body bytes taken so far */
+    unsigned peer_eof_sweeps; /* sweeps that saw the client's side shut */
     bool suspended;
     bool completed;                /* MHD reported the request complete */
     struct MHD_Response *response; /* queued at the next access call */

@@ -203,6 +203,18 @@ job_submit_long(struct job_queue *q, const char *name, job_work_fn work, job_don
         return -ENOMEM;
     job->is_long = true;
     atomic_fetch_add(&q->queued, 1);
+    if (!q->waiting_head && q->long_running < q->long_max) {
+        /* A free slot: start it now, and report a failure to the caller
+         * (done is never called for a job that was refused). */
+        int rc = job_start(q, job);
+        if (rc < 0) {
+            atomic_fetch_sub(&q->queued, 1);
+            free(job);
+            return rc;
+        }
+        q->long_running++;
+        return 0;
+    }
     /* Waiting jobs count as outstanding: the queue is not idle with them. */
     q->outstanding++;
     if (q->waiting_tail)

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 berth_install_missing "${BERTH_BUILD_PACKAGES[@]}" "${BERTH_RUN_PACKAGES[@]}"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=OFF >/dev/null
-cmake --build build -j"$(nproc)" --target berthd berth-init >/dev/null
-exec ./build/berthd "$@"
+# Its own build directory, so that it never reconfigures the test build.
+cmake -S . -B build-run -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=OFF >/dev/null
+cmake --build build-run -j"$(nproc)" --target berthd berth-init >/dev/null
+exec ./build-run/berthd "$@"

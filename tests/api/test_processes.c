@@ -5,6 +5,7 @@
  * rules. Every container is deleted by the test, and the harness's
  * safety net removes any a failed test left.
  */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +219,41 @@ START_TEST(process_signals_give_128_plus_n)
 }
 END_TEST
 
+START_TEST(shutdown_with_a_live_follower_exits_cleanly)
+{
+    struct berthd b = {0};
+    ctr_require_runtime();
+    berthd_start(&b, NULL);
+    ctr_create_raw(&b, "p-follow-stop");
+    proc_start(&b, "p-follow-stop",
+               "{\"id\": \"chatty\", \"path\": \"sh\", \"args\": [\"-c\", "
+               "\"while true; do echo line; usleep 2000; done\"]}");
+    /* A client follows the live output while the daemon is told to stop:
+     * the stream must end and the daemon exit 0, not abort with a
+     * suspended connection. */
+    struct bg_req bg;
+    bg_start(&bg, &b,
+             &(struct hreq){.method = "GET",
+                            .path = "/v1/containers/p-follow-stop/processes/chatty/stdout?follow=1",
+                            .timeout_ms = 20000});
+    sleep_ms(700);
+    int st = berthd_term(&b, 15000);
+    bg_join(&bg);
+    ck_assert_msg(st == 0, "berthd exit status %d after SIGTERM with a follower", st);
+    ck_assert_msg(bg.resp.body_len > 0, "the follower got nothing");
+    hresp_free(&bg.resp);
+    /* The container outlived the daemon: start one on the same root to
+     * delete it. */
+    struct berthd b2 = {0};
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s", b.root);
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ctr_delete(&b2, "p-follow-stop");
+    berthd_finish(&b2);
+    berthd_cleanup(&b);
+}
+END_TEST
+
 START_TEST(a_container_whose_init_dies_is_noticed_at_once)
 {
     struct berthd b = {0};
@@ -257,6 +293,7 @@ processes_suite(void)
     ctr_add_fixture(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_container_whose_init_dies_is_noticed_at_once);
+    tcase_add_test(tc, shutdown_with_a_live_follower_exits_cleanly);
     tcase_add_test(tc, process_stdout_stderr_and_exit_code);
     tcase_add_test(tc, process_ids_and_errors);
     tcase_add_test(tc, process_stdin_round_trip);
