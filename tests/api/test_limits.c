@@ -6,7 +6,9 @@
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "tests/api/harness.h"
@@ -270,6 +272,57 @@ START_TEST(slow_uploads_do_not_take_every_pool_thread)
 }
 END_TEST
 
+START_TEST(a_complete_upload_from_a_half_closing_client_is_taken)
+{
+    struct berthd b = {0};
+    /* 2 pool threads: one job at a client's pace at a time. */
+    berthd_start(&b, &(struct berthd_opts){.args = {"--pool-threads", "2"}});
+    struct hresp r;
+    http_post_json(&b, "/v1/volumes", "{\"handle\": \"v1\"}", &r);
+    ck_assert_int_eq(r.status, 201);
+    hresp_free(&r);
+    /* A slow upload holds the only long-job slot. */
+    static const char slow[] = "PUT /v1/volumes/v1/files?path=/slow HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Length: 1048576\r\n\r\n";
+    int hold = raw_connect(b.port);
+    ck_assert(raw_send(hold, slow, strlen(slow)));
+    sleep_ms(300);
+    /* A whole tar sent by a client that then shuts its sending side, as
+     * nc -N does. It is a little larger than the job's 1 MiB pipe, so
+     * while its job waits for the slot the request is suspended with the
+     * tail of the body already read out of the socket by MHD. */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/half.tar", b.tmp);
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "cd '%s' && head -c 1060000 /dev/zero > big && tar -cf half.tar big",
+             b.tmp);
+    ck_assert_int_eq(system(cmd), 0);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char tar[2 << 20];
+    size_t tar_len = fread(tar, 1, sizeof(tar), f);
+    fclose(f);
+    ck_assert_uint_gt(tar_len, 1 << 20);
+    char head[256];
+    snprintf(head, sizeof(head),
+             "PUT /v1/volumes/v1/files?path=/ok HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n"
+             "Connection: close\r\n\r\n",
+             tar_len);
+    int fd = raw_connect(b.port);
+    ck_assert(raw_send(fd, head, strlen(head)));
+    ck_assert(raw_send(fd, tar, tar_len));
+    shutdown(fd, SHUT_WR);
+    sleep_ms(1500); /* three sweeps of the hang-up check */
+    close(hold);    /* frees the slot */
+    char buf[2048] = "";
+    bool eof = false;
+    raw_recv(fd, buf, sizeof(buf) - 1, 10000, &eof);
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "half-closed upload: %s", buf);
+    close(fd);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 limits_suite(void)
 {
@@ -283,6 +336,7 @@ limits_suite(void)
     tcase_add_test(tc, trickling_headers_cut_off_by_header_timeout);
     tcase_add_test(tc, max_connections_caps_connections_served);
     tcase_add_test(tc, slow_uploads_do_not_take_every_pool_thread);
+    tcase_add_test(tc, a_complete_upload_from_a_half_closing_client_is_taken);
     suite_add_tcase(s, tc);
     return s;
 }
