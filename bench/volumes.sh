@@ -3,12 +3,12 @@
 # through a pipe, same run, same disk, warm cache), copy-on-write child
 # creation of a 300 MB volume, and berthd's peak RSS over a 1 GiB stream.
 #
-# Knobs: BUILD_DIR (default build-v), WORK (temporary dir on the disk to
+# Knobs: BUILD_DIR (default build-bench-volumes, built here if missing), WORK (temporary dir on the disk to
 # measure, default /tmp), REAL_SRC (a directory of realistic files; the
 # first ~300 MB of it are copied, default /usr/lib/x86_64-linux-gnu).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD_DIR=${BUILD_DIR:-$ROOT/build-v}
+BUILD_DIR=${BUILD_DIR:-$ROOT/build-bench-volumes}
 BERTHD=$BUILD_DIR/berthd
 REAL_SRC=${REAL_SRC:-/usr/lib/x86_64-linux-gnu}
 T=$(mktemp -d "${WORK:-/tmp}/berth-bench-vol-XXXXXX")
@@ -21,7 +21,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-[ -x "$BERTHD" ] || { echo "build berthd first: cmake --build $BUILD_DIR" >&2; exit 1; }
+if [ ! -x "$BERTHD" ]; then
+    cmake -B "$BUILD_DIR" -S "$ROOT" -DBERTH_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD_DIR" -j"$(nproc)" --target berthd >/dev/null
+fi
+[ -x "$BERTHD" ] || { echo "could not build berthd in $BUILD_DIR" >&2; exit 1; }
 "$BERTHD" --listen 127.0.0.1:$PORT --root "$T/root" --log-level warn 2> "$T/berthd.log" &
 PID=$!
 for _ in $(seq 50); do curl -sf "$B/v1/health" >/dev/null 2>&1 && break; sleep 0.1; done
