@@ -63,6 +63,23 @@ api_req_weak_ref(struct api_req *req, struct api_req **ref)
     *ref = req;
 }
 
+int
+api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, job_work_fn work,
+                job_done_fn done, void *ctx)
+{
+    api_req_weak_ref(req, weak);
+    int rc = job_submit(req->api->daemon->jobs, name, work, done, ctx);
+    if (rc < 0) {
+        req->weak_ref = NULL;
+        *weak = NULL;
+        api_reply_error(req, 503, "unavailable", "cannot start the job %s: %s", name,
+                        strerror(-rc));
+        return rc;
+    }
+    api_req_suspend(req);
+    return 0;
+}
+
 void
 api_req_suspend(struct api_req *req)
 {

@@ -90,16 +90,8 @@ bench_hash_post(struct api_req *req)
         return;
     }
     job->bytes = bytes;
-    api_req_weak_ref(req, &job->req);
-    struct daemon *d = api_daemon(req->api);
-    int rc = job_submit(d->jobs, "debug.hash", hash_work, hash_done, job);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &job->req, "debug.hash", hash_work, hash_done, job) < 0)
         free(job);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
-    }
-    api_req_suspend(req);
 }
 
 #endif

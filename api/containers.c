@@ -667,16 +667,10 @@ containers_get(struct api_req *req)
     j->drv_ctx = c->reg->drv_ctx;
     snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
     container_ref(c);
-    api_req_weak_ref(req, &j->req);
-    int rc = job_submit(api_daemon(req->api)->jobs, "container.stats", stats_work, stats_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &j->req, "container.stats", stats_work, stats_done, j) < 0) {
         container_unref(c);
         free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
     }
-    api_req_suspend(req);
 }
 
 /* ---- delete ----------------------------------------------------------------- */

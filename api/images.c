@@ -739,18 +739,11 @@ images_done(void *ctx, bool cancelled)
 static void
 images_submit(struct api_req *req, struct images_job *j)
 {
-    struct daemon *d = api_daemon(req->api);
-    j->st = d->store;
-    api_req_weak_ref(req, &j->req);
-    int rc = job_submit(d->jobs, "images", images_work, images_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    j->st = api_daemon(req->api)->store;
+    if (api_req_run_job(req, &j->req, "images", images_work, images_done, j) < 0) {
         free(j->ref);
         free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
     }
-    api_req_suspend(req);
 }
 
 static struct images_job *

@@ -256,17 +256,11 @@ processes_post(struct api_req *req)
     j->stdin = want_stdin;
     container_ref(c);
     c->spawning++;
-    api_req_weak_ref(req, &j->req);
-    rc = job_submit(api_daemon(req->api)->jobs, "process.start", spawn_work, spawn_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &j->req, "process.start", spawn_work, spawn_done, j) < 0) {
         c->spawning--;
         container_unref(c);
         spawn_job_free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
     }
-    api_req_suspend(req);
 }
 
 /* ---- list and get ----------------------------------------------------------- */
@@ -704,18 +698,11 @@ output_get(struct api_req *req, int which)
     j->which = which;
     j->offset = offset;
     j->follow = follow && strcmp(follow, "0") != 0 && strcmp(follow, "false") != 0;
-    api_req_weak_ref(req, &j->req);
-    int rc =
-        job_submit(api_daemon(req->api)->jobs, "process.output", out_open_work, out_open_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &j->req, "process.output", out_open_work, out_open_done, j) < 0) {
         container_unref(c);
         free(j->dir);
         free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
     }
-    api_req_suspend(req);
 }
 
 void
@@ -1137,15 +1124,9 @@ processes_signal(struct api_req *req)
     snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
     snprintf(j->id, sizeof(j->id), "%s", pr->id);
     j->sig = sig;
-    api_req_weak_ref(req, &j->req);
-    int rc = job_submit(api_daemon(req->api)->jobs, "process.signal", signal_work, signal_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &j->req, "process.signal", signal_work, signal_done, j) < 0) {
         container_unref(c);
         free(j->dir);
         free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
     }
-    api_req_suspend(req);
 }

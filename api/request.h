@@ -16,6 +16,7 @@
 
 #include "api/router.h"
 #include "common/err.h"
+#include "daemon/job.h"
 
 /* JSON request bodies are capped: 413 past this. */
 #define API_JSON_BODY_MAX (1024 * 1024)
@@ -87,6 +88,16 @@ const char *api_req_header(const struct api_req *req, const char *name);
 /* Records ref as the one weak reference to req; *ref is set to req now
  * and to NULL when the request is freed. */
 void api_req_weak_ref(struct api_req *req, struct api_req **ref);
+
+/*
+ * Runs a job for the request: records weak (a field of ctx) as the
+ * request's weak reference, submits the job and suspends the request, to
+ * be answered and resumed from done. Returns 0, or a negative errno after
+ * answering 503; then done never runs and ctx is still the caller's to
+ * free. Loop thread.
+ */
+int api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, job_work_fn work,
+                    job_done_fn done, void *ctx);
 
 /* Suspends the connection until api_req_resume. */
 void api_req_suspend(struct api_req *req);

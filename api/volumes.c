@@ -255,15 +255,8 @@ vol_job_new(struct api_req *req, enum vol_op op)
 static void
 vol_submit(struct api_req *req, struct vol_job *j)
 {
-    api_req_weak_ref(req, &j->req);
-    int rc = job_submit(j->d->jobs, "volumes", vol_work, vol_done, j);
-    if (rc < 0) {
-        req->weak_ref = NULL;
+    if (api_req_run_job(req, &j->req, "volumes", vol_work, vol_done, j) < 0)
         vol_job_free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
-    }
-    api_req_suspend(req);
 }
 
 /* Parses a properties object; null values only when allow_null. */
