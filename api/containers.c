@@ -18,6 +18,7 @@
 #include "api/json.h"
 #include "api/request.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "daemon/daemon.h"
 #include "store/store.h"
 
@@ -312,9 +313,15 @@ parse_mounts(json_object *arr, struct ctr_params *p, struct err *err)
                            where, target);
         p->mounts[i].source = host ? strdup(host) : NULL;
         p->mount_volumes[i] = vol ? strdup(vol) : NULL;
-        p->mounts[i].target = strdup(target);
+        /* Stored in normal form, so "//.berth" meets the reserved check as "/.berth". */
+        p->mounts[i].target = path_normalise(target, true);
         p->mounts[i].readonly = ro;
         p->nmounts = i + 1;
+        if (!p->mounts[i].target)
+            return err_set(err, ENOMEM, "out of memory");
+        if (strcmp(p->mounts[i].target, "/") == 0)
+            return err_set(err, EINVAL, "field \"%s.target\": %s is not an absolute path below /",
+                           where, target);
     }
     return 0;
 }

@@ -511,7 +511,8 @@ START_TEST(create_reports_the_runtime_error)
     ck_assert_int_eq(fs_mkdir_p(dir, 0700, &err), 0);
     struct rt_container_spec spec = {.handle = handle, .dir = dir, .rootfs = "/nonexistent/rootfs"};
     ck_assert_int_lt(drv->container_create(ctx, &spec, &err), 0);
-    ck_assert_msg(strstr(err.msg, "runc run") && strstr(err.msg, "/nonexistent/rootfs"), "%s",
+    /* Caught before the runtime runs, while its mount targets are made. */
+    ck_assert_msg(strstr(err.msg, handle) && strstr(err.msg, "/nonexistent/rootfs"), "%s",
                   err.msg);
     char *rstate = fs_path_join(runc_root, handle);
     struct stat sb;
