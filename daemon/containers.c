@@ -315,6 +315,7 @@ proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at
     pr->exit_code = st->exit_code;
     pr->signal = st->signal;
     snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+    pr->output_truncated = st->output_truncated;
     pr->finished_at = at;
     proc_stop_watch(pr);
 }
@@ -347,6 +348,8 @@ check_done(void *ctx, bool cancelled)
         pr->checking = false;
         if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
             pr->pid = j->st.pid;
+        if (!cancelled && j->rc == 0 && j->st.output_truncated)
+            pr->output_truncated = true;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
             proc_set_exited(pr, &j->st, now_unix_ms());
             if (containers_on_exit)
@@ -404,7 +407,8 @@ watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
         notify(pr, CTR_EV_STDOUT);
     else if (strcmp(filename, "stderr") == 0)
         notify(pr, CTR_EV_STDERR);
-    else if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0)
+    else if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0 ||
+             strcmp(filename, "truncated") == 0)
         container_proc_check(pr);
 }
 
@@ -428,6 +432,7 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
         pr->exit_code = st->exit_code;
         pr->signal = st->signal;
         snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+        pr->output_truncated = st->output_truncated;
         return pr;
     }
     char path[PATH_MAX];

@@ -539,7 +539,8 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
             snprintf(cgroup_parent, sizeof(cgroup_parent), "berth-%.12s", digest_hex(digest));
         struct rt_config rc = {.state_root = state_root,
                                .oci_runtime = d->cfg->oci_runtime,
-                               .cgroup_parent = cgroup_parent};
+                               .cgroup_parent = cgroup_parent,
+                               .max_output_bytes = (uint64_t)d->cfg->max_output_bytes};
         if (reg->drv->open(&rc, &reg->drv_ctx, &reg->drv_err) < 0)
             reg->drv = NULL;
     }
