@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "daemon/daemon.h"
+#include "store/scratch.h"
 #include "store/store.h"
 
 #define GRACE_DEFAULT_S 10
@@ -122,6 +123,7 @@ container_to_json(const struct container *c, const struct rt_stats *usage)
     json_object_object_add(l, "cpu_shares", json_object_new_int64((int64_t)p->limits.cpu_shares));
     json_object_object_add(l, "cpu_quota_pct", json_object_new_int64(p->limits.cpu_quota_pct));
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
+    json_object_object_add(l, "disk_bytes", json_object_new_int64((int64_t)p->limits.disk_bytes));
     json_object_object_add(o, "limits", l);
     json_object *env = json_object_new_array();
     for (size_t i = 0; p->env && p->env[i]; i++)
@@ -206,11 +208,27 @@ abs_path_ok(const char *p)
     return true;
 }
 
+/* limits.disk_bytes: 0 (none) or at least SCRATCH_MIN_BYTES. */
+static int
+parse_disk_bytes(json_object *o, struct rt_limits *l, struct err *err)
+{
+    int64_t v;
+    int r = json_get_int64(o, "limits", "disk_bytes", false, &v, err);
+    if (r <= 0)
+        return r;
+    if (v < 0 || (v != 0 && (uint64_t)v < SCRATCH_MIN_BYTES))
+        return err_set(err, EINVAL,
+                       "field \"limits.disk_bytes\": %lld is under the minimum of %llu (16 MiB)",
+                       (long long)v, (unsigned long long)SCRATCH_MIN_BYTES);
+    l->disk_bytes = (uint64_t)v;
+    return 0;
+}
+
 static int
 parse_limits(json_object *o, struct rt_limits *l, struct err *err)
 {
-    static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct", "pids",
-                                         NULL};
+    static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct",
+                                         "pids",         "disk_bytes", NULL};
     int64_t v;
     int r;
     if (json_check_fields(o, "limits", fields, err) < 0)
@@ -245,7 +263,7 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
         return err_set(err, EINVAL, "field \"limits.pids\": %lld is negative", (long long)v);
     if (r)
         l->pids = v;
-    return 0;
+    return parse_disk_bytes(o, l, err);
 }
 
 /* A NULL-terminated copy of an array of "K=V" strings; where names the field. */

@@ -17,6 +17,13 @@
 
 #define CAP (64 * 1024)
 
+/* Entries in root/sub, -1 when it cannot be read. */
+static int
+count_entries(const char *root, const char *sub)
+{
+    return atoi(ctr_sh_out("ls -A '%s/%s' 2>/dev/null | wc -l", root, sub));
+}
+
 static void
 start(struct berthd *b, const char *const *extra)
 {
@@ -111,6 +118,183 @@ START_TEST(output_cap_counts_stdout_and_stderr_together)
 }
 END_TEST
 
+/* ---- limits.disk_bytes ------------------------------------------------------- */
+
+#define DISK (32ull << 20)
+
+/* Kilobytes used under dir on the host, skipping nothing (du -sk -x). */
+static long long
+du_kb(const char *dir)
+{
+    return atoll(ctr_sh_out("du -skx '%s' | cut -f1", dir));
+}
+
+static void
+create_with_disk(const struct berthd *b, const char *handle, unsigned long long bytes)
+{
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof(body),
+             "{\"handle\":\"%s\",\"rootfs\":\"%s\",\"limits\":{\"disk_bytes\":%llu}}", handle,
+             ctr_busybox_raw(), bytes);
+    struct hresp r;
+    ctr_create(b, body, &r);
+    ck_assert_msg(r.status == 201, "create %s: %ld %s", handle, r.status, r.body);
+    ck_assert_int_eq(json_object_get_int64(json_at(r.json, "limits.disk_bytes")), (int64_t)bytes);
+    hresp_free(&r);
+}
+
+/* Writes 100 MiB in the container: it must fail at the limit. Returns its stderr. */
+static char *
+write_past_the_limit(const struct berthd *b, const char *handle, const char *id)
+{
+    int code = proc_run_sh(b, handle, id,
+                           "dd if=/dev/zero of=/big bs=1M count=100; rc=$?; sync; exit $rc", NULL);
+    char *err = proc_output(b, handle, id, "stderr", "");
+    ck_assert_msg(code != 0, "dd of 100 MiB under a %llu-byte layer succeeded: %s", DISK, err);
+    return err;
+}
+
+START_TEST(disk_limit_fails_writes_at_the_limit_and_delete_removes_it_all)
+{
+    struct berthd b = {0};
+    start(&b, NULL);
+    long long before = du_kb(b.root);
+    create_with_disk(&b, "disk", DISK);
+    char img[PATH_MAX + 64];
+    snprintf(img, sizeof(img), "%s/containers/disk/scratch.img", b.root);
+    char dev[64];
+    snprintf(dev, sizeof(dev), "%s", ctr_sh_out("losetup -j '%s' | cut -d: -f1", img));
+    ck_assert_msg(dev[0], "no loop device holds %s", img);
+    char *err = write_past_the_limit(&b, "disk", "dd");
+    ck_assert_msg(strstr(err, "No space left on device"), "%s", err);
+    free(err);
+    /* The host paid at most the limit for it, plus the container's few small files. */
+    struct stat st;
+    ck_assert_int_eq(stat(img, &st), 0);
+    ck_assert_int_le((long long)st.st_blocks * 512, (long long)DISK);
+    long long grew = du_kb(b.root) - before;
+    ck_assert_msg(grew * 1024 <= (long long)DISK + (2 << 20),
+                  "the store grew by %lld KiB for a %llu-byte layer", grew, DISK);
+    /* The container still works, and frees space when it deletes. */
+    char *out = NULL;
+    ck_assert_int_eq(
+        proc_run_sh(&b, "disk", "rm", "rm /big && echo x > /small && cat /small", &out), 0);
+    ck_assert_str_eq(out, "x\n");
+    free(out);
+    ctr_delete(&b, "disk");
+    ck_assert_msg(access(img, F_OK) != 0, "%s is left", img);
+    ck_assert_msg(ctr_sh("losetup -a | grep -q '%s'", img) != 0, "a loop device still holds %s",
+                  img);
+    ck_assert_msg(ctr_sh("grep -q ' %s/' /proc/self/mountinfo", b.root) != 0,
+                  "a mount is left under %s", b.root);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(disk_limit_is_validated_and_shown)
+{
+    struct berthd b = {0};
+    start(&b, NULL);
+    const char *bad[] = {"1000", "-1", "16777215", "\"big\"", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        char body[PATH_MAX + 256];
+        snprintf(body, sizeof(body), "{\"rootfs\":\"%s\",\"limits\":{\"disk_bytes\":%s}}",
+                 ctr_busybox_raw(), bad[i]);
+        struct hresp r;
+        ctr_create(&b, body, &r);
+        ck_assert_error_reply(&r, 400, "bad_request", "limits.disk_bytes");
+        hresp_free(&r);
+    }
+    ck_assert_int_eq(count_entries(b.root, "containers"), 0);
+    /* 0 is no limit: a plain writable layer. */
+    create_with_disk(&b, "nolimit", 0);
+    char img[PATH_MAX + 64];
+    snprintf(img, sizeof(img), "%s/containers/nolimit/scratch.img", b.root);
+    ck_assert(access(img, F_OK) != 0);
+    struct hresp r;
+    http_get(&b, "/v1/containers/nolimit", &r);
+    ck_assert_int_eq(json_object_get_int64(json_at(r.json, "limits.disk_bytes")), 0);
+    hresp_free(&r);
+    ctr_delete(&b, "nolimit");
+    berthd_finish(&b);
+}
+END_TEST
+
+/* A daemon killed while a bounded container runs: it comes back, and its delete cleans up. */
+START_TEST(disk_limit_survives_a_daemon_restart_and_is_released)
+{
+    struct berthd b1 = {0}, b2 = {0};
+    start(&b1, NULL);
+    create_with_disk(&b1, "kept", DISK);
+    char img[PATH_MAX + 64];
+    snprintf(img, sizeof(img), "%s/containers/kept/scratch.img", b1.root);
+    berthd_kill(&b1);
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s", b1.root);
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ctr_track(&b2, "kept");
+    char *err = write_past_the_limit(&b2, "kept", "dd");
+    ck_assert_msg(strstr(err, "No space left on device"), "%s", err);
+    free(err);
+    ctr_delete(&b2, "kept");
+    ck_assert_msg(access(img, F_OK) != 0, "%s is left", img);
+    ck_assert_msg(ctr_sh("losetup -a | grep -q '%s'", img) != 0, "a loop device still holds %s",
+                  img);
+    berthd_finish(&b2);
+    berthd_cleanup(&b1);
+}
+END_TEST
+
+/*
+ * Where the store's filesystem has project quotas, they bound the layer
+ * instead of an image. An ext4 image with the quota and project features,
+ * loop-mounted with prjquota, is such a filesystem, if this kernel can
+ * mount it (it needs CONFIG_QUOTA and CONFIG_QFMT_V2); if not, the case is
+ * skipped, saying why.
+ */
+START_TEST(disk_limit_uses_a_project_quota_where_the_filesystem_has_them)
+{
+    ctr_require_runtime();
+    char tmp[PATH_MAX], fsimg[PATH_MAX + 16], mnt[PATH_MAX + 16];
+    harness_mkdtemp(tmp, sizeof(tmp));
+    snprintf(fsimg, sizeof(fsimg), "%s/fs.img", tmp);
+    snprintf(mnt, sizeof(mnt), "%s/mnt", tmp);
+    if (ctr_sh("command -v mkfs.ext4 >/dev/null && truncate -s 512M '%s' && "
+               "mkfs.ext4 -q -F -O quota,project '%s' && mkdir -p '%s'",
+               fsimg, fsimg, mnt) != 0) {
+        fprintf(stderr, "skipped the project quota case: mkfs.ext4 -O quota,project failed\n");
+        ctr_sh("rm -rf '%s'", tmp);
+        return;
+    }
+    if (ctr_sh("mount -o loop,prjquota '%s' '%s' 2>/dev/null", fsimg, mnt) != 0) {
+        const char *why = ctr_sh_out("dmesg 2>/dev/null | grep -i 'quota' | tail -1");
+        fprintf(stderr,
+                "skipped the project quota case: this kernel cannot mount ext4 with prjquota "
+                "(%s)\n",
+                why[0] ? why : "mount failed; no reason in dmesg");
+        ctr_sh("rm -rf '%s'", tmp);
+        return;
+    }
+    struct berthd b = {0};
+    snprintf(b.tmp, sizeof(b.tmp), "%s", tmp);
+    snprintf(b.mount, sizeof(b.mount), "%s", mnt);
+    char root[PATH_MAX + 16];
+    snprintf(root, sizeof(root), "%s/root", mnt);
+    berthd_start(&b, &(struct berthd_opts){.root = root});
+    create_with_disk(&b, "quota", DISK);
+    char img[PATH_MAX + 64];
+    snprintf(img, sizeof(img), "%s/containers/quota/scratch.img", root);
+    ck_assert_msg(access(img, F_OK) != 0, "an image was made although the filesystem has quotas");
+    char *err = write_past_the_limit(&b, "quota", "dd");
+    ck_assert_msg(strstr(err, "quota") || strstr(err, "No space"), "%s", err);
+    free(err);
+    ck_assert_msg(du_kb(root) * 1024 <= (long long)DISK + (4 << 20),
+                  "the store grew past the limit");
+    ctr_delete(&b, "quota");
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -121,6 +305,14 @@ suite(void)
     tcase_add_test(out, output_past_the_cap_is_cut_and_the_process_stopped);
     tcase_add_test(out, output_cap_counts_stdout_and_stderr_together);
     suite_add_tcase(s, out);
+    TCase *disk = tcase_create("disk");
+    tcase_set_timeout(disk, 180);
+    ctr_add_fixture(disk);
+    tcase_add_test(disk, disk_limit_fails_writes_at_the_limit_and_delete_removes_it_all);
+    tcase_add_test(disk, disk_limit_is_validated_and_shown);
+    tcase_add_test(disk, disk_limit_survives_a_daemon_restart_and_is_released);
+    tcase_add_test(disk, disk_limit_uses_a_project_quota_where_the_filesystem_has_them);
+    suite_add_tcase(s, disk);
     return s;
 }
 
