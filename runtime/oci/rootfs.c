@@ -329,8 +329,16 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
         }
         char *resolved = NULL;
         ret = rt_oci_target_prepare(rootfd, target, S_ISDIR(st.st_mode), &resolved, err);
-        free(target);
         m[i].target = resolved;
+        /* Where the image's symlinks lead must be as allowed as a target named there. */
+        const char *why = ret == 0 ? rt_oci_target_reserved(resolved) : NULL;
+        if (!why && ret == 0 &&
+            (path_is_within(resolved, "/proc") || path_is_within(resolved, "/sys")))
+            why = "inside a filesystem the runtime mounts";
+        if (why)
+            ret = err_set(err, ERR_INVALID_CONTENT, "mount target %s: the image leads it to %s, %s",
+                          target, resolved, why);
+        free(target);
     }
     if (ret < 0) {
         rt_oci_mounts_free(m, spec->nmounts);

@@ -55,9 +55,8 @@ path_ok(const char *p)
     return true;
 }
 
-/* What a reserved target is reserved for, or NULL; t is in normal form. */
-static const char *
-reserved_target(const char *t)
+const char *
+rt_oci_target_reserved(const char *t)
 {
     if (strcmp(t, RT_OCI_INIT_TARGET) == 0 || path_is_within(t, RT_OCI_STATE_TARGET))
         return "reserved for berth";
@@ -108,7 +107,7 @@ rt_oci_spec_validate(const struct rt_container_spec *spec, struct err *err)
             return err_set(err, ENOMEM, "mount target %s: out of memory", m->target);
         if (strcmp(t, "/") == 0)
             return err_set(err, EINVAL, "mount target %s: not an absolute path below /", m->target);
-        const char *why = reserved_target(t);
+        const char *why = rt_oci_target_reserved(t);
         if (why)
             return err_set(err, EINVAL, "mount target %s: %s", t, why);
     }

@@ -26,6 +26,9 @@
 /* CPU quota period in microseconds: quota = pct * period / 100. */
 #define RT_OCI_CPU_PERIOD 100000
 
+/* What the mount target t (normal form) is reserved for, or NULL when it is not. */
+const char *rt_oci_target_reserved(const char *t);
+
 /*
  * Checks spec: paths absolute without "..", limits in range, no mount
  * target that is reserved (compared in normal form, so "//.berth" is

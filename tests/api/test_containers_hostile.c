@@ -236,8 +236,9 @@ START_TEST(symlinked_init_target_is_replaced_by_a_file)
 }
 END_TEST
 
-/* A target of the wrong type that cannot be replaced safely: 422, nothing left. */
-START_TEST(regular_file_where_a_directory_is_needed_is_refused)
+/* A target of the wrong type, that cannot be replaced safely, or that the
+ * image's symlinks lead somewhere no target may be: 422, nothing left. */
+START_TEST(targets_of_the_wrong_type_or_leading_to_reserved_places_are_refused)
 {
     ctr_require_runtime();
     struct berthd b = {0};
@@ -250,6 +251,8 @@ START_TEST(regular_file_where_a_directory_is_needed_is_refused)
     fx_tar_add(&t, "bin/", '5', NULL, NULL, 0, 0755);
     fx_tar_file(&t, "opt", "a regular file\n");
     fx_tar_add(&t, "etc", '2', "/opt", NULL, 0, 0777);
+    fx_tar_add(&t, "pp", '2', "/proc", NULL, 0, 0777);
+    fx_tar_add(&t, "up", '2', "/", NULL, 0, 0777);
     fx_tar_end(&t);
     struct fx_layout s = {.layers = {&t}, .ref_name = "fileimg"};
     fx_write_layout(layout, &s);
@@ -258,7 +261,8 @@ START_TEST(regular_file_where_a_directory_is_needed_is_refused)
     fx_import_layout(&b, "?name=fileimg", layout, NULL, &r);
     ck_assert_msg(r.status == 201, "import: %ld %s", r.status, r.body);
     hresp_free(&r);
-    const char *targets[] = {"/opt", "/opt/x", "/etc/x", NULL};
+    /* The last two lead, through the image's symlinks, to /proc/x and /dev. */
+    const char *targets[] = {"/opt", "/opt/x", "/etc/x", "/pp/x", "/up/dev", NULL};
     for (size_t i = 0; targets[i]; i++) {
         char body[PATH_MAX * 2];
         snprintf(body, sizeof(body),
@@ -399,7 +403,7 @@ suite(void)
     tcase_add_test(tc, symlinked_volume_target_parent_resolves_inside_the_rootfs);
     tcase_add_test(tc, symlinked_volume_target_is_replaced_by_a_directory);
     tcase_add_test(tc, symlinked_init_target_is_replaced_by_a_file);
-    tcase_add_test(tc, regular_file_where_a_directory_is_needed_is_refused);
+    tcase_add_test(tc, targets_of_the_wrong_type_or_leading_to_reserved_places_are_refused);
     tcase_add_test(tc, the_state_directory_is_out_of_the_containers_reach);
     suite_add_tcase(s, tc);
     TCase *rt = tcase_create("reserved");
