@@ -183,9 +183,9 @@ struct recorder {
     char lines[1024][200];
     int n;
     int cancel;            /* the pull's cancel flag */
-    bool cancel_on_bytes;  /* set cancel once a layer has bytes */
-    pid_t stop_on_bytes;   /* SIGSTOP this process once a layer has bytes */
-    int64_t bytes_trigger; /* ... past this many */
+    bool cancel_on_bytes;  /* set cancel once a layer's download passed */
+    pid_t stop_on_bytes;   /* SIGSTOP this process once a layer's download passed */
+    int64_t bytes_trigger; /* ... this many bytes (-1: as it starts) */
     bool triggered;
 };
 
@@ -721,7 +721,10 @@ START_TEST(a_registry_that_stops_answering_mid_blob_times_out_cleanly)
     struct meta_image *img = NULL;
     struct err err = {0};
     rec_reset();
+    /* Stopped as soon as the layer's headers are in: most of its 50 MB is
+     * still to come, whatever the speed of this machine. */
     rec.stop_on_bytes = reg.pid;
+    rec.bytes_trigger = -1;
     struct pull_request req = {.registry = reg.host,
                                .repository = "test/big",
                                .tag = "1",
@@ -748,6 +751,7 @@ START_TEST(cancel_stops_a_pull_and_leaves_nothing)
     make_client(&(struct client_cfg){.insecure = {reg.host}});
     rec_reset();
     rec.cancel_on_bytes = true;
+    rec.bytes_trigger = -1;
     struct pull_request req = {.registry = reg.host,
                                .repository = "test/big",
                                .tag = "1",
@@ -760,6 +764,68 @@ START_TEST(cancel_stops_a_pull_and_leaves_nothing)
     ck_assert_int_lt(image_pull(st, rc, &req, 2, &img, &created, &err), 0);
     ck_assert_msg(err.code == ECANCELED, "%d %s", err.code, err.msg);
     assert_nothing_stored();
+}
+END_TEST
+
+/* Marks a file once the first layer bytes are in, then slows down so the
+ * parent can kill this process mid-blob. */
+static void
+marker_cb(void *ctx, const struct import_event *ev)
+{
+    if (strcmp(ev->step, "layer") == 0 && strcmp(ev->status, "downloading") == 0 && ev->done > 0) {
+        rf_write(ctx, "1");
+        rf_sleep_ms(200);
+    }
+}
+
+START_TEST(a_pull_killed_mid_blob_leaves_a_store_that_pulls_again)
+{
+    start_registry(NULL);
+    push("big", "big", "test/big:1", NULL);
+    char marker[PATH_MAX + 32];
+    snprintf(marker, sizeof(marker), "%s/marker", work);
+    store_close(st);
+    st = NULL;
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        struct err err = {0};
+        struct store *cst = NULL;
+        if (store_open(root, &(struct store_opts){.max_unpacks = 2}, &cst, &err) < 0)
+            _exit(2);
+        make_client(&(struct client_cfg){.insecure = {reg.host}});
+        struct pull_request req = {.registry = reg.host,
+                                   .repository = "test/big",
+                                   .tag = "1",
+                                   .progress = marker_cb,
+                                   .progress_ctx = marker};
+        struct meta_image *img = NULL;
+        bool created = false;
+        image_pull(cst, rc, &req, 1, &img, &created, &err);
+        _exit(3); /* not reached before the kill */
+    }
+    double deadline = rf_now_ms() + 30000;
+    while (access(marker, F_OK) != 0 && rf_now_ms() < deadline)
+        rf_sleep_ms(10);
+    ck_assert_int_eq(access(marker, F_OK), 0);
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert(WIFSIGNALED(status));
+    ck_assert_int_gt(dir_count("tmp"), 0); /* the staging it died with */
+    /* Opening the store clears what the dead pull left; the pull works. */
+    struct err err = {0};
+    ck_assert_msg(store_open(root, &(struct store_opts){.max_unpacks = 2}, &st, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(dir_count("tmp"), 0);
+    ck_assert_int_eq(snapshot_count(), 0);
+    make_client(&(struct client_cfg){.insecure = {reg.host}});
+    struct meta_image *img = NULL;
+    pull_ok(&(struct pull_args){.repo = "test/big", .tag = "1"}, &img);
+    ck_assert(snapshot_has(img, 0, "data/random.bin"));
+    meta_image_free(img);
+    ck_assert_int_eq(snapshot_count(), 1);
+    ck_assert_int_eq(dir_count("tmp"), 0);
 }
 END_TEST
 
@@ -1070,6 +1136,7 @@ pull_suite(void)
     tcase_add_test(tc, a_connection_cut_every_time_fails_cleanly);
     tcase_add_test(tc, a_registry_that_stops_answering_mid_blob_times_out_cleanly);
     tcase_add_test(tc, cancel_stops_a_pull_and_leaves_nothing);
+    tcase_add_test(tc, a_pull_killed_mid_blob_leaves_a_store_that_pulls_again);
     tcase_add_test(tc, retries_on_503_and_429);
     tcase_add_test(tc, a_mirror_is_tried_first_and_the_origin_after);
     tcase_add_test(tc, basic_auth_with_request_credentials_and_never_a_secret_in_errors);
