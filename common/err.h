@@ -28,6 +28,15 @@ enum {
     ERR_UNAVAILABLE = 10002,
     /* The operation conflicts with the current state (HTTP 409). */
     ERR_CONFLICT = 10003,
+    /* A registry refused our credentials, or asked for some we do not have
+     * (HTTP 401; the message names the registry, never the credentials). */
+    ERR_UNAUTHORIZED = 10004,
+    /* A server we depend on (a registry, a mirror, a token service) failed or
+     * answered something unusable: refused connection, 5xx, broken reply
+     * (HTTP 502, the message naming the host). */
+    ERR_BAD_GATEWAY = 10005,
+    /* A server we depend on did not answer in time (HTTP 504, naming the host). */
+    ERR_GATEWAY_TIMEOUT = 10006,
 };
 
 /* Sets err (if not NULL) and returns -code, so callers can write
