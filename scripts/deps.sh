@@ -15,6 +15,12 @@ BERTH_RUN_PACKAGES=(runc ca-certificates e2fsprogs)
 # token auth and TLS set up by the test.
 BERTH_TEST_PACKAGES=(check busybox-static umoci skopeo zstd curl
     iproute2 e2fsprogs python3 attr docker-registry apache2-utils openssl)
+# The Windows cross-build (scripts/build-windows.sh): mingw-w64, Wine to run
+# the test executables (and libarchive's cmake try_run), and what building
+# the dependencies from Debian's source packages needs (dpkg-dev unpacks
+# them, tcl generates SQLite's amalgamation).
+BERTH_WINDOWS_PACKAGES=(mingw-w64 libz-mingw-w64-dev wine64 wine cmake make pkg-config
+    build-essential dpkg-dev xz-utils perl tcl autoconf automake libtool)
 
 berth_install_missing() {
     local missing=()
@@ -29,6 +35,6 @@ berth_install_missing() {
     local sudo=()
     [ "$(id -u)" -eq 0 ] || sudo=(sudo)
     export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
