@@ -35,6 +35,8 @@
 #define STAGING_PREFIX ".staging-"
 #define TRASH_PREFIX ".trash-"
 #define OVERLAY_OPTS_MAX 4096
+/* As many frozen layers as an option string of /proc/self/fd/N fits. */
+#define VOLUME_LAYERS_MAX 200
 
 struct volume_writer {
     char handle[VOLUME_HANDLE_MAX + 1];
@@ -180,8 +182,8 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
         off += (size_t)snprintf(opts + off, off < OVERLAY_OPTS_MAX ? OVERLAY_OPTS_MAX - off : 0,
                                 ",upperdir=%s,workdir=%s,index=off,redirect_dir=on", up, wk);
         if (off >= OVERLAY_OPTS_MAX - 1)
-            ret =
-                err_set(err, E2BIG, "mount volume %s: %zu layers do not fit in a mount", handle, n);
+            ret = err_set(err, ERR_INVALID_CONTENT,
+                          "mount volume %s: %zu layers do not fit in a mount", handle, n);
     }
     if (ret == 0 && mount("overlay", fs, "overlay", 0, opts) < 0)
         ret = err_errno(err, errno, "mount volume %s: overlay on %s", handle, fs);
@@ -517,6 +519,11 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
         if (ret == 0 && writers_locked(vs, o->parent) > 0)
             ret = err_set(err, ERR_CONFLICT, "parent volume %s: an upload into it is in progress",
                           o->parent);
+        if (ret == 0 && p->n_layers + 1 > VOLUME_LAYERS_MAX)
+            ret = err_set(err, ERR_INVALID_CONTENT,
+                          "parent volume %s: %zu generations of children deep, and an overlay "
+                          "stacks at most %d",
+                          o->parent, p->n_layers, VOLUME_LAYERS_MAX);
         if (ret == 0 && p->mounts > 0)
             ret = err_set(err, ERR_CONFLICT,
                           "parent volume %s: mounted by %lld container%s; a child can only be "
