@@ -78,9 +78,11 @@ int rootdir_mknod(int dir, const char *name, mode_t mode, dev_t dev);
 int rootdir_link(int from_dir, const char *from_name, int dir, const char *name);
 /* Removes name (an empty directory when is_dir). */
 int rootdir_remove(int dir, const char *name, bool is_dir);
-/* Renames from_dir/from to to_dir/to; exchange swaps two existing entries
- * in one step (-EINVAL or -ENOSYS where the filesystem cannot). */
-int rootdir_rename(int from_dir, const char *from, int to_dir, const char *to, bool exchange);
+/* Renames from_dir/from to to_dir/to, which must not exist (-EEXIST). */
+int rootdir_rename(int from_dir, const char *from, int to_dir, const char *to);
+/* Swaps two existing entries in one step (-EINVAL where the filesystem
+ * cannot). */
+int rootdir_exchange(int dir_a, const char *a, int dir_b, const char *b);
 
 /*
  * Metadata of name in dir, never following it ("" is dir itself). Owner
@@ -106,6 +108,7 @@ int rootdir_fd_set_owner(int fd, uid_t uid, gid_t gid);
 int rootdir_fd_set_times(int fd, const struct timespec ts[2]);
 int rootdir_fd_set_xattr(int fd, const char *key, const void *value, size_t len);
 ssize_t rootdir_fd_get_xattr(int fd, const char *key, void *buf, size_t len);
+int rootdir_fd_remove_xattr(int fd, const char *key);
 /* Lists xattr names (NUL-separated) into buf; the length or -errno. */
 ssize_t rootdir_fd_list_xattrs(int fd, char *buf, size_t len);
 /* Clears the immutable and append-only flags, so the file can go. */

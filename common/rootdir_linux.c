@@ -218,11 +218,15 @@ rootdir_remove(int dir, const char *name, bool is_dir)
 }
 
 int
-rootdir_rename(int from_dir, const char *from, int to_dir, const char *to, bool exchange)
+rootdir_rename(int from_dir, const char *from, int to_dir, const char *to)
 {
-    if (!exchange)
-        return renameat(from_dir, from, to_dir, to) < 0 ? neg_errno() : 0;
-    return renameat2(from_dir, from, to_dir, to, RENAME_EXCHANGE) < 0 ? neg_errno() : 0;
+    return renameat2(from_dir, from, to_dir, to, RENAME_NOREPLACE) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_exchange(int dir_a, const char *a, int dir_b, const char *b)
+{
+    return renameat2(dir_a, a, dir_b, b, RENAME_EXCHANGE) < 0 ? neg_errno() : 0;
 }
 
 int
@@ -351,6 +355,12 @@ rootdir_fd_get_xattr(int fd, const char *key, void *buf, size_t len)
 {
     ssize_t n = fgetxattr(fd, key, buf, len);
     return n < 0 ? neg_errno() : n;
+}
+
+int
+rootdir_fd_remove_xattr(int fd, const char *key)
+{
+    return fremovexattr(fd, key) < 0 ? neg_errno() : 0;
 }
 
 ssize_t

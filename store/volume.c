@@ -31,8 +31,9 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/rootdir.h"
+#include "store/volume_merge.h"
 
-#define STAGING_PREFIX ".staging-"
 #define TRASH_PREFIX ".trash-"
 #define OVERLAY_OPTS_MAX 4096
 /* As many frozen layers as an option string of /proc/self/fd/N fits. */
@@ -121,16 +122,38 @@ unmount_fs(const char *fs)
         log_warn("unmount volume %s: %s", fs, strerror(errno));
 }
 
-/* Removes fs/.staging-* directories left by uploads that died. */
+/* Rolls back the uploads that a crash cut short in their merge (their
+ * journals), then removes fs/.staging-* left by uploads that died; all
+ * of it stays when a journal could not be undone (the next start tries
+ * again). */
 static void
 clean_staging(const char *fs)
 {
+    int fs_fd = rootdir_open(fs);
     DIR *d = opendir(fs);
-    if (!d)
+    if (!d || fs_fd < 0) {
+        if (d)
+            closedir(d);
+        rootdir_close(fs_fd);
         return;
+    }
     struct dirent *e;
+    size_t jlen = strlen(VOLUME_JOURNAL_SUFFIX);
+    bool stuck = false;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0)
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0 ||
+            n <= jlen || strcmp(e->d_name + n - jlen, VOLUME_JOURNAL_SUFFIX) != 0)
+            continue;
+        struct err err = {0};
+        if (volume_merge_recover(fs_fd, e->d_name, &err) < 0) {
+            log_error("volume clean-up: %s: %s", fs, err.msg);
+            stuck = true;
+        }
+    }
+    rewinddir(d);
+    while (!stuck && (e = readdir(d))) {
+        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0)
             continue;
         cleanup_free char *p = fs_path_join(fs, e->d_name);
         struct err err = {0};
@@ -138,6 +161,7 @@ clean_staging(const char *fs)
             log_warn("volume clean-up: %s", err.msg);
     }
     closedir(d);
+    rootdir_close(fs_fd);
 }
 
 /*

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,13 +69,15 @@ put_tar(struct berthd *b, const char *vol, const char *path, const char *file, c
     return st;
 }
 
-/* A fingerprint of a volume's tree (names, types, sizes, modes, contents). */
+/* A fingerprint of a volume's tree (names, types, modes, contents, and
+ * sizes but of directories, which ext4 never shrinks). */
 static char *
 fingerprint(struct berthd *b, const char *vol)
 {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "cd %s/volumes/%s/fs/data && find . -printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
+             "cd %s/volumes/%s/fs/data && find . \\( -type d -printf '%%p %%y %%m\\n' \\) -o "
+             "-printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
              "find . -type f -exec md5sum {} + | sort | md5sum",
              b->root, vol);
     FILE *p = popen(cmd, "r");
@@ -405,12 +408,346 @@ START_TEST(restart_keeps_volumes_and_children)
 }
 END_TEST
 
+/* ---- long paths (issue 8) -------------------------------------------------------- */
+
+/* Writes a tar at file: "<c>-marker", then n files of c at names of len
+ * bytes (python3's tarfile writes pax names of any length). */
+static void
+deep_tar(const char *file, char c, size_t len, int n)
+{
+    ck_assert_int_eq(
+        sh("python3 -c \"import tarfile, io\n"
+           "t=tarfile.open('%s','w',format=tarfile.PAX_FORMAT)\n"
+           "def add(n, d):\n  i=tarfile.TarInfo(n); i.size=len(d); t.addfile(i, io.BytesIO(d))\n"
+           "add('%c-marker', b'm')\n"
+           "for k in range(%d):\n"
+           "  leaf='%c-%%03d' %% k; rem=%zu-len(leaf); parts=[]\n"
+           "  while rem > 0:\n"
+           "    m=min(200, rem-1)\n"
+           "    if rem-(m+1) == 1: m -= 1\n"
+           "    parts.append('%c'*m); rem -= m+1\n"
+           "  add('/'.join(parts+[leaf]), b'deep')\n"
+           "t.close()\"",
+           file, c, n, c, len, c),
+        0);
+}
+
+/* PUTs file1 to vol1 and file2 to vol2 at the same time; the statuses. */
+static void
+put_two(struct berthd *b, const char *vol1, const char *file1, const char *vol2, const char *file2,
+        long st[2])
+{
+    ck_assert_int_eq(sh("cd %s && (curl -s -o put1.body -w '%%{http_code}' -X PUT -H 'Expect:' "
+                        "--data-binary @%s '%s/v1/volumes/%s/files?path=/' > put1.status &"
+                        " curl -s -o put2.body -w '%%{http_code}' -X PUT -H 'Expect:' "
+                        "--data-binary @%s '%s/v1/volumes/%s/files?path=/' > put2.status &"
+                        " wait)",
+                        b->tmp, file1, b->base_url, vol1, file2, b->base_url, vol2),
+                     0);
+    for (int i = 0; i < 2; i++) {
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof(p), "%s/put%d.status", b->tmp, i + 1);
+        FILE *f = fopen(p, "r");
+        ck_assert_ptr_nonnull(f);
+        if (fscanf(f, "%ld", &st[i]) != 1)
+            st[i] = 0;
+        fclose(f);
+    }
+}
+
+START_TEST(concurrent_uploads_with_deep_names_stay_in_their_own_volumes)
+{
+    char start[PATH_MAX];
+    harness_mkdtemp(start, sizeof(start));
+    struct berthd b = {0};
+    struct berthd_opts o = {.cwd = start};
+    berthd_start(&b, &o);
+    create(&b, "{\"handle\": \"va\"}", 201);
+    create(&b, "{\"handle\": \"vb\"}", 201);
+    ck_assert_int_eq(sh("echo keep > %s/volumes/va/fs/data/keep && echo keep > "
+                        "%s/volumes/vb/fs/data/keep",
+                        b.root, b.root),
+                     0);
+    char *fa = fingerprint(&b, "va"), *fb = fingerprint(&b, "vb");
+    /* 4,049 bytes under fs/data reach PATH_MAX: refused, nothing written. */
+    char ta[PATH_MAX + 16], tb[PATH_MAX + 16];
+    snprintf(ta, sizeof(ta), "%s/a.tar", b.tmp);
+    snprintf(tb, sizeof(tb), "%s/b.tar", b.tmp);
+    deep_tar(ta, 'a', 4049, 30);
+    deep_tar(tb, 'b', 4049, 30);
+    long st[2];
+    put_two(&b, "va", ta, "vb", tb, st);
+    ck_assert_msg(st[0] == 422 && st[1] == 422, "statuses %ld %ld", st[0], st[1]);
+    ck_assert_int_eq(
+        sh("grep -q PATH_MAX %s/put1.body && grep -q PATH_MAX %s/put2.body", b.tmp, b.tmp), 0);
+    char *a2 = fingerprint(&b, "va"), *b2 = fingerprint(&b, "vb");
+    ck_assert_str_eq(fa, a2);
+    ck_assert_str_eq(fb, b2);
+    free(a2), free(b2);
+    char link[64], cwd[PATH_MAX + 1] = "";
+    snprintf(link, sizeof(link), "/proc/%d/cwd", (int)b.pid);
+    ck_assert_int_gt(readlink(link, cwd, PATH_MAX), 0);
+    ck_assert_str_eq(cwd, start);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s)\"", start), 0);
+
+    /* Deep, but inside PATH_MAX: each volume gets exactly its own files. */
+    size_t len = PATH_MAX - strlen(b.root) - 100;
+    deep_tar(ta, 'a', len, 30);
+    deep_tar(tb, 'b', len, 30);
+    put_two(&b, "va", ta, "vb", tb, st);
+    ck_assert_msg(st[0] == 200 && st[1] == 200, "statuses %ld %ld", st[0], st[1]);
+    ck_assert_int_eq(sh("cd %s/volumes && test $(find va/fs/data -type f -name 'a-*' | wc -l) = 31 "
+                        "&& test $(find va/fs/data -type f | wc -l) = 32 && "
+                        "test $(find vb/fs/data -type f -name 'b-*' | wc -l) = 31 && "
+                        "test $(find vb/fs/data -type f | wc -l) = 32",
+                        b.root),
+                     0);
+    ck_assert_int_gt(readlink(link, cwd, PATH_MAX), 0);
+    ck_assert_str_eq(cwd, start);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s)\"", start), 0);
+    free(fa), free(fb);
+    berthd_finish(&b);
+    rmdir(start);
+}
+END_TEST
+
+START_TEST(upload_path_with_a_component_over_name_max_is_422)
+{
+    /* ENAMETOOLONG from mkdirat used to answer 500. */
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    create(&b, "{\"handle\": \"n\"}", 201);
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof(f), "%s/in.tar", b.tmp);
+    ck_assert_int_eq(sh("mkdir -p %s/src && echo x > %s/src/x && tar -C %s/src -cf %s .", b.tmp,
+                        b.tmp, b.tmp, f),
+                     0);
+    char path[400] = "/a/";
+    memset(path + 3, 'n', 300);
+    ck_assert_int_eq(put_tar(&b, "n", path, f, NULL), 422);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s/volumes/n/fs/data)\"", b.root), 0);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* ---- all or nothing (issue 8, hole 6) ----------------------------------------------- */
+
+/*
+ * The old tree, written straight into data/, and a tar that changes it
+ * in every way a merge can: files replaced and added inside a merged
+ * directory whose mode changes, a file replaced by a directory and the
+ * other way round, a symlink replaced by a file, a new directory.
+ */
+static void
+old_tree(const char *data, int files)
+{
+    ck_assert_int_eq(sh("cd %s && mkdir -p d y && chmod 0755 d && for i in $(seq 1 %d); do "
+                        "echo old $i > d/f$i; done && echo old x > x && echo old inner > y/inner "
+                        "&& echo keep > keep && ln -s d l",
+                        data, files),
+                     0);
+}
+
+static void
+new_tar(const char *tmp, const char *file, int files)
+{
+    ck_assert_int_eq(sh("rm -rf %s/new && mkdir -p %s/new/d %s/new/x %s/new/z && cd %s/new && "
+                        "chmod 0700 d && for i in $(seq 1 %d); do echo new $i > d/f$i; "
+                        "echo new $i > d/n$i; done && echo in > x/in && echo new y > y && "
+                        "echo a > z/a && echo new l > l && tar -cf %s .",
+                        tmp, tmp, tmp, tmp, tmp, files, file),
+                     0);
+}
+
+/* The fingerprint of old, and of new merged over old, made with tar -x. */
+static void
+expected_prints(struct berthd *b, const char *tar, int files, char **old, char **merged)
+{
+    ck_assert_int_eq(
+        sh("rm -rf %s/volumes/expect && mkdir -p %s/volumes/expect/fs/data", b->root, b->root), 0);
+    char data[PATH_MAX + 64];
+    snprintf(data, sizeof(data), "%s/volumes/expect/fs/data", b->root);
+    old_tree(data, files);
+    *old = fingerprint(b, "expect");
+    /* What tar -x over the old tree gives: entries of another type go. */
+    ck_assert_int_eq(sh("cd %s && rm -rf x y l && tar -xf %s && chmod 0700 d", data, tar), 0);
+    *merged = fingerprint(b, "expect");
+    ck_assert_int_eq(sh("rm -rf %s/volumes/expect", b->root), 0);
+    ck_assert_str_ne(*old, *merged);
+}
+
+START_TEST(upload_killed_at_every_step_of_its_merge_is_old_or_new_after_restart)
+{
+    enum { FILES = 10 };
+    char root[PATH_MAX];
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    snprintf(root, sizeof(root), "%s", b.root);
+    char tar[PATH_MAX + 16];
+    snprintf(tar, sizeof(tar), "%s/new.tar", b.tmp);
+    new_tar(b.tmp, tar, FILES);
+    char *old = NULL, *merged = NULL;
+    expected_prints(&b, tar, FILES, &old, &merged);
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+
+    /* Step N of the merge, for every N until the upload gets through:
+     * the daemon dies there; restarted, the volume is the old tree until
+     * the commit, the new one after it. */
+    bool committed = false;
+    int n;
+    for (n = 0; n < 4 * FILES + 20; n++) {
+        char env[64], handle[32], body[64];
+        snprintf(env, sizeof(env), "BERTH_TEST_MERGE_KILL=%d", n);
+        snprintf(handle, sizeof(handle), "k%d", n);
+        snprintf(body, sizeof(body), "{\"handle\": \"%s\"}", handle);
+        struct berthd_opts o = {.root = root, .env = {env, NULL}};
+        berthd_start(&b, &o);
+        create(&b, body, 201);
+        char data[PATH_MAX + 64];
+        snprintf(data, sizeof(data), "%s/volumes/%s/fs/data", root, handle);
+        old_tree(data, FILES);
+        long st = put_tar(&b, handle, "/", tar, NULL);
+        bool killed = false;
+        for (int i = 0; i < 100 && (killed = !berthd_alive(&b)) == false; i++)
+            sleep_ms(50);
+        if (!killed) {
+            /* Past every kill point: the upload went through. */
+            ck_assert_int_eq(st, 200);
+            char *now = fingerprint(&b, handle);
+            ck_assert_str_eq(now, merged);
+            free(now);
+            berthd_finish(&b);
+            break;
+        }
+        berthd_start(&b, &(struct berthd_opts){.root = root});
+        char *now = fingerprint(&b, handle);
+        bool is_old = strcmp(now, old) == 0, is_new = strcmp(now, merged) == 0;
+        ck_assert_msg(is_old || is_new, "killed at step %d: the volume is neither old nor new", n);
+        ck_assert_msg(!committed || is_new, "killed at step %d: old again after a commit", n);
+        committed = is_new;
+        free(now);
+        ck_assert_int_eq(sh("! ls -d %s/volumes/%s/fs/.staging-* 2>/dev/null", root, handle), 0);
+        /* And the same upload now goes through. */
+        ck_assert_int_eq(put_tar(&b, handle, "/", tar, NULL), 200);
+        now = fingerprint(&b, handle);
+        ck_assert_str_eq(now, merged);
+        free(now);
+        ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    }
+    ck_assert_msg(committed, "no kill point after the commit");
+    ck_assert_msg(n > 2 * FILES, "only %d kill points: the merge has fewer steps than entries", n);
+    free(old), free(merged);
+}
+END_TEST
+
+START_TEST(large_upload_killed_in_its_merge_is_old_or_new_after_restart)
+{
+    enum { FILES = 1000 };
+    char root[PATH_MAX];
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    snprintf(root, sizeof(root), "%s", b.root);
+    char tar[PATH_MAX + 16];
+    snprintf(tar, sizeof(tar), "%s/new.tar", b.tmp);
+    new_tar(b.tmp, tar, FILES);
+    char *old = NULL, *merged = NULL;
+    expected_prints(&b, tar, FILES, &old, &merged);
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    /* The merge has 2 * FILES + 5 steps (FILES exchanges and FILES moves in
+     * d, x, y, l exchanged, z moved, d's metadata); at 2 * FILES + 5 all
+     * are done but not committed, 2 * FILES + 6 is after the commit. */
+    const int points[] = {0, FILES / 2, 2 * FILES - 1, 2 * FILES + 5, 2 * FILES + 6};
+    for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+        char env[64], handle[32], body[64];
+        snprintf(env, sizeof(env), "BERTH_TEST_MERGE_KILL=%d", points[i]);
+        snprintf(handle, sizeof(handle), "big%zu", i);
+        snprintf(body, sizeof(body), "{\"handle\": \"%s\"}", handle);
+        berthd_start(&b, &(struct berthd_opts){.root = root, .env = {env, NULL}});
+        create(&b, body, 201);
+        char data[PATH_MAX + 64];
+        snprintf(data, sizeof(data), "%s/volumes/%s/fs/data", root, handle);
+        old_tree(data, FILES);
+        put_tar(&b, handle, "/", tar, NULL);
+        bool killed = false;
+        for (int k = 0; k < 200 && !(killed = !berthd_alive(&b)); k++)
+            sleep_ms(50);
+        ck_assert_msg(killed, "not killed at step %d", points[i]);
+        berthd_start(&b, &(struct berthd_opts){.root = root});
+        char *now = fingerprint(&b, handle);
+        if (points[i] <= 2 * FILES + 5)
+            ck_assert_msg(strcmp(now, old) == 0, "killed at step %d: not the old tree", points[i]);
+        else
+            ck_assert_msg(strcmp(now, merged) == 0, "killed after the commit: not the new tree");
+        free(now);
+        ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    }
+    free(old), free(merged);
+}
+END_TEST
+
+START_TEST(racing_uploads_to_one_path_are_each_whole_or_refused)
+{
+    enum { N = 300 };
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    create(&b, "{\"handle\": \"race\"}", 201);
+    /* Upload i: f0..f9 all saying i, and a marker of its own. */
+    ck_assert_int_eq(sh("mkdir -p %s/race && cd %s/race && python3 -c \"import tarfile, io\n"
+                        "for k in range(%d):\n"
+                        "  t=tarfile.open('%%d.tar' %% k,'w')\n"
+                        "  for n in ['f%%d' %% j for j in range(10)] + ['m%%d' %% k]:\n"
+                        "    d=(str(k)+'\\\\n').encode(); i=tarfile.TarInfo('sub/'+n); "
+                        "i.size=len(d); t.addfile(i, io.BytesIO(d))\n"
+                        "  t.close()\"",
+                        b.tmp, b.tmp, N),
+                     0);
+    ck_assert_int_eq(sh("cd %s/race && seq 0 %d | xargs -P %d -I{} sh -c \"curl -s -o {}.body "
+                        "-w '%%{http_code}' -X PUT -H 'Expect:' --data-binary @{}.tar "
+                        "'%s/v1/volumes/race/files?path=/dst' > {}.status\"",
+                        b.tmp, N - 1, N, b.base_url),
+                     0);
+    char data[PATH_MAX + 64];
+    snprintf(data, sizeof(data), "%s/volumes/race/fs/data/dst/sub", b.root);
+    int ok = 0, refused = 0;
+    for (int k = 0; k < N; k++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof(p), "%s/race/%d.status", b.tmp, k);
+        FILE *f = fopen(p, "r");
+        long st = 0;
+        ck_assert_ptr_nonnull(f);
+        if (fscanf(f, "%ld", &st) != 1)
+            st = 0;
+        fclose(f);
+        snprintf(p, sizeof(p), "%s/m%d", data, k);
+        bool marked = access(p, F_OK) == 0;
+        if (st == 200) {
+            ok++;
+            ck_assert_msg(marked, "upload %d answered 200 but its marker is missing", k);
+        } else {
+            refused++;
+            ck_assert_msg(!marked, "upload %d answered %ld but its marker landed", k, st);
+            ck_assert_msg(st >= 400 && st < 600, "upload %d: status %ld", k, st);
+            ck_assert_int_eq(sh("grep -q '\"error\"' %s/race/%d.body", b.tmp, k), 0);
+        }
+    }
+    /* The files are all from one upload: the last merged. */
+    ck_assert_int_eq(sh("cd %s && test $(cat f0 f1 f2 f3 f4 f5 f6 f7 f8 f9 | sort -u | wc -l) = 1 "
+                        "&& test -e m$(cat f0)",
+                        data),
+                     0);
+    ck_assert_int_eq(sh("! ls -d %s/volumes/race/fs/.staging-* 2>/dev/null", b.root), 0);
+    fprintf(stderr, "racing uploads: %d applied, %d refused\n", ok, refused);
+    ck_assert_int_gt(ok, 0);
+    berthd_finish(&b);
+}
+END_TEST
+
 int
 main(void)
 {
     Suite *s = suite_create("volumes");
     TCase *tc = tcase_create("volumes");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, round_trip_keeps_tree_symlinks_and_hard_links);
     tcase_add_test(tc, gzip_and_zstd_in_and_out);
     tcase_add_test(tc, sub_path_in_and_out_and_single_file_out);
@@ -420,6 +757,11 @@ main(void)
     tcase_add_test(tc, client_disconnect_during_upload_and_download);
     tcase_add_test(tc, ttl_expiry_deletes_the_volume);
     tcase_add_test(tc, restart_keeps_volumes_and_children);
+    tcase_add_test(tc, concurrent_uploads_with_deep_names_stay_in_their_own_volumes);
+    tcase_add_test(tc, upload_path_with_a_component_over_name_max_is_422);
+    tcase_add_test(tc, upload_killed_at_every_step_of_its_merge_is_old_or_new_after_restart);
+    tcase_add_test(tc, large_upload_killed_in_its_merge_is_old_or_new_after_restart);
+    tcase_add_test(tc, racing_uploads_to_one_path_are_each_whole_or_refused);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }
