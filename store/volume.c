@@ -178,9 +178,13 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
     if (!fs || !up || !wk)
         return err_set(err, ENOMEM, "mount volume %s: out of memory", handle);
     int ret;
-    if ((ret = mkdir_if_missing(fs, 0755, err)) < 0 ||
-        (ret = mkdir_if_missing(up, 0755, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
+    /* The store's own directories are 0700 (the overlay's root takes the
+     * upper's mode); only data/ inside is the volume's content. */
+    if ((ret = mkdir_if_missing(fs, 0700, err)) < 0 ||
+        (ret = mkdir_if_missing(up, 0700, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
         return err_wrap(err, "mount volume %s", handle);
+    if (chmod(up, 0700) < 0)
+        log_warn("mount volume %s: chmod %s: %s", handle, up, strerror(errno));
     int *fds = calloc(n ? n : 1, sizeof(int));
     cleanup_free char *opts = malloc(OVERLAY_OPTS_MAX);
     if (!fds || !opts) {
@@ -293,7 +297,7 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
             if ((ret = mount_overlay(vs, v->handle, v->layers, v->n_layers, err)) < 0)
                 return ret;
         }
-    } else if ((ret = mkdir_if_missing(fs, 0755, err)) < 0) {
+    } else if ((ret = mkdir_if_missing(fs, 0700, err)) < 0) {
         return ret;
     }
     clean_staging(fs);
