@@ -19,9 +19,9 @@
  * staged one (RENAME_EXCHANGE), so the old entry is kept in the staging
  * tree until the commit; a directory on both sides is merged and then
  * takes the staged directory's metadata, the old metadata being recorded
- * first. Each step records the staged entry's device and inode, so after
- * a crash the journal tells a step done (the target holds that inode)
- * from one not done. The journal is written (fsynced, renamed into place)
+ * first. Each step records the staged entry's inode, so after a crash the
+ * journal tells a step done (the target holds that inode) from one not
+ * done. The journal is written (fsynced, renamed into place)
  * before the first step; the commit is syncfs, then unlinking the
  * journal. A failure undoes the steps done, in reverse; a journal found at
  * start-up is undone the same way: the volume is the old tree or, once
@@ -500,8 +500,11 @@ step_undo(struct plan *p, struct step *s)
     int r = parent_open(p->src, s->path, &sname, &sdir);
     if (r == 0)
         r = parent_open(p->base, s->path, &tname, &tdir);
+    /* The inode alone: an overlay gets a new st_dev each time it is
+     * mounted, and every layer of a volume is on one filesystem, so its
+     * inode numbers are unique and survive the remount. */
     struct stat st;
-    if (r == 0 && rootdir_stat(tdir, tname, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino)
+    if (r == 0 && rootdir_stat(tdir, tname, &st) == 0 && st.st_ino == s->ino)
         r = s->kind == STEP_MOVE ? rootdir_rename(tdir, tname, sdir, sname)
                                  : rootdir_exchange(tdir, tname, sdir, sname);
     if (sdir >= 0)
