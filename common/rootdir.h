@@ -116,6 +116,10 @@ int rootdir_fd_clear_flags(int fd);
 /* Makes everything written on fd's filesystem durable. */
 int rootdir_fd_sync_fs(int fd);
 
+/* The process's umask, read without changing it (umask(2) would, for
+ * every thread at once); -1 when it cannot be known. */
+int rootdir_umask(void);
+
 /* For tests: use the component walk even where openat2 exists. */
 void rootdir_test_force_walk(bool on);
 

@@ -383,6 +383,22 @@ rootdir_fd_clear_flags(int fd)
 }
 
 int
+rootdir_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[128];
+    int ret = -1;
+    while (f && ret < 0 && fgets(line, sizeof(line), f)) {
+        unsigned m;
+        if (sscanf(line, "Umask: %o", &m) == 1)
+            ret = (int)(m & 0777);
+    }
+    if (f)
+        fclose(f);
+    return ret;
+}
+
+int
 rootdir_fd_sync_fs(int fd)
 {
     return syncfs(fd) < 0 ? neg_errno() : 0;

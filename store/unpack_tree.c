@@ -818,21 +818,6 @@ tree_entry(struct unpack *u, struct archive_entry *e, const char *rel)
     }
 }
 
-/* The process's umask from /proc (umask(2) would change it, for every
- * thread): -1 when it cannot be read. */
-static int
-read_umask(void)
-{
-    cleanup_fclose FILE *f = fopen("/proc/self/status", "re");
-    char line[128];
-    while (f && fgets(line, sizeof(line), f)) {
-        unsigned m;
-        if (sscanf(line, "Umask: %o", &m) == 1)
-            return (int)(m & 0777);
-    }
-    return -1;
-}
-
 int
 tree_open(struct unpack *u)
 {
@@ -864,7 +849,7 @@ tree_open(struct unpack *u)
         return r;
     for (size_t i = 0; i < u->nlowers; i++)
         row(u, 0)[i] = true;
-    u->umask = read_umask();
+    u->umask = rootdir_umask();
     return 0;
 }
 
