@@ -711,6 +711,9 @@ oci_manifest_parse(const char *buf, size_t len, const char *name, struct oci_man
     if ((r = doc_field(&d, root, "", "layers", json_type_array, true, &arr)) < 0)
         return r;
     size_t n = json_object_array_length(arr);
+    if (n > OCI_LAYERS_MAX)
+        return doc_fail(&d, "lists %zu layers, more than the %d that a container can stack", n,
+                        OCI_LAYERS_MAX);
     if (n && !(m->layers = calloc(n, sizeof(*m->layers))))
         return doc_nomem(&d);
     for (size_t i = 0; i < n; i++) {
