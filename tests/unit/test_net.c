@@ -15,6 +15,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -510,11 +511,16 @@ fetch(const char *netns, const char *ip, uint16_t port, char *buf, size_t size, 
     if (pid == 0) {
         close(out[0]);
         enter(netns);
-        int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-        inet_pton(AF_INET, ip, &sa.sin_addr);
+        /* IPv4, or IPv6 with a scope ("fe80::1%eth0", resolved in the namespace). */
+        struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
+        struct addrinfo *ai = NULL;
+        char service[8];
+        snprintf(service, sizeof(service), "%u", port);
+        if (getaddrinfo(ip, service, &hints, &ai) != 0)
+            _exit(96);
+        int s = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
         int e = 0;
-        if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (connect(s, ai->ai_addr, ai->ai_addrlen) < 0) {
             if (errno != EINPROGRESS) {
                 e = errno;
             } else {
@@ -987,6 +993,64 @@ START_TEST(net_guard_refuses_the_api_port_from_containers)
 }
 END_TEST
 
+/* The bridge's IPv6 link-local address once it is usable (DAD done), or "". */
+static void
+bridge_link_local(struct tnet *t, char *out, size_t size)
+{
+    out[0] = '\0';
+    for (int i = 0; i < 100 && !out[0]; i++) {
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd),
+                 "ip -6 -o addr show dev %s scope link | grep -v tentative | awk '{print $4}' | "
+                 "cut -d/ -f1",
+                 t->name);
+        FILE *p = popen(cmd, "r");
+        if (p) {
+            if (!fgets(out, (int)size, p))
+                out[0] = '\0';
+            out[strcspn(out, "\n")] = '\0';
+            pclose(p);
+        }
+        if (!out[0])
+            usleep(100000);
+    }
+}
+
+START_TEST(net_guard_refuses_the_api_port_on_ipv6_too)
+{
+    struct tnet t;
+    tnet_init(&t, 'p', true);
+    const struct net_attachment *a;
+    tnet_attach_ok(&t, "six", NULL, 0, &a);
+    char ll[64];
+    bridge_link_local(&t, ll, sizeof(ll));
+    ck_assert_msg(ll[0], "the bridge has no IPv6 link-local address");
+    char to[96];
+    snprintf(to, sizeof(to), "%s%%eth0", ll);
+    /* berthd on [::] takes IPv4 and IPv6. */
+    int s = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int zero = 0, one = 1;
+    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any};
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(s, 16), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(s, (struct sockaddr *)&sa, &len);
+    uint16_t api = ntohs(sa.sin6_port);
+    ck_assert_int_eq(fetch(a->netns_path, to, api, NULL, 0, 5000), 0);
+    ck_assert_int_eq(fetch(a->netns_path, t.gw, api, NULL, 0, 5000), 0);
+    net_set_api(t.n, "::", api);
+    tnet_setup(&t);
+    ck_assert_int_eq(fetch(a->netns_path, to, api, NULL, 0, 5000), ECONNREFUSED);
+    ck_assert_int_eq(fetch(a->netns_path, t.gw, api, NULL, 0, 5000), ECONNREFUSED);
+    close(s);
+    tnet_detach_ok(&t, "six");
+    tnet_close(&t);
+    ck_assert_int_eq(tu_sh("ip6tables -w -S BERTH-IN-%s >/dev/null 2>&1", t.name), 1);
+}
+END_TEST
+
 /*
  * The container routes 127.0.0.1 to the bridge (what a container with
  * CAP_NET_RAW does by writing frames itself) and sends one UDP datagram
@@ -1254,6 +1318,7 @@ main(void)
     tcase_add_test(tc, net_plugin_that_does_not_answer_is_killed_and_undone);
     tcase_add_test(tc, net_outside_traffic_is_masqueraded);
     tcase_add_test(tc, net_guard_refuses_the_api_port_from_containers);
+    tcase_add_test(tc, net_guard_refuses_the_api_port_on_ipv6_too);
     tcase_add_test(tc, net_guard_keeps_containers_off_host_loopback);
     tcase_add_test(tc, net_reconcile_keeps_the_live_and_releases_the_gone);
     tcase_add_test(tc, net_health_reports_what_is_missing);
