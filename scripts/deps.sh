@@ -9,12 +9,14 @@ BERTH_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libmicrohttpd-
     libjson-c-dev libarchive-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev)
 # ca-certificates: the system CAs that registries' HTTPS is checked against.
 # e2fsprogs: mkfs.ext4 for the sized writable layers of limits.disk_bytes.
-BERTH_RUN_PACKAGES=(runc ca-certificates e2fsprogs)
+# The network: the CNI plugins berth runs (bridge, host-local, portmap, firewall),
+# iptables (which they and berth's own rules use), iproute2 (berth's bridge).
+BERTH_RUN_PACKAGES=(runc ca-certificates e2fsprogs containernetworking-plugins iptables iproute2)
 # docker-registry (the distribution registry), apache2-utils (htpasswd) and
 # openssl: the pull tests run a real registry on loopback, with Basic auth,
 # token auth and TLS set up by the test.
 BERTH_TEST_PACKAGES=(check busybox-static umoci skopeo zstd curl
-    iproute2 e2fsprogs python3 attr docker-registry apache2-utils openssl)
+    e2fsprogs python3 attr docker-registry apache2-utils openssl)
 # The Windows cross-build (scripts/build-windows.sh): mingw-w64, Wine to run
 # the test executables (and libarchive's cmake try_run), and what building
 # the dependencies from Debian's source packages needs (dpkg-dev unpacks
