@@ -19,7 +19,8 @@
  * set-up of /dev to the host.
  *
  * Every operation blocks (a runtime invocation, the disk, the init): pool
- * threads only. The context is read-only after open, so threads share it.
+ * threads only (close: the daemon's teardown, after the loop stopped).
+ * The context is read-only after open, so threads share it.
  */
 #include <limits.h>
 #include <poll.h>
@@ -34,6 +35,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
 #include "runtime/driver.h"
 #include "runtime/oci/cgroup.h"
 #include "runtime/oci/proc.h"
@@ -60,6 +62,14 @@ oci_close(void *p)
     struct oci_ctx *ctx = p;
     if (!ctx)
         return;
+    /* runc makes the parent of the containers' cgroups and removes only
+     * theirs: without this, every store root a daemon ran on left an empty
+     * directory in each hierarchy. Containers that keep running across a
+     * restart keep theirs (the kernel refuses to remove it). */
+    struct err ignored = {0};
+    if (ctx->usable && ctx->cgroup_parent &&
+        rt_cgroup_parent_remove(ctx->cgroup_parent, &ignored) < 0)
+        log_warn("oci runtime: %s", ignored.msg);
     rt_runc_close(&ctx->runc);
     free(ctx->init_path);
     free(ctx->cgroup_parent);
