@@ -109,7 +109,35 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
 {
     memset(out, 0, sizeof(*out));
     char buf[RECORD_MAX];
-    int ret = read_record(dfd, "pid", buf, sizeof(buf), err);
+    /*
+     * The exit record before the pid record: the init (one thread) writes
+     * pid right after the exec and exit only when it reaps the process, so
+     * once exit is there, a missing pid means the process never started.
+     * Read the other way round, a process that started and exited between
+     * the two reads looked as if it had never started.
+     */
+    int ret = read_record(dfd, "exit", buf, sizeof(buf), err);
+    if (ret < 0 && ret != -ENOENT)
+        return ret;
+    if (ret == 0) {
+        bool have_code = false;
+        char *save = NULL;
+        for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            long v;
+            if (strncmp(line, "code ", 5) == 0 && parse_int(line + 5, 0, 255, &v) == 0) {
+                out->exit_code = (int)v;
+                have_code = true;
+            } else if (strncmp(line, "signal ", 7) == 0 && parse_int(line + 7, 1, 64, &v) == 0) {
+                out->signal = (int)v;
+            } else if (strncmp(line, "error ", 6) == 0) {
+                snprintf(out->error, sizeof(out->error), "%s", line + 6);
+            }
+        }
+        if (!have_code)
+            return err_set(err, EIO, "process %s: bad exit record", id);
+        out->exited = true;
+    }
+    ret = read_record(dfd, "pid", buf, sizeof(buf), err);
     if (ret == 0) {
         long v;
         if (parse_int(buf, 1, INT32_MAX, &v) < 0)
@@ -120,27 +148,6 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
         return ret;
     }
     out->output_truncated = faccessat(dfd, "truncated", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    ret = read_record(dfd, "exit", buf, sizeof(buf), err);
-    if (ret == -ENOENT)
-        return 0;
-    if (ret < 0)
-        return ret;
-    bool have_code = false;
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        long v;
-        if (strncmp(line, "code ", 5) == 0 && parse_int(line + 5, 0, 255, &v) == 0) {
-            out->exit_code = (int)v;
-            have_code = true;
-        } else if (strncmp(line, "signal ", 7) == 0 && parse_int(line + 7, 1, 64, &v) == 0) {
-            out->signal = (int)v;
-        } else if (strncmp(line, "error ", 6) == 0) {
-            snprintf(out->error, sizeof(out->error), "%s", line + 6);
-        }
-    }
-    if (!have_code)
-        return err_set(err, EIO, "process %s: bad exit record", id);
-    out->exited = true;
     return 0;
 }
 
