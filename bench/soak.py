@@ -263,6 +263,7 @@ class Load:
         self.port = int(port)
         self.stats = stats
         self.images = images  # list of (plain tar bytes, gzip tar bytes)
+        self.base = None  # a Layout, for fresh images
         self.deadline = 0.0
         self.disk = a.disk_every > 0
         self.handles_lock = threading.Lock()
@@ -280,17 +281,30 @@ class Load:
         for _ in range(10):
             c.call("health", "GET", "/v1/health")
 
-    # Import an image by upload under this client's own name for it; a
-    # variant another client already imported is a re-import (200). Half the
-    # time drop the name again, so images keep going and coming back.
+    # Half the time an image no one has imported (the base's layers and one
+    # of its own): 201, then deleted by its only name, which removes it and
+    # collects what only it used. Else one of the umoci-built variants under
+    # this client's own name for it: 201, or 200 when another client's name
+    # keeps it stored; half the time that name is dropped again.
     def op_import(self, c, cid, n, rng):
+        if rng.random() < 0.5:
+            name = "soak-fresh:c%d-%d" % (cid, n)
+            tar, digest = self.base.fresh(name, b"%s %d %d\n" % (self.a.run_id.encode(), cid, n))
+            _, data = c.call("import", "POST", "/v1/images?name=" + name, body=tar,
+                             headers={"Content-Type": "application/x-tar"}, expect=(201,))
+            self.stats.tag("import: fresh image (201)")
+            if json.loads(data).get("digest") != digest:
+                self.stats.check("import", "%s: digest %s, the manifest's is %s" %
+                                 (name, json.loads(data).get("digest"), digest))
+            c.call("image delete", "DELETE", "/v1/images/" + name)
+            return
         k = rng.randrange(len(self.images))
         name = "soak-v%d:c%d" % (k, cid)
         plain, gz = self.images[k]
         body = gz if rng.random() < 0.5 else plain
         status, data = c.call("import", "POST", "/v1/images?name=" + name, body=body,
                               headers={"Content-Type": "application/x-tar"}, expect=(200, 201))
-        self.stats.tag("import: new (201)" if status == 201 else "import: stored (200)")
+        self.stats.tag("import: variant, new (201)" if status == 201 else "import: variant, stored (200)")
         img = json.loads(data)
         if name not in img.get("names", []):
             self.stats.check("import", "%s not in the answer's names %s" % (name, img.get("names")))
@@ -430,6 +444,56 @@ class Load:
         c.close()
 
 
+class Layout:
+    """An OCI layout (as the tar bench/soak.sh made with umoci), to make
+    images from that no one imported yet: the same layers plus one of
+    their own, with the config, manifest and index that go with it."""
+
+    def __init__(self, tar_bytes):
+        self.blobs = {}
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as t:
+            for m in t:
+                if m.isfile():
+                    data = t.extractfile(m).read()
+                    name = os.path.normpath(m.name)
+                    if name.startswith("blobs/sha256/"):
+                        self.blobs["sha256:" + name.rsplit("/", 1)[1]] = data
+                    elif name == "index.json":
+                        self.index = json.loads(data)
+        self.manifest = json.loads(self.blobs[self.index["manifests"][0]["digest"]])
+        self.config = json.loads(self.blobs[self.manifest["config"]["digest"]])
+
+    def fresh(self, tag, content):
+        layer = make_tar({"soak/fresh": content})
+        ld = "sha256:" + hashlib.sha256(layer).hexdigest()
+        config = json.loads(json.dumps(self.config))
+        config["rootfs"]["diff_ids"].append(ld)
+        cb = json.dumps(config).encode()
+        cd = "sha256:" + hashlib.sha256(cb).hexdigest()
+        manifest = json.loads(json.dumps(self.manifest))
+        manifest["config"] = {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": len(cb)}
+        manifest["layers"].append({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld,
+                                   "size": len(layer)})
+        mb = json.dumps(manifest).encode()
+        md = "sha256:" + hashlib.sha256(mb).hexdigest()
+        index = {"schemaVersion": 2, "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": len(mb),
+            "annotations": {"org.opencontainers.image.ref.name": tag}}]}
+        blobs = {d: b for d, b in self.blobs.items() if d in {l["digest"] for l in self.manifest["layers"]}}
+        blobs.update({ld: layer, cd: cb, md: mb})
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            def add(name, data):
+                ti = tarfile.TarInfo(name)
+                ti.size, ti.mode, ti.mtime = len(data), 0o644, 1700000000
+                t.addfile(ti, io.BytesIO(data))
+            add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+            add("index.json", json.dumps(index).encode())
+            for d, b in sorted(blobs.items()):
+                add("blobs/sha256/" + d.split(":", 1)[1], b)
+        return buf.getvalue(), md
+
+
 def make_tar(files):
     """A pax tar of files {path: bytes} (parents made), plus a symlink."""
     buf = io.BytesIO()
@@ -517,6 +581,8 @@ def main():
     ap.add_argument("--follow-lines", type=int, default=20)
     ap.add_argument("--disk-every", type=int, default=8, help="one container run in N gets limits.disk_bytes (0: none)")
     ap.add_argument("--timeout", type=float, default=120, help="per request, seconds")
+    ap.add_argument("--trim", action="store_true",
+                    help="at the end, call malloc_trim(0) in berthd with gdb and show RSS again")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=8, help="errors printed")
     ap.add_argument("--run-id", default=str(os.getpid()))
@@ -537,6 +603,7 @@ def main():
     pid = p.pid
     host, port = url.split("//")[1].split(":")
     load = Load(a, url, stats, images)
+    load.base = Layout(base)
     setup = Stats(a.show)
     sc = Client(host, int(port), setup, 60)
     print("berthd pid %d on %s, root %s; %d clients for %.0f s; load average %s" %
@@ -621,6 +688,14 @@ def main():
         la1 = loadavg()
         probe = json.load(open(probe_out))
 
+        if p.poll() is not None:
+            print("berthd ended during the run (exit status %s); the end of its log:" % p.returncode)
+            with open(a.log) as f:
+                for line in f.readlines()[-20:]:
+                    print("   " + line.rstrip()[:300])
+            print("%d errors so far; the first: %s" % (stats.errors, "; ".join(stats.first_errors[:3])))
+            return 1
+
         # ---- clean up what is left, then let it settle
         cc = Client(host, int(port), setup, 60)
         hb1, lb1 = metrics_health(cc)
@@ -647,6 +722,14 @@ def main():
         fdt1 = proc_fd_targets(pid)
         anon1, file1 = proc_rss_kib(pid, "RssAnon"), proc_rss_kib(pid, "RssFile")
         mounts1 = mounts_under(a.root, pid)
+        trimmed = None
+        if a.trim:
+            # What the allocator keeps of freed memory versus what is still
+            # allocated: malloc_trim gives back every free page it holds.
+            g = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex",
+                                "call ((int (*)(unsigned long))malloc_trim)(0)"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+            trimmed = (proc_rss_kib(pid), proc_rss_kib(pid, "RssAnon"), g.returncode)
         cg_left = cgroup_dirs(lambda s: s.startswith("soak%s-" % a.run_id))
         cg_parents_left = [d for d in cg_parents if os.path.isdir(d)]
 
@@ -672,7 +755,7 @@ def main():
               (k, stats.count[k], pct(lat, 50) * 1e3, pct(lat, 99) * 1e3, lat[-1] * 1e3,
                ("   errors %d" % stats.err_by_kind[k]) if k in stats.err_by_kind else ""))
     for k in sorted(stats.tags):
-        print("     of which %-18s %5d" % (k, stats.tags[k]))
+        print("     of which %-31s %5d" % (k, stats.tags[k]))
     print("== errors (goal 0): %d (non-2xx or transport), %d failed checks%s" %
           (stats.errors, stats.checks, (", %d clients hung" % len(hung)) if hung else ""))
     for e in stats.first_errors:
@@ -704,6 +787,9 @@ def main():
     print("== daemon          start      peak       end (after %.0f s settle)" % a.settle)
     print("   RSS (KiB)    %8d  %8d  %8d   (%+d KiB: anonymous %+d, file-backed %+d)" %
           (rss0, peak_rss, rss1, rss1 - rss0, anon1 - anon0, file1 - file0))
+    if trimmed:
+        print("     after malloc_trim(0) in berthd (gdb, exit %d): RSS %d KiB (%+d KiB on the start; anonymous %+d)" %
+              (trimmed[2], trimmed[0], trimmed[0] - rss0, trimmed[1] - anon0))
     print("   fds          %8d  %8d  %8d   (%+d)" % (fd0, peak_fd, fd1, fd1 - fd0))
     new_fds = ["%d -> %s" % (fd, t) for fd, t in sorted(fdt1.items()) if fdt0.get(fd) != t]
     if new_fds:
@@ -726,8 +812,8 @@ def main():
            len(cg_parents), len(cg_parents_left2)))
     print("   berthd exit on SIGTERM: %s" % rc)
     with open(a.log) as f:
-        lines = [l.rstrip() for l in f if re.search(r"\b(warn|error)\b", l)]
-    print("== daemon log: %d warn/error lines" % len(lines))
+        lines = [l.rstrip() for l in f if re.search(r"\b(warn|error)\b|Sanitizer|runtime error:", l)]
+    print("== daemon log: %d warn, error or sanitizer lines" % len(lines))
     for l in lines[: a.show]:
         print("   " + l[:300])
     bad = stats.errors or stats.checks or hung or probe["errors"] or left or listed_c or listed_v \

@@ -25,7 +25,11 @@
 # Knobs (flags or environment): --clients N (CLIENTS), --duration S
 # (DURATION), --settle S (SETTLE, default 10), --health-hz HZ (HEALTH_HZ),
 # --variants K (VARIANTS, default 8: distinct images to import),
-# --seed N (SEED), BUILD_DIR. Other flags go to bench/soak.py as they are.
+# --seed N (SEED), BUILD_DIR; BERTHD=path runs that berthd instead of
+# building one (e.g. build-asan/berthd: leaks are reported at its exit,
+# and its exit status is then not 0). Other flags go to bench/soak.py as they are,
+# e.g. --trim (after the settle, malloc_trim(0) in berthd through gdb, and
+# RSS again: what the allocator keeps of freed memory, against a leak).
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,8 +60,15 @@ need umoci umoci
 need python3 python3
 [ -x /bin/busybox ] || apt-get install -y busybox-static >/dev/null
 
-cmake -B "$build" -S "$src" -DBERTH_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"$(nproc)" --target berthd berth-init >/dev/null 2>&1
+if [ -n "${BERTHD:-}" ]; then
+    berthd=$(readlink -f "$BERTHD") # another build (its berth-init beside it), e.g. build-asan/berthd
+    flavour=$berthd
+else
+    cmake -B "$build" -S "$src" -DBERTH_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j"$(nproc)" --target berthd berth-init >/dev/null 2>&1
+    berthd=$(readlink -f "$build/berthd")
+    flavour="Release, $build"
+fi
 
 tmp=$(mktemp -d /tmp/berth-bench-soak-XXXXXX)
 run_id=$$ # in every handle the run makes: soak<run_id>-...
@@ -67,7 +78,7 @@ cleanup() {
     # wrote), then whatever it had mounted under its root.
     if [ -f "$tmp/berthd.pid" ]; then
         p=$(cat "$tmp/berthd.pid")
-        if [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$build/berthd")" ]; then
+        if [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$berthd" ]; then
             kill -TERM "$p"
             for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
         fi
@@ -101,8 +112,8 @@ for k in $(seq 0 $((variants - 1))); do
 done
 rm -rf "$tmp/work"
 
-echo "berthd $("$build/berthd" --version | cut -d' ' -f2) (Release, $build); $(runc --version | head -1);" \
+echo "berthd $("$berthd" --version | cut -d' ' -f2) ($flavour); $(runc --version | head -1);" \
     "$(nproc) cores; $(uname -r); $(date -u '+%F %H:%M UTC'); up $(uptime | sed 's/.*up *//')"
-python3 "$src/bench/soak.py" --berthd "$build/berthd" --root "$tmp/root" --images "$img" \
+python3 "$src/bench/soak.py" --berthd "$berthd" --root "$tmp/root" --images "$img" \
     --log "$tmp/berthd.log" --clients "$clients" --duration "$duration" --settle "$settle" \
     --health-hz "$health_hz" --seed "$seed" --run-id "$run_id" ${extra[@]+"${extra[@]}"}
