@@ -627,10 +627,11 @@ def main():
             sc.call("setup", "POST", "/v1/containers",
                     body={"handle": probe_h, "image": "soak-busybox", "limits": dict(lim, disk_bytes=0)},
                     expect=(201,))
-        # A process too, so what the first one sets up for good (libuv's
-        # inotify instance for output watches) is in the baseline.
+        # A process too, one still running when its start is answered (so
+        # it gets an output watch): what the first one sets up for good
+        # (libuv's inotify instance) is then in the baseline.
         sc.call("setup", "POST", "/v1/containers/%s/processes" % probe_h,
-                body={"id": "p", "path": "true"}, expect=(201,))
+                body={"id": "p", "path": "sleep", "args": ["0.5"]}, expect=(201,))
         sc.call("setup", "GET", "/v1/containers/%s/processes/p/wait?timeout=60" % probe_h)
         cg_probe = cgroup_dirs(lambda s: s == probe_h)
         cg_parents = sorted({os.path.dirname(d) for d in cg_probe})
