@@ -137,6 +137,21 @@ def mounts_under(root, pid="self"):
     return n
 
 
+def loop_devices_under(root):
+    """Loop devices whose backing file is below root (the disk_bytes layers)."""
+    out = []
+    base = "/sys/block"
+    for dev in sorted(os.listdir(base)):
+        try:
+            with open(os.path.join(base, dev, "loop", "backing_file")) as f:
+                backing = f.read().strip()
+        except OSError:
+            continue
+        if backing.startswith(root + "/"):
+            out.append("/dev/%s (%s)" % (dev, backing))
+    return out
+
+
 def cgroup_dirs(pred, maxdepth=8):
     """Directories under /sys/fs/cgroup whose name satisfies pred."""
     found = []
@@ -723,6 +738,7 @@ def main():
         fdt1 = proc_fd_targets(pid)
         anon1, file1 = proc_rss_kib(pid, "RssAnon"), proc_rss_kib(pid, "RssFile")
         mounts1 = mounts_under(a.root, pid)
+        loops1 = loop_devices_under(a.root)
         trimmed = None
         if a.trim:
             # What the allocator keeps of freed memory versus what is still
@@ -741,6 +757,7 @@ def main():
         except subprocess.TimeoutExpired:
             rc = "did not exit within 60 s of SIGTERM"
         mounts2 = mounts_under(a.root)
+        loops2 = loop_devices_under(a.root)
         cg_parents_left2 = [d for d in cg_parents if os.path.isdir(d)]
     finally:
         if p.poll() is None:
@@ -806,6 +823,8 @@ def main():
           (n_images, len(pr.get("removed", [])), json.dumps(pr.get("gc")), images_after))
     print("   mounts under the root: %d while running, %d after exit%s" %
           (len(mounts1), len(mounts2), (": " + ", ".join(mounts1[:3])) if mounts1 else ""))
+    print("   loop devices backed by files under the root: %d while running, %d after exit%s" %
+          (len(loops1), len(loops2), (": " + ", ".join(loops1[:3])) if loops1 else ""))
     print("   container cgroups (dirs named soak%s-*, every hierarchy): %d%s" %
           (a.run_id, len(cg_left), (": " + ", ".join(cg_left[:3])) if cg_left else ""))
     print("   the daemon's cgroup parents (%s): %d of %d still there while running, %d after exit" %
@@ -818,7 +837,7 @@ def main():
     for l in lines[: a.show]:
         print("   " + l[:300])
     bad = stats.errors or stats.checks or hung or probe["errors"] or left or listed_c or listed_v \
-        or mounts1 or mounts2 or cg_left or rc != 0
+        or mounts1 or mounts2 or loops1 or loops2 or cg_left or rc != 0
     return 1 if bad else 0
 
 
