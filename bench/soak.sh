@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Soak test: N parallel clients (default 50) for S seconds (default 300)
-# against one berthd, mixing health probes, image imports by upload (new
-# images and re-imports, names dropped again half the time), container
+# against one berthd, mixing health probes, image imports by upload (images
+# no one has, made from the base in the script and deleted again, and
+# re-imports of umoci-built variants under each client's name), container
 # runs (create, start a process, wait, read its output, delete; some with
 # a volume mounted, some with limits.disk_bytes), output follows
 # (?follow=1 on a process that writes for 2 s) and volume tar streams in
