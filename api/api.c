@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/http.h"
 #include "api/metrics.h"
@@ -130,6 +131,75 @@ headers_size(struct MHD_Connection *conn)
     return total;
 }
 
+/* What the request's headers say about the framing of its body. */
+struct framing {
+    unsigned n_cl, n_te;
+    const char *cl[2]; /* the first two Content-Length values */
+    const char *te;    /* the first Transfer-Encoding value */
+    const char *bad_name;
+};
+
+static enum MHD_Result
+framing_header_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct framing *f = cls;
+    /* MHD keeps a name as sent up to the colon: "Content-Length " is not
+     * Content-Length to it, but may be to a proxy in front of us. */
+    if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
+        f->bad_name = key;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->n_cl < 2)
+            f->cl[f->n_cl] = value ? value : "";
+        f->n_cl++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (!f->n_te)
+            f->te = value ? value : "";
+        f->n_te++;
+    }
+    return MHD_YES;
+}
+
+/*
+ * Refuses (400) the request shapes whose body's length two parsers could
+ * read differently, the stuff of request smuggling: RFC 9112 section 6.3
+ * has a server reject them and close the connection (an answer before the
+ * body makes MHD close it). MHD itself frames by Transfer-Encoding when
+ * there is one, whatever its value, and else by the first Content-Length.
+ * Returns whether it answered.
+ */
+static bool
+refuse_bad_framing(struct api_req *req, const char *version)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, framing_header_cb, &f);
+    if (f.bad_name) {
+        api_reply_error(req, 400, "bad_request",
+                        "header name \"%.64s\" has whitespace in it (before the colon)",
+                        f.bad_name);
+    } else if (f.n_cl > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Content-Length is given %u times (%.32s, %.32s): send exactly one", f.n_cl,
+                        f.cl[0], f.cl[1]);
+    } else if (f.n_te && f.n_cl) {
+        api_reply_error(req, 400, "bad_request",
+                        "both Transfer-Encoding (%.64s) and Content-Length (%.32s) are given: "
+                        "send one of them",
+                        f.te, f.cl[0]);
+    } else if (f.n_te > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is given %u times: send it once, as chunked", f.n_te);
+    } else if (f.n_te && strcasecmp(f.te, "chunked") != 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding %.64s is not supported: only chunked is", f.te);
+    } else if (f.n_te && strcmp(version, MHD_HTTP_VERSION_1_0) == 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is not allowed in an HTTP/1.0 request");
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* Queues the reply the handler prepared, if there is one. */
 static enum MHD_Result
 queue_reply(struct api_req *req)
@@ -145,7 +215,7 @@ queue_reply(struct api_req *req)
 
 /* Sets up a request on its first callback; may reply at once. */
 static void
-begin_request(struct api_req *req, const char *url)
+begin_request(struct api_req *req, const char *url, const char *version)
 {
     struct api *api = req->api;
     http_server_headers_done(api->http, req->conn);
@@ -156,12 +226,20 @@ begin_request(struct api_req *req, const char *url)
                         "request target is %zu bytes, over the limit of %d", uri_len, API_URI_MAX);
         return;
     }
+    if (req->query_params > API_QUERY_PARAMS_MAX) {
+        api_reply_error(req, 414, "uri_too_long",
+                        "request target has %u query parameters, over the limit of %d",
+                        req->query_params, API_QUERY_PARAMS_MAX);
+        return;
+    }
     size_t hs = headers_size(req->conn);
     if (hs > API_HEADERS_MAX) {
         api_reply_error(req, 431, "headers_too_large",
                         "request headers are %zu bytes, over the limit of %d", hs, API_HEADERS_MAX);
         return;
     }
+    if (refuse_bad_framing(req, version))
+        return;
     if (api->shutting_down) {
         api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
         return;
@@ -280,7 +358,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->path = strndup(raw, plen);
         if (!req->path)
             return MHD_NO;
-        begin_request(req, url);
+        begin_request(req, url, version);
         return queue_reply(req);
     }
     if (*upload_data_size > 0) {
@@ -391,10 +469,31 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req);
 }
 
+/* Query parameters as MHD splits them: one more than there are '&'. */
+static unsigned
+query_params_count(const char *query)
+{
+    if (!*query)
+        return 0;
+    unsigned n = 1;
+    for (const char *p = query; (p = strchr(p, '&')); p++)
+        n++;
+    return n;
+}
+
 /*
  * Called by MHD as soon as the request line is parsed, with the target
  * exactly as sent; its return value becomes the request's context, so
  * every request gets its api_req here.
+ *
+ * It is also the one moment before MHD parses the query: MHD (0.9.75)
+ * files every parameter as a 64-byte record in the connection's memory
+ * pool, so a target of "a&a&a..." costs 32 times its length there, and
+ * when the pool runs out in the middle MHD neither answers nor closes
+ * the connection. A query past our limits is therefore cut off here, in
+ * MHD's own copy of the request line (which MHD splits at the first '?'
+ * right after this call), so that MHD parses none of it; the request is
+ * answered 414 from the raw target kept in the api_req.
  */
 static void *
 uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -403,7 +502,15 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     if (!req)
         return NULL;
     req->start_ns = uv_hrtime();
+    if (!uri)
+        return req;
     req->raw_uri = strdup(uri);
+    char *query = strchr((char *)uri, '?'); /* MHD's buffer, writable */
+    if (query) {
+        req->query_params = query_params_count(query + 1);
+        if (req->query_params > API_QUERY_PARAMS_MAX || strlen(uri) > API_URI_MAX)
+            query[1] = '\0';
+    }
     return req;
 }
 

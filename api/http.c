@@ -314,10 +314,10 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
          * follow reach our log too. */
         MHD_OPTION_EXTERNAL_LOGGER, log_cb, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_LIMIT, opts->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls, MHD_OPTION_URI_LOG_CALLBACK,
-        opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION, notify_connection_cb, s,
-        MHD_OPTION_END);
+        opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_CONNECTION_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls,
+        MHD_OPTION_URI_LOG_CALLBACK, opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION,
+        notify_connection_cb, s, MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return err_set(err, EADDRINUSE,

@@ -20,6 +20,19 @@
 
 #include "common/err.h"
 
+/*
+ * MHD's per-connection memory pool. It holds the request line and the
+ * headers as received plus a 64-byte record for every header and query
+ * parameter (and cookie), so it bounds what berth gets to see at all: a
+ * request over it is answered by MHD itself (431 or 414 with an HTML
+ * body) before any callback of ours. At 128 KiB every request line up to
+ * ~64 KiB and header block up to ~100 KiB in up to ~1,500 fields reaches
+ * api.c, which answers JSON past API_URI_MAX and API_HEADERS_MAX. MHD
+ * zeroes the whole pool between two requests, so an idle keep-alive
+ * connection holds this much memory.
+ */
+#define HTTP_CONNECTION_POOL_BYTES (128 * 1024)
+
 struct http_server;
 
 struct http_server_opts {

@@ -24,6 +24,10 @@
 #define API_URI_MAX 8192
 /* Largest total of request header names and values taken: 431 past this. */
 #define API_HEADERS_MAX 16384
+/* Most query parameters taken (MHD keeps a 64-byte record for each in the
+ * connection's pool, so they are counted, and refused, before it parses
+ * them): 414 past this. */
+#define API_QUERY_PARAMS_MAX 64
 
 struct api;
 
@@ -50,6 +54,8 @@ struct api_req {
      * len == 0 means the body is complete.
      */
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
+
+    unsigned query_params; /* as counted in the raw target */
 
     bool dispatched;          /* the handler has run */
     bool body_ended;          /* stream_data was told the body is complete */
