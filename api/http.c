@@ -37,6 +37,14 @@
  * of the oldest candidates of each kind. */
 #define EVICT_GRACE_MS 5
 #define EVICT_SCAN 8
+/* At the limit, this many are evicted at once, so MHD accepts a batch of
+ * newcomers per run rather than one. */
+#define EVICT_BATCH 8
+/* MHD runs in one go at most while evicting (see run_mhd). */
+#define MHD_RUNS_AT_LIMIT 4
+/* An idle keep-alive connection is evicted only once it has been idle this
+ * long: a busy client's connection is idle between every two requests. */
+#define EVICT_IDLE_MIN_MS 1000
 
 /*
  * Where a connection is in its life. Only HEAD has a deadline of ours;
@@ -126,13 +134,24 @@ rearm_resumed(struct http_server *s)
     s->n_rearm = 0;
 }
 
+/*
+ * One MHD_run, or a few in a row while connections are being evicted at
+ * the limit: MHD closes the evicted ones on the run after the one that
+ * accepted, and accepts again only on the run after that, so without
+ * this a flood would advance by one loop iteration per step.
+ */
 static void
 run_mhd(struct http_server *s)
 {
     s->kick_pending = false;
     size_t pending_rearm = s->n_rearm;
-    if (MHD_run(s->mhd) != MHD_YES)
-        log_warn("http: MHD_run failed");
+    for (unsigned runs = 0; runs < MHD_RUNS_AT_LIMIT; runs++) {
+        unsigned evicted = s->evicted, closing = s->closing;
+        if (MHD_run(s->mhd) != MHD_YES)
+            log_warn("http: MHD_run failed");
+        if (s->evicted == evicted && s->closing == closing)
+            break;
+    }
     /* The run took back the connections resumed before it. */
     if (pending_rearm)
         rearm_resumed(s);
@@ -332,20 +351,22 @@ sweep_cb(uv_timer_t *t)
  * enough for its client to have sent its request, and with nothing in the
  * socket that MHD has yet to read (a request on its way in). */
 static bool
-evictable(const struct http_conn *c, const struct http_conn *newest, uint64_t now)
+evictable(const struct http_conn *c, const struct http_conn *newest, uint64_t now,
+          uint64_t min_age_ms)
 {
-    if (c == newest || now - c->since_ms < EVICT_GRACE_MS)
+    if (c == newest || now - c->since_ms < min_age_ms)
         return false;
     int unread = 0;
     return ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
 static struct http_conn *
-first_evictable(const struct conn_list *l, const struct http_conn *newest, uint64_t now)
+first_evictable(const struct conn_list *l, const struct http_conn *newest, uint64_t now,
+                uint64_t min_age_ms)
 {
     unsigned looked = 0;
     for (struct http_conn *c = l->first; c && looked < EVICT_SCAN; c = c->next, looked++)
-        if (evictable(c, newest, now))
+        if (evictable(c, newest, now, min_age_ms))
             return c;
     return NULL;
 }
@@ -356,7 +377,8 @@ static void evict_timer_cb(uv_timer_t *t);
  * At MHD's limit (MHD then stops accepting), makes room for the next
  * connection by shutting down the one that holds a slot for the least
  * reason: the oldest still sending its headers (once past
- * EVICT_HEAD_MIN_AGE_MS), or else the oldest idle keep-alive one.
+ * EVICT_HEAD_MIN_AGE_MS), or else the oldest keep-alive one idle for
+ * EVICT_IDLE_MIN_MS.
  * Connections with a request in progress are never evicted. So a flood
  * of slow clients cannot keep a quick one (a health probe) waiting in the
  * kernel's accept queue. When nobody may be evicted yet (all too young),
@@ -369,21 +391,24 @@ evict_if_full(struct http_server *s, const struct http_conn *newest)
     if (s->connections - s->closing < s->limit || !s->mhd)
         return;
     uint64_t now = uv_now(s->loop);
-    struct http_conn *head = first_evictable(&s->heads, newest, now);
-    struct http_conn *idle = first_evictable(&s->idle, newest, now);
-    struct http_conn *victim = head;
-    if (!head || (idle && now - head->since_ms < EVICT_HEAD_MIN_AGE_MS))
-        victim = idle;
-    if (!victim) {
-        if (!uv_is_active((uv_handle_t *)&s->evict))
-            uv_timer_start(&s->evict, evict_timer_cb, EVICT_GRACE_MS, 0);
-        return;
+    for (unsigned n = 0; n < EVICT_BATCH; n++) {
+        struct http_conn *head = first_evictable(&s->heads, newest, now, EVICT_GRACE_MS);
+        struct http_conn *idle = first_evictable(&s->idle, newest, now, EVICT_IDLE_MIN_MS);
+        struct http_conn *victim = head;
+        if (!head || (idle && now - head->since_ms < EVICT_HEAD_MIN_AGE_MS))
+            victim = idle;
+        if (!victim) {
+            if (n == 0 && !uv_is_active((uv_handle_t *)&s->evict))
+                uv_timer_start(&s->evict, evict_timer_cb, EVICT_GRACE_MS, 0);
+            return;
+        }
+        s->evicted++;
+        log_debug("http: at the connection limit (%u): closing a%s connection %.1f s old (%u so "
+                  "far)",
+                  s->limit, victim->phase == CONN_HEAD ? " pending" : "n idle",
+                  (double)(now - victim->since_ms) / 1000.0, s->evicted);
+        conn_shut(s, victim);
     }
-    s->evicted++;
-    log_debug("http: at the connection limit (%u): closing a%s connection %.1f s old (%u so far)",
-              s->limit, victim->phase == CONN_HEAD ? " pending" : "n idle",
-              (double)(now - victim->since_ms) / 1000.0, s->evicted);
-    conn_shut(s, victim);
 }
 
 static void
