@@ -35,7 +35,7 @@
 /* No connection is evicted in its first milliseconds (its client may not
  * have sent its request yet), and eviction looks at no more than this many
  * of the oldest candidates of each kind. */
-#define EVICT_GRACE_MS 5
+#define EVICT_GRACE_MS 20
 #define EVICT_SCAN 8
 /* At the limit, this many are evicted at once, so MHD accepts a batch of
  * newcomers per run rather than one. */
@@ -69,10 +69,11 @@ struct http_conn {
     struct MHD_Connection *conn;
     int fd;
     enum conn_phase phase;
-    bool reserve;         /* accepted past max_connections: health only */
-    uint64_t since_ms;    /* loop time the phase began */
-    uint64_t deadline_ms; /* CONN_HEAD: loop time its headers are due */
-    uint64_t idle_hr_ms;  /* CONN_IDLE: uv_hrtime() in ms when it became idle */
+    bool reserve; /* accepted past max_connections: health only */
+    /* Times in ms of uv_hrtime(), not of the loop's cached clock: a client
+     * gets its grace in real time even when a loop iteration ran long. */
+    uint64_t since_ms;    /* the phase began */
+    uint64_t deadline_ms; /* CONN_HEAD: its headers are due */
     struct conn_list *list;
     struct http_conn *prev, *next;
 };
@@ -306,7 +307,7 @@ conn_has_new_data(const struct http_conn *c, uint64_t *ago_ms)
         return false;
     uint64_t now = hr_ms();
     uint64_t arrived = now - ti.tcpi_last_data_recv;
-    if (arrived <= c->idle_hr_ms + NEXT_REQUEST_MARGIN_MS)
+    if (arrived <= c->since_ms + NEXT_REQUEST_MARGIN_MS)
         return false;
     *ago_ms = ti.tcpi_last_data_recv;
     return true;
@@ -325,7 +326,7 @@ static void
 sweep_cb(uv_timer_t *t)
 {
     struct http_server *s = t->data;
-    uint64_t now = uv_now(s->loop);
+    uint64_t now = hr_ms();
     bool pressure = under_pressure(s);
     struct http_conn *next;
     for (struct http_conn *c = s->idle.first; c; c = next) {
@@ -390,7 +391,7 @@ evict_if_full(struct http_server *s, const struct http_conn *newest)
 {
     if (s->connections - s->closing < s->limit || !s->mhd)
         return;
-    uint64_t now = uv_now(s->loop);
+    uint64_t now = hr_ms();
     for (unsigned n = 0; n < EVICT_BATCH; n++) {
         struct http_conn *head = first_evictable(&s->heads, newest, now, EVICT_GRACE_MS);
         struct http_conn *idle = first_evictable(&s->idle, newest, now, EVICT_IDLE_MIN_MS);
@@ -437,7 +438,7 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
         c->reserve = s->regular >= s->max_connections;
         if (!c->reserve)
             s->regular++;
-        conn_enter_head(s, c, uv_now(s->loop));
+        conn_enter_head(s, c, hr_ms());
         /* Keep one slot free for whoever comes next. */
         evict_if_full(s, c);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
@@ -472,7 +473,7 @@ http_server_headers_done(struct http_server *s, struct MHD_Connection *conn)
         return;
     list_unlink(c);
     c->phase = CONN_REQUEST;
-    c->since_ms = uv_now(s->loop);
+    c->since_ms = hr_ms();
 }
 
 void
@@ -482,8 +483,7 @@ http_server_request_done(struct http_server *s, struct MHD_Connection *conn)
     if (!c || c->phase != CONN_REQUEST)
         return;
     c->phase = CONN_IDLE;
-    c->since_ms = uv_now(s->loop);
-    c->idle_hr_ms = hr_ms();
+    c->since_ms = hr_ms();
     list_append(&s->idle, c);
 }
 

@@ -25,7 +25,7 @@
 #include "common/err.h"
 
 /* Connections accepted past --max-connections, for GET /v1/health only. */
-#define HTTP_RESERVE_CONNECTIONS 16
+#define HTTP_RESERVE_CONNECTIONS 32
 
 /*
  * MHD's per-connection memory pool. It holds the request line and the

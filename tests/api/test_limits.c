@@ -444,7 +444,8 @@ struct slowloris {
     pthread_t thread;
     unsigned port;
     int n;
-    bool mixed; /* kinds in turn; else all SLOW_HEADERS */
+    bool mixed;           /* kinds in turn; else all SLOW_HEADERS */
+    long reopen_delay_ms; /* how soon a closed one comes back */
     const char *body_route;
     atomic_bool stop;
     atomic_uint reopened; /* connections the server closed and we reopened */
@@ -477,7 +478,8 @@ slowloris_main(void *arg)
     struct slowloris *sl = arg;
     int *fds = calloc((size_t)sl->n, sizeof(int));
     size_t *pos = calloc((size_t)sl->n, sizeof(size_t));
-    ck_assert(fds && pos);
+    double *closed_at = calloc((size_t)sl->n, sizeof(double));
+    ck_assert(fds && pos && closed_at);
     for (int i = 0; i < sl->n; i++)
         fds[i] = -1;
     double next_byte = 0;
@@ -495,10 +497,13 @@ slowloris_main(void *arg)
                 if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
                     close(fds[i]);
                     fds[i] = -1;
+                    closed_at[i] = now_ms();
                     atomic_fetch_add(&sl->reopened, 1);
                 }
             }
             if (fds[i] < 0) {
+                if (now_ms() - closed_at[i] < sl->reopen_delay_ms)
+                    continue;
                 fds[i] = slow_open(sl, kind);
                 pos[i] = 0;
                 continue;
@@ -521,16 +526,19 @@ slowloris_main(void *arg)
             close(fds[i]);
     free(fds);
     free(pos);
+    free(closed_at);
     return NULL;
 }
 
 static void
-slowloris_start(struct slowloris *sl, const struct berthd *b, int n, bool mixed)
+slowloris_start(struct slowloris *sl, const struct berthd *b, int n, bool mixed,
+                long reopen_delay_ms)
 {
     memset(sl, 0, sizeof(*sl));
     sl->port = b->port;
     sl->n = n;
     sl->mixed = mixed;
+    sl->reopen_delay_ms = reopen_delay_ms;
     sl->body_route = harness_json_route(b);
     ck_assert_ptr_nonnull(sl->body_route);
     ck_assert_int_eq(pthread_create(&sl->thread, NULL, slowloris_main, sl), 0);
@@ -609,7 +617,7 @@ START_TEST(health_answers_in_100ms_while_slow_clients_hold_every_connection)
     berthd_start(&b,
                  &(struct berthd_opts){.args = {"--runtime", "host", "--max-connections", "40"}});
     struct slowloris sl;
-    slowloris_start(&sl, &b, 40, true);
+    slowloris_start(&sl, &b, 40, true, 0);
     sleep_ms(500);
     check_health_fast_throughout(&b, 12000, "with 40 slow clients at --max-connections 40");
     unsigned reopened = atomic_load(&sl.reopened);
@@ -619,18 +627,25 @@ START_TEST(health_answers_in_100ms_while_slow_clients_hold_every_connection)
 }
 END_TEST
 
-/* Five times as many slow clients as --max-connections (more than the
- * reserve for health too): health still answers within 100 ms. */
+/*
+ * Five times as many slow clients as --max-connections (more than the
+ * reserve for health too), each back 50 ms after it is closed: health
+ * still answers within 100 ms. (Back at once, they make a connection
+ * flood that keeps the loop busy with nothing but accepting and closing;
+ * bench/api.sh measures that case.)
+ */
 START_TEST(health_answers_in_100ms_with_slow_clients_beyond_max_connections)
 {
     struct berthd b = {0};
     berthd_start(&b,
                  &(struct berthd_opts){.args = {"--runtime", "host", "--max-connections", "20"}});
     struct slowloris sl;
-    slowloris_start(&sl, &b, 100, false);
+    slowloris_start(&sl, &b, 100, false, 50);
     sleep_ms(500);
     check_health_fast_throughout(&b, 5000, "with 100 slow clients at --max-connections 20");
+    unsigned reopened = atomic_load(&sl.reopened);
     slowloris_stop(&sl);
+    ck_assert_msg(reopened >= 100, "the slow clients were closed only %u times in 5 s", reopened);
     berthd_finish(&b);
 }
 END_TEST
