@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/http.h"
 #include "api/metrics.h"
@@ -18,10 +19,11 @@
 #include "common/log.h"
 #include "daemon/daemon.h"
 
-/* Headers-phase timeout for new connections. */
+/* Deadline for the request line and headers of every request. */
 #define HEADER_TIMEOUT_S 10
 
-/* How often uploads in progress are checked for a client that hung up. */
+/* How often uploads in progress are checked for a client that hung up,
+ * and request bodies for their rate. */
 #define PEER_SWEEP_MS 500
 
 struct api {
@@ -80,6 +82,24 @@ api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, jo
     return 0;
 }
 
+/*
+ * Counts the time since rate_since_ms as time the request's body was
+ * awaited from its client, and marks body_seen at every
+ * API_BODY_RATE_MARK_MS of that time. Bytes that came during the span are
+ * taken to have come at its end (the lenient reading).
+ */
+static void
+rate_account(struct api_req *req, uint64_t now)
+{
+    uint64_t from = req->rate_active_ms;
+    uint64_t to = from + (now - req->rate_since_ms);
+    for (uint64_t m = from / API_BODY_RATE_MARK_MS + 1; m <= to / API_BODY_RATE_MARK_MS; m++)
+        req->rate_marks[m % API_BODY_RATE_MARKS] = req->rate_seen_then;
+    req->rate_active_ms = to;
+    req->rate_since_ms = now;
+    req->rate_seen_then = req->body_seen;
+}
+
 void
 api_req_suspend(struct api_req *req)
 {
@@ -88,6 +108,9 @@ api_req_suspend(struct api_req *req)
     MHD_suspend_connection(req->conn);
     req->suspended = true;
     struct api *api = req->api;
+    /* The body's rate clock stops: berth, not the client, is the slow one. */
+    if (req->started && !req->body_done)
+        rate_account(req, uv_now(api->daemon->loop));
     req->susp_prev = NULL;
     req->susp_next = api->suspended;
     if (api->suspended)
@@ -109,6 +132,7 @@ api_req_resume(struct api_req *req)
         req->susp_next->susp_prev = req->susp_prev;
     req->susp_prev = req->susp_next = NULL;
     req->suspended = false;
+    req->rate_since_ms = uv_now(api->daemon->loop);
     MHD_resume_connection(req->conn);
     if (api->http)
         http_server_resumed(api->http, req->conn);
@@ -130,6 +154,75 @@ headers_size(struct MHD_Connection *conn)
     return total;
 }
 
+/* What the request's headers say about the framing of its body. */
+struct framing {
+    unsigned n_cl, n_te;
+    const char *cl[2]; /* the first two Content-Length values */
+    const char *te;    /* the first Transfer-Encoding value */
+    const char *bad_name;
+};
+
+static enum MHD_Result
+framing_header_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct framing *f = cls;
+    /* MHD keeps a name as sent up to the colon: "Content-Length " is not
+     * Content-Length to it, but may be to a proxy in front of us. */
+    if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
+        f->bad_name = key;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->n_cl < 2)
+            f->cl[f->n_cl] = value ? value : "";
+        f->n_cl++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (!f->n_te)
+            f->te = value ? value : "";
+        f->n_te++;
+    }
+    return MHD_YES;
+}
+
+/*
+ * Refuses (400) the request shapes whose body's length two parsers could
+ * read differently, the stuff of request smuggling: RFC 9112 section 6.3
+ * has a server reject them and close the connection (an answer before the
+ * body makes MHD close it). MHD itself frames by Transfer-Encoding when
+ * there is one, whatever its value, and else by the first Content-Length.
+ * Returns whether it answered.
+ */
+static bool
+refuse_bad_framing(struct api_req *req, const char *version)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, framing_header_cb, &f);
+    if (f.bad_name) {
+        api_reply_error(req, 400, "bad_request",
+                        "header name \"%.64s\" has whitespace in it (before the colon)",
+                        f.bad_name);
+    } else if (f.n_cl > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Content-Length is given %u times (%.32s, %.32s): send exactly one", f.n_cl,
+                        f.cl[0], f.cl[1]);
+    } else if (f.n_te && f.n_cl) {
+        api_reply_error(req, 400, "bad_request",
+                        "both Transfer-Encoding (%.64s) and Content-Length (%.32s) are given: "
+                        "send one of them",
+                        f.te, f.cl[0]);
+    } else if (f.n_te > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is given %u times: send it once, as chunked", f.n_te);
+    } else if (f.n_te && strcasecmp(f.te, "chunked") != 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding %.64s is not supported: only chunked is", f.te);
+    } else if (f.n_te && strcmp(version, MHD_HTTP_VERSION_1_0) == 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is not allowed in an HTTP/1.0 request");
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* Queues the reply the handler prepared, if there is one. */
 static enum MHD_Result
 queue_reply(struct api_req *req)
@@ -145,15 +238,22 @@ queue_reply(struct api_req *req)
 
 /* Sets up a request on its first callback; may reply at once. */
 static void
-begin_request(struct api_req *req, const char *url)
+begin_request(struct api_req *req, const char *url, const char *version)
 {
     struct api *api = req->api;
     http_server_headers_done(api->http, req->conn);
+    req->rate_since_ms = uv_now(api->daemon->loop);
 
     size_t uri_len = strlen(req->raw_uri ? req->raw_uri : url);
     if (uri_len > API_URI_MAX) {
         api_reply_error(req, 414, "uri_too_long",
                         "request target is %zu bytes, over the limit of %d", uri_len, API_URI_MAX);
+        return;
+    }
+    if (req->query_params > API_QUERY_PARAMS_MAX) {
+        api_reply_error(req, 414, "uri_too_long",
+                        "request target has %u query parameters, over the limit of %d",
+                        req->query_params, API_QUERY_PARAMS_MAX);
         return;
     }
     size_t hs = headers_size(req->conn);
@@ -162,8 +262,20 @@ begin_request(struct api_req *req, const char *url)
                         "request headers are %zu bytes, over the limit of %d", hs, API_HEADERS_MAX);
         return;
     }
+    if (refuse_bad_framing(req, version))
+        return;
     if (api->shutting_down) {
         api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        return;
+    }
+    if (http_server_conn_reserved(api->http, req->conn) &&
+        !(strcmp(req->method, MHD_HTTP_METHOD_GET) == 0 && strcmp(req->path, "/v1/health") == 0)) {
+        api_reply_error(req, 503, "unavailable",
+                        "the connection limit of %u is reached; past it only GET /v1/health is "
+                        "served",
+                        api->daemon->cfg->max_connections);
+        if (req->response)
+            MHD_add_response_header(req->response, "Retry-After", "1");
         return;
     }
 
@@ -280,9 +392,13 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->path = strndup(raw, plen);
         if (!req->path)
             return MHD_NO;
-        begin_request(req, url);
+        begin_request(req, url, version);
+        /* An answer this early ends the request: MHD reads no body. */
+        if (req->response)
+            req->body_done = true;
         return queue_reply(req);
     }
+    req->body_seen += *upload_data_size;
     if (*upload_data_size > 0) {
         if (req->response) {
             /* Answered before the body ended (an upload that failed
@@ -304,6 +420,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
             size_t took = req->stream_data(req, upload_data, *upload_data_size);
             *upload_data_size -= took;
             req->body_received += took;
+            /* What is left is offered again: count it then. */
+            req->body_seen -= *upload_data_size;
             return MHD_YES;
         }
         if (req->body_mode == BODY_NONE) {
@@ -316,6 +434,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         *upload_data_size = 0;
         return MHD_YES;
     }
+    req->body_done = true;
     if (req->response)
         return queue_reply(req);
 
@@ -345,6 +464,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     *con_cls = NULL;
+    if (api->http)
+        http_server_request_done(api->http, conn);
     if (!req->started) {
         /* MHD refused the request before our handler saw it. */
         free(req->raw_uri);
@@ -352,7 +473,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     }
     double seconds = (double)(uv_hrtime() - req->start_ns) / 1e9;
-    unsigned status = req->status ? req->status : 499; /* client went away unanswered */
+    /* 499: the client went away unanswered. */
+    unsigned status = req->closed_status ? req->closed_status : req->status ? req->status : 499;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
         log_debug("%s %s: connection ended before the reply was complete (%d)", req->method,
                   req->path, (int)toe);
@@ -391,10 +513,31 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req);
 }
 
+/* Query parameters as MHD splits them: one more than there are '&'. */
+static unsigned
+query_params_count(const char *query)
+{
+    if (!*query)
+        return 0;
+    unsigned n = 1;
+    for (const char *p = query; (p = strchr(p, '&')); p++)
+        n++;
+    return n;
+}
+
 /*
  * Called by MHD as soon as the request line is parsed, with the target
  * exactly as sent; its return value becomes the request's context, so
  * every request gets its api_req here.
+ *
+ * It is also the one moment before MHD parses the query: MHD (0.9.75)
+ * files every parameter as a 64-byte record in the connection's memory
+ * pool, so a target of "a&a&a..." costs 32 times its length there, and
+ * when the pool runs out in the middle MHD neither answers nor closes
+ * the connection. A query past our limits is therefore cut off here, in
+ * MHD's own copy of the request line (which MHD splits at the first '?'
+ * right after this call), so that MHD parses none of it; the request is
+ * answered 414 from the raw target kept in the api_req.
  */
 static void *
 uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -403,8 +546,69 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     if (!req)
         return NULL;
     req->start_ns = uv_hrtime();
+    if (!uri)
+        return req;
     req->raw_uri = strdup(uri);
+    char *query = strchr((char *)uri, '?'); /* MHD's buffer, writable */
+    if (query) {
+        req->query_params = query_params_count(query + 1);
+        if (req->query_params > API_QUERY_PARAMS_MAX || strlen(uri) > API_URI_MAX)
+            query[1] = '\0';
+    }
     return req;
+}
+
+/*
+ * Whether a request's body is arriving under API_BODY_MIN_RATE over the
+ * last API_BODY_RATE_WINDOW_S of the time it was awaited from the client
+ * (suspended time, while berth's job had not taken the last piece, is not
+ * counted). The window must bring the rate's worth of bytes, or all that
+ * the Content-Length says was left at its start.
+ */
+static bool
+body_too_slow(struct api_req *req, uint64_t now)
+{
+    if (!req->started || req->body_done || req->suspended)
+        return false;
+    rate_account(req, now);
+    if (req->rate_active_ms < API_BODY_RATE_WINDOW_S * 1000)
+        return false;
+    uint64_t mark = (req->rate_active_ms - API_BODY_RATE_WINDOW_S * 1000) / API_BODY_RATE_MARK_MS;
+    uint64_t window_ms = req->rate_active_ms - mark * API_BODY_RATE_MARK_MS;
+    uint64_t from = req->rate_marks[mark % API_BODY_RATE_MARKS];
+    uint64_t got = req->body_seen - from;
+    uint64_t need = (uint64_t)API_BODY_MIN_RATE * window_ms / 1000;
+    const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        uint64_t total = strtoull(cl, NULL, 10);
+        uint64_t left = total > from ? total - from : 0;
+        if (left < need)
+            need = left;
+    }
+    if (got >= need)
+        return false;
+    log_info("%s %s: %llu body bytes in the last %.1f s, under the minimum of %d bytes/s: "
+             "closing the connection",
+             req->method, req->path, (unsigned long long)got, (double)window_ms / 1000.0,
+             API_BODY_MIN_RATE);
+    return true;
+}
+
+/* Closes the connection of a request whose client broke a limit in the
+ * middle of its body; whatever its job waits for is aborted first. */
+static void
+close_slow_request(struct api *api, struct api_req *req)
+{
+    req->body_done = true; /* once */
+    req->closed_status = 408;
+    if (req->on_shutdown) {
+        void (*hook)(struct api_req *) = req->on_shutdown;
+        req->on_shutdown = NULL;
+        hook(req);
+    }
+    if (req->suspended)
+        api_req_resume(req);
+    http_server_conn_close(api->http, req->conn);
 }
 
 /*
@@ -414,15 +618,21 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
  * 0.9.75, may not do after a resume either, having dropped the socket's
  * edge-triggered event). So uploads in progress are checked here: a peer
  * that shut its side down or reset the connection has its request's job
- * aborted, and the request resumed so MHD closes it.
+ * aborted, and the request resumed so MHD closes it. Every request whose
+ * body is still coming is also held to the minimum rate here.
  */
 static void
 peer_sweep_cb(uv_timer_t *t)
 {
     struct api *api = t->data;
     struct api_req *next;
+    uint64_t now = uv_now(api->daemon->loop);
     for (struct api_req *req = api->live; req; req = next) {
         next = req->live_next;
+        if (body_too_slow(req, now)) {
+            close_slow_request(api, req);
+            continue;
+        }
         if (!req->stream_data || req->body_ended || !req->on_shutdown)
             continue;
         const union MHD_ConnectionInfo *info =

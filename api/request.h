@@ -24,6 +24,19 @@
 #define API_URI_MAX 8192
 /* Largest total of request header names and values taken: 431 past this. */
 #define API_HEADERS_MAX 16384
+/* Most query parameters taken (MHD keeps a 64-byte record for each in the
+ * connection's pool, so they are counted, and refused, before it parses
+ * them): 414 past this. */
+#define API_QUERY_PARAMS_MAX 64
+/* A request body must arrive at this many bytes a second on average over
+ * each window of API_BODY_RATE_WINDOW_S seconds (or all that is left of
+ * it, when less), or the connection is closed. Time while the request is
+ * suspended (berth has not taken the last piece yet) does not count. */
+#define API_BODY_MIN_RATE 1024
+#define API_BODY_RATE_WINDOW_S 10
+/* The window slides in steps of this much counted time. */
+#define API_BODY_RATE_MARK_MS 500
+#define API_BODY_RATE_MARKS (API_BODY_RATE_WINDOW_S * 1000 / API_BODY_RATE_MARK_MS + 1)
 
 struct api;
 
@@ -50,6 +63,20 @@ struct api_req {
      * len == 0 means the body is complete.
      */
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
+
+    unsigned query_params; /* as counted in the raw target */
+
+    /* The body's rate (API_BODY_MIN_RATE): from the first access call
+     * until body_done, time counts while the request is not suspended. */
+    bool body_done;          /* the body is complete, or will not be read */
+    uint64_t body_seen;      /* body bytes MHD handed over so far, any mode */
+    uint64_t rate_since_ms;  /* loop time counted up to */
+    uint64_t rate_active_ms; /* counted time so far */
+    uint64_t rate_seen_then; /* body_seen at rate_since_ms */
+    /* body_seen at every API_BODY_RATE_MARK_MS of counted time, a ring
+     * just long enough for one window. */
+    uint64_t rate_marks[API_BODY_RATE_MARKS];
+    unsigned closed_status; /* for the log: why we closed the connection */
 
     bool dispatched;          /* the handler has run */
     bool body_ended;          /* stream_data was told the body is complete */
