@@ -341,8 +341,12 @@ doc_digest_value(const struct doc *d, const char *field, const char *s, char out
         return 0;
     }
     const char *colon = strchr(s, ':');
-    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0) {
-        int alg = (int)(colon - s);
+    /* Named only when it looks like an algorithm (the OCI grammar's
+     * characters): the message must carry no raw bytes of the value. */
+    size_t alg_len = colon ? (size_t)(colon - s) : 0;
+    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0 &&
+        strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789+._-") == alg_len) {
+        int alg = (int)alg_len;
         if (alg > 16)
             alg = 16;
         return doc_fail(d, "%s %s uses algorithm %.*s; only sha256 is supported", field,
@@ -479,7 +483,9 @@ annotations_from_json(const struct doc *d, json_object *o, const char *field,
     {
         const char *s;
         int r;
-        snprintf(key_field, sizeof(key_field), "%s[\"%.64s\"]", field, key);
+        char q[QUOTE_MAX];
+        /* The key is quoted as values are: it ends up in logs and replies. */
+        snprintf(key_field, sizeof(key_field), "%s[%s]", field, quote(q, key, strlen(key)));
         if (!val)
             return doc_fail(d, "%s is null, want a string", key_field);
         if ((r = doc_check_type(d, val, key_field, json_type_string)) < 0 ||
