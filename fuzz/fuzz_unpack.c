@@ -6,7 +6,7 @@
  *
  * Each input is unpacked into a fresh root in a sandbox:
  *   <sandbox>/root/            the target, made before and removed after
- *   <sandbox>/lower/           the lower layer: a -> ../outside, d/f
+ *   <sandbox>/lower/           the lower layer: up -> ../outside, d/f
  *   <sandbox>/outside/secret   a sentinel: "secret", mode 0600, one link
  * and after each one it checks that nothing exists outside the root: the
  * sandbox, the lower layer and the sentinel are as they were, the
@@ -17,9 +17,10 @@
  * hole 1). A refusal must come with an error code and a message.
  *
  * The private /tmp is a tmpfs mounted in a mount namespace of the
- * target's own, which needs root and a TMPDIR outside /tmp (libFuzzer
- * keeps its merge files there); scripts/fuzz.sh arranges both. Without
- * them the sandbox goes under $TMPDIR and /tmp is not watched.
+ * target's own, which needs root, and TMPDIR (where libFuzzer keeps its
+ * merge files), the working directory and every path argument outside
+ * /tmp; scripts/fuzz.sh arranges that. Otherwise the sandbox goes under
+ * $TMPDIR and /tmp is not watched.
  */
 #include "fuzz/fuzz.h"
 
@@ -45,6 +46,7 @@ static char root[PATH_MAX + 8];
 static char lower[PATH_MAX + 8];
 static char outside[PATH_MAX + 16];
 static bool private_tmp;
+static bool verbose; /* BERTH_FUZZ_VERBOSE: say what became of each input */
 static char cwd[PATH_MAX];
 static char *cwd_names; /* the working directory's entries, sorted, '\n'-separated */
 
@@ -124,13 +126,31 @@ write_file(const char *path, const char *content, mode_t mode)
     close(fd);
 }
 
-/* A tmpfs on /tmp that only this process (and its children) sees. */
 static bool
-private_tmp_mount(void)
+under_tmp(const char *path)
+{
+    return strncmp(path, "/tmp", 4) == 0 && (path[4] == '\0' || path[4] == '/');
+}
+
+/*
+ * A tmpfs on /tmp that only this process (and its children) sees; not
+ * when anything libFuzzer is to read or write is there: TMPDIR, the
+ * working directory, or a path among the arguments.
+ */
+static bool
+private_tmp_mount(int argc, char **argv)
 {
     const char *t = getenv("TMPDIR");
-    if (geteuid() != 0 || !t || strncmp(t, "/tmp", 4) == 0)
+    char here[PATH_MAX];
+    if (geteuid() != 0 || !t || under_tmp(t) || !getcwd(here, sizeof(here)) || under_tmp(here))
         return false;
+    for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (under_tmp(argv[i]) || (argv[i][0] == '-' && eq && under_tmp(eq + 1))) {
+            fprintf(stderr, "fuzz_unpack: %s is under /tmp; /tmp is not watched\n", argv[i]);
+            return false;
+        }
+    }
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
         mount("berth-fuzz", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") < 0) {
         fprintf(stderr, "fuzz_unpack: no private /tmp (%s); /tmp is not watched\n",
@@ -143,10 +163,9 @@ private_tmp_mount(void)
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    (void)argc;
-    (void)argv;
-    log_setup(LOG_ERROR, LOG_FORMAT_TEXT);
-    private_tmp = private_tmp_mount();
+    verbose = getenv("BERTH_FUZZ_VERBOSE") != NULL;
+    log_setup(verbose ? LOG_DEBUG : LOG_ERROR, LOG_FORMAT_TEXT);
+    private_tmp = private_tmp_mount(*argc, *argv);
     if (private_tmp) {
         snprintf(sandbox, sizeof(sandbox), "/tmp/berth-fuzz-unpack");
         FUZZ_CHECK(mkdir(sandbox, 0700) == 0, "mkdir %s: %s", sandbox, strerror(errno));
@@ -163,7 +182,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(mkdir(outside, 0755) == 0 && mkdir(lower, 0755) == 0, "mkdir in the sandbox");
     snprintf(p, sizeof(p), "%s/" SECRET, outside);
     write_file(p, "secret", 0600);
-    snprintf(p, sizeof(p), "%s/a", lower);
+    snprintf(p, sizeof(p), "%s/up", lower);
     FUZZ_CHECK(symlink("../outside", p) == 0, "symlink %s", p);
     snprintf(p, sizeof(p), "%s/d", lower);
     FUZZ_CHECK(mkdir(p, 0755) == 0, "mkdir %s", p);
@@ -230,11 +249,11 @@ check_outside(void)
     check_names(outside, SECRET "\n");
     snprintf(p, sizeof(p), "%s/" SECRET, outside);
     check_file(p, "secret", 0600, 1);
-    check_names(lower, "a\nd\n");
-    snprintf(p, sizeof(p), "%s/a", lower);
+    check_names(lower, "d\nup\n");
+    snprintf(p, sizeof(p), "%s/up", lower);
     char link[64] = {0};
     FUZZ_CHECK(readlink(p, link, sizeof(link) - 1) == 10 && strcmp(link, "../outside") == 0,
-               "lower/a changed");
+               "lower/up changed");
     snprintf(p, sizeof(p), "%s/d", lower);
     check_names(p, "f\n");
     snprintf(p, sizeof(p), "%s/d/f", lower);
@@ -273,6 +292,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(r < 0 && err.code == -r && err.msg[0], "refusal %d without an error (%d %s)", r,
                    err.code, err.msg);
     }
+    if (verbose)
+        fprintf(stderr, "fuzz_unpack: %zu bytes: %s\n", size, r == 0 ? "unpacked" : err.msg);
     check_outside();
 
     rm_tree(root);
