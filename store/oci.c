@@ -45,8 +45,7 @@ json_putp(json_object **o)
 
 #define cleanup_json __attribute__((cleanup(json_putp)))
 
-static int doc_fail(const struct doc *d, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
+static int doc_fail(const struct doc *d, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 static int
 doc_fail(const struct doc *d, const char *fmt, ...)
@@ -1149,8 +1148,7 @@ docker_manifest_parse(const char *buf, size_t len, const char *name, struct dock
 }
 
 /* Appends to buf at *o; once full, *o stays >= cap and nothing more is written. */
-static void buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 4, 5)));
+static void buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...) BERTH_FORMAT(4, 5);
 
 static void
 buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)
