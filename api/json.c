@@ -63,6 +63,26 @@ json_parse_object(const char *text, size_t len, bool allow_empty, json_object **
                            k);
         }
     }
+    /* json-c's default mode takes trailing commas and leading zeros; its
+     * strict mode refuses them (and would call trailing data merely an
+     * unexpected character, hence the first pass above). */
+    tok = json_tokener_new();
+    if (!tok) {
+        json_object_put(obj);
+        return err_set(err, ENOMEM, "request body: out of memory");
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_object *strict = json_tokener_parse_ex(tok, text, (int)offset);
+    jerr = json_tokener_get_error(tok);
+    size_t strict_end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    json_object_put(strict);
+    if (jerr != json_tokener_success) {
+        json_object_put(obj);
+        return err_set(err, EINVAL, "request body: malformed JSON at byte %zu: %s", strict_end,
+                       jerr == json_tokener_continue ? "unexpected end of input"
+                                                     : json_tokener_error_desc(jerr));
+    }
     if (!json_object_is_type(obj, json_type_object)) {
         int rc = err_set(err, EINVAL, "request body: expected a JSON object, got %s",
                          json_type_article(obj));

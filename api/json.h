@@ -14,8 +14,10 @@
 #include "common/err.h"
 
 /*
- * Parses text as one JSON object. An empty text gives an empty object when
- * allow_empty. The caller owns *out (json_object_put).
+ * Parses text as one JSON object, in json-c's strict mode (no trailing
+ * commas, no leading zeros), with nothing but whitespace after it. An
+ * empty text gives an empty object when allow_empty. The caller owns
+ * *out (json_object_put).
  */
 int json_parse_object(const char *text, size_t len, bool allow_empty, json_object **out,
                       struct err *err);

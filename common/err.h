@@ -43,19 +43,24 @@ enum {
  * The format functions here and elsewhere say gnu_printf, not printf: they
  * take C99 formats (%zu, %lld), and on mingw-w64 "printf" would mean
  * msvcrt's rules to the compiler's format checks. Same check on Linux.
+ * Clang (the fuzz build) has no gnu_printf and would drop the check: its
+ * printf is the C99 one.
  */
+#if defined(__clang__)
+#define BERTH_FORMAT(fmt, first) __attribute__((format(printf, fmt, first)))
+#else
+#define BERTH_FORMAT(fmt, first) __attribute__((format(gnu_printf, fmt, first)))
+#endif
 
 /* Sets err (if not NULL) and returns -code, so callers can write
  * `return err_set(err, EINVAL, "bad x %s", x);`. */
-int err_set(struct err *err, int code, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 3, 4)));
+int err_set(struct err *err, int code, const char *fmt, ...) BERTH_FORMAT(3, 4);
 
 /* As err_set, appending ": strerror(errnum)" to the message. */
-int err_errno(struct err *err, int errnum, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 3, 4)));
+int err_errno(struct err *err, int errnum, const char *fmt, ...) BERTH_FORMAT(3, 4);
 
 /* Prefixes err->msg with "context: ", keeping the code; returns -code. */
-int err_wrap(struct err *err, const char *fmt, ...) __attribute__((format(gnu_printf, 2, 3)));
+int err_wrap(struct err *err, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 /* Copies src into dst (either may be NULL). */
 void err_copy(struct err *dst, const struct err *src);

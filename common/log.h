@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "common/err.h"
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 
@@ -23,8 +25,7 @@ bool log_enabled(enum log_level level);
 
 /* Writes one record. fmt is the human message; with the JSON format it
  * becomes the "msg" field. */
-void log_write(enum log_level level, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
+void log_write(enum log_level level, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 /*
  * Writes one request record: method, path, status and duration, as

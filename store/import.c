@@ -730,6 +730,10 @@ static int
 resolve_docker(struct import *imp, struct err *err)
 {
     struct docker_manifest *dm = NULL;
+    /* Declared before the first goto: a jump into the scope of a cleanup
+     * variable would free whatever the stack held there. */
+    cleanup_free char *json = NULL;
+    size_t json_len = 0;
     int rc = docker_manifest_parse(imp->docker_json, imp->docker_len, "manifest.json", &dm, err);
     if (rc < 0)
         return rc;
@@ -785,8 +789,6 @@ resolve_docker(struct import *imp, struct err *err)
         else
             refs[i].compression = OCI_LAYER_TAR;
     }
-    cleanup_free char *json = NULL;
-    size_t json_len = 0;
     rc = oci_manifest_synthesize(cf->digest, cf->size, refs, pick->n_layers, &json, &json_len,
                                  imp->b.manifest_digest, err);
     free(refs);

@@ -45,8 +45,7 @@ json_putp(json_object **o)
 
 #define cleanup_json __attribute__((cleanup(json_putp)))
 
-static int doc_fail(const struct doc *d, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
+static int doc_fail(const struct doc *d, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 static int
 doc_fail(const struct doc *d, const char *fmt, ...)
@@ -341,8 +340,12 @@ doc_digest_value(const struct doc *d, const char *field, const char *s, char out
         return 0;
     }
     const char *colon = strchr(s, ':');
-    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0) {
-        int alg = (int)(colon - s);
+    /* Named only when it looks like an algorithm (the OCI grammar's
+     * characters): the message must carry no raw bytes of the value. */
+    size_t alg_len = colon ? (size_t)(colon - s) : 0;
+    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0 &&
+        strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789+._-") == alg_len) {
+        int alg = (int)alg_len;
         if (alg > 16)
             alg = 16;
         return doc_fail(d, "%s %s uses algorithm %.*s; only sha256 is supported", field,
@@ -479,7 +482,9 @@ annotations_from_json(const struct doc *d, json_object *o, const char *field,
     {
         const char *s;
         int r;
-        snprintf(key_field, sizeof(key_field), "%s[\"%.64s\"]", field, key);
+        char q[QUOTE_MAX];
+        /* The key is quoted as values are: it ends up in logs and replies. */
+        snprintf(key_field, sizeof(key_field), "%s[%s]", field, quote(q, key, strlen(key)));
         if (!val)
             return doc_fail(d, "%s is null, want a string", key_field);
         if ((r = doc_check_type(d, val, key_field, json_type_string)) < 0 ||
@@ -1143,8 +1148,7 @@ docker_manifest_parse(const char *buf, size_t len, const char *name, struct dock
 }
 
 /* Appends to buf at *o; once full, *o stays >= cap and nothing more is written. */
-static void buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 4, 5)));
+static void buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...) BERTH_FORMAT(4, 5);
 
 static void
 buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)

@@ -44,6 +44,23 @@ START_TEST(json_parse_refuses_trailing_data_and_non_objects)
 }
 END_TEST
 
+/* Found by fuzz/fuzz_json.c: json-c's default mode took these. */
+START_TEST(json_parse_refuses_what_strict_json_refuses)
+{
+    static const char *const bad[] = {"{\"a\": 1,}", "{\"a\": [1, 2,]}", "{\"a\": 01}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_object *o = NULL;
+        struct err err = {0};
+        ck_assert_msg(json_parse_object(bad[i], strlen(bad[i]), false, &o, &err) == -EINVAL,
+                      "%s was accepted", bad[i]);
+        ck_assert_ptr_null(o);
+        ck_assert_msg(strstr(err.msg, "malformed JSON at byte") != NULL, "%s", err.msg);
+    }
+    json_object *o = parse("{\"a\": [1, -0, 0.5, 1e3], \"b\": {}}");
+    json_object_put(o);
+}
+END_TEST
+
 START_TEST(json_parse_empty_body_only_when_allowed)
 {
     json_object *o = NULL;
@@ -123,6 +140,7 @@ main(void)
     tcase_add_test(tc, json_parse_reports_malformed_input_with_offset);
     tcase_add_test(tc, json_parse_reports_truncated_input);
     tcase_add_test(tc, json_parse_refuses_trailing_data_and_non_objects);
+    tcase_add_test(tc, json_parse_refuses_what_strict_json_refuses);
     tcase_add_test(tc, json_parse_empty_body_only_when_allowed);
     tcase_add_test(tc, json_getter_names_field_on_wrong_type);
     tcase_add_test(tc, json_getter_absent_optional_leaves_value);
