@@ -16,6 +16,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
+#include "jsonutil/jsonutil.h"
 #include "daemon/daemon.h"
 
 /* Headers-phase timeout for new connections. */
@@ -42,6 +43,14 @@ const char *
 api_req_param(const struct api_req *req, const char *name)
 {
     return route_param(&req->match, name);
+}
+
+int
+api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out, struct err *err)
+{
+    int ret =
+        jsonutil_parse_object(req->body ? req->body : "", req->body_len, allow_empty, out, err);
+    return ret < 0 ? err_wrap(err, "request body") : 0;
 }
 
 const char *

@@ -13,7 +13,7 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "daemon/daemon.h"
 #include "store/digest.h"
@@ -56,7 +56,7 @@ hash_done(void *ctx, bool cancelled)
             json_object *body = json_object_new_object();
             json_object_object_add(body, "digest", json_object_new_string(job->digest));
             json_object_object_add(body, "bytes", json_object_new_int64(job->bytes));
-            json_object_object_add(body, "seconds", json_new_double3(job->seconds));
+            json_object_object_add(body, "seconds", jsonutil_new_double3(job->seconds));
             api_reply_json(req, 200, body);
         }
         api_req_resume(req);
@@ -71,9 +71,9 @@ bench_hash_post(struct api_req *req)
     json_object *body = NULL;
     static const char *const fields[] = {"bytes", NULL};
     int64_t bytes = 0;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_int64(body, "", "bytes", true, &bytes, &err) < 0) {
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_int64(body, "", "bytes", true, &bytes, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;

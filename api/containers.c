@@ -15,7 +15,7 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "common/log.h"
 #include "daemon/daemon.h"
@@ -211,9 +211,9 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
                                          NULL};
     int64_t v;
     int r;
-    if (json_check_fields(o, "limits", fields, err) < 0)
+    if (jsonutil_check_fields(o, "limits", fields, err) < 0)
         return -EINVAL;
-    if ((r = json_get_int64(o, "limits", "memory_bytes", false, &v, err)) < 0)
+    if ((r = jsonutil_get_int64(o, "limits", "memory_bytes", false, &v, err)) < 0)
         return r;
     if (r && v != 0 && v < 4 * 1024 * 1024)
         return err_set(err, EINVAL,
@@ -222,14 +222,14 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
                        (long long)v);
     if (r)
         l->memory_bytes = (uint64_t)v;
-    if ((r = json_get_int64(o, "limits", "cpu_shares", false, &v, err)) < 0)
+    if ((r = jsonutil_get_int64(o, "limits", "cpu_shares", false, &v, err)) < 0)
         return r;
     if (r && v != 0 && (v < 2 || v > 262144))
         return err_set(err, EINVAL, "field \"limits.cpu_shares\": %lld is out of range 2..262144",
                        (long long)v);
     if (r)
         l->cpu_shares = (uint64_t)v;
-    if ((r = json_get_int64(o, "limits", "cpu_quota_pct", false, &v, err)) < 0)
+    if ((r = jsonutil_get_int64(o, "limits", "cpu_quota_pct", false, &v, err)) < 0)
         return r;
     if (r && (v < 0 || v > 100000))
         return err_set(err, EINVAL,
@@ -237,7 +237,7 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
                        (long long)v);
     if (r)
         l->cpu_quota_pct = (uint32_t)v;
-    if ((r = json_get_int64(o, "limits", "pids", false, &v, err)) < 0)
+    if ((r = jsonutil_get_int64(o, "limits", "pids", false, &v, err)) < 0)
         return r;
     if (r && v < 0)
         return err_set(err, EINVAL, "field \"limits.pids\": %lld is negative", (long long)v);
@@ -291,11 +291,11 @@ parse_mounts(json_object *arr, struct ctr_params *p, struct err *err)
         bool ro = false;
         if (!json_object_is_type(m, json_type_object))
             return err_set(err, EINVAL, "field \"%s\": expected an object", where);
-        if (json_check_fields(m, where, fields, err) < 0 ||
-            json_get_string(m, where, "host_path", false, &host, err) < 0 ||
-            json_get_string(m, where, "volume", false, &vol, err) < 0 ||
-            json_get_string(m, where, "target", true, &target, err) < 0 ||
-            json_get_bool(m, where, "readonly", false, &ro, err) < 0)
+        if (jsonutil_check_fields(m, where, fields, err) < 0 ||
+            jsonutil_get_string(m, where, "host_path", false, &host, err) < 0 ||
+            jsonutil_get_string(m, where, "volume", false, &vol, err) < 0 ||
+            jsonutil_get_string(m, where, "target", true, &target, err) < 0 ||
+            jsonutil_get_bool(m, where, "readonly", false, &ro, err) < 0)
             return -EINVAL;
         if (vol && host)
             return err_set(err, EINVAL, "field \"%s\": give host_path or volume, not both", where);
@@ -333,7 +333,7 @@ parse_properties(json_object *o, struct ctr_params *p, struct err *err)
     {
         if (!json_object_is_type(val, json_type_string))
             return err_set(err, EINVAL, "field \"properties.%s\": expected a string, got %s", key,
-                           json_type_article(val));
+                           jsonutil_type_article(val));
         if (!*key || strlen(key) > 256)
             return err_set(err, EINVAL, "field \"properties\": keys are 1 to 256 characters");
         p->prop_keys[p->nprops] = strdup(key);
@@ -382,18 +382,18 @@ parse_create(struct api_req *req, struct containers *reg)
         return NULL;
     }
     int rc = 0;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_string(body, "", "handle", false, &handle, &err) < 0 ||
-        json_get_string(body, "", "image", false, &image, &err) < 0 ||
-        json_get_string(body, "", "rootfs", false, &rootfs, &err) < 0 ||
-        json_get_object(body, "", "limits", false, &limits, &err) < 0 ||
-        json_get_array(body, "", "env", false, &env, &err) < 0 ||
-        json_get_string(body, "", "working_dir", false, &wd, &err) < 0 ||
-        json_get_array(body, "", "mounts", false, &mounts, &err) < 0 ||
-        json_get_object(body, "", "properties", false, &props, &err) < 0 ||
-        json_get_int64(body, "", "grace_time_s", false, &grace, &err) < 0 ||
-        json_get_string(body, "", "isolation", false, &isolation, &err) < 0)
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_string(body, "", "handle", false, &handle, &err) < 0 ||
+        jsonutil_get_string(body, "", "image", false, &image, &err) < 0 ||
+        jsonutil_get_string(body, "", "rootfs", false, &rootfs, &err) < 0 ||
+        jsonutil_get_object(body, "", "limits", false, &limits, &err) < 0 ||
+        jsonutil_get_array(body, "", "env", false, &env, &err) < 0 ||
+        jsonutil_get_string(body, "", "working_dir", false, &wd, &err) < 0 ||
+        jsonutil_get_array(body, "", "mounts", false, &mounts, &err) < 0 ||
+        jsonutil_get_object(body, "", "properties", false, &props, &err) < 0 ||
+        jsonutil_get_int64(body, "", "grace_time_s", false, &grace, &err) < 0 ||
+        jsonutil_get_string(body, "", "isolation", false, &isolation, &err) < 0)
         rc = -1;
     if (rc == 0 && handle && !rt_handle_valid(handle))
         rc = err_set(&err, EINVAL,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/metrics.h"
 #include "api/request.h"
 #include "daemon/daemon.h"
@@ -43,7 +43,7 @@ health_get(struct api_req *req)
         json_object_put(reasons);
     }
     json_object_object_add(body, "version", json_object_new_string(BERTH_VERSION));
-    json_object_object_add(body, "uptime_s", json_new_double3(daemon_uptime_s(d)));
+    json_object_object_add(body, "uptime_s", jsonutil_new_double3(daemon_uptime_s(d)));
 
     json_object *rt = json_object_new_object();
     json_object_object_add(rt, "name", json_object_new_string(d->cfg->runtime));
@@ -60,7 +60,7 @@ health_get(struct api_req *req)
     json_object_object_add(body, "store", store);
 
     json_object *loop = json_object_new_object();
-    json_object_object_add(loop, "lag_ms", json_new_double3(lag_monitor_ms(&d->lag)));
+    json_object_object_add(loop, "lag_ms", jsonutil_new_double3(lag_monitor_ms(&d->lag)));
     json_object_object_add(body, "loop", loop);
 
     json_object *jobs = json_object_new_object();

@@ -14,7 +14,7 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
@@ -547,13 +547,13 @@ images_post_json(struct api_req *req)
     const char *layout = NULL, *volume = NULL, *path = NULL;
     static const char *const top[] = {"source", NULL};
     static const char *const src_fields[] = {"layout", "volume", "path", NULL};
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", top, &err) < 0 ||
-        json_get_object(body, "", "source", true, &source, &err) < 0 ||
-        json_check_fields(source, "source", src_fields, &err) < 0 ||
-        json_get_string(source, "source", "layout", false, &layout, &err) < 0 ||
-        json_get_string(source, "source", "volume", false, &volume, &err) < 0 ||
-        json_get_string(source, "source", "path", false, &path, &err) < 0) {
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", top, &err) < 0 ||
+        jsonutil_get_object(body, "", "source", true, &source, &err) < 0 ||
+        jsonutil_check_fields(source, "source", src_fields, &err) < 0 ||
+        jsonutil_get_string(source, "source", "layout", false, &layout, &err) < 0 ||
+        jsonutil_get_string(source, "source", "volume", false, &volume, &err) < 0 ||
+        jsonutil_get_string(source, "source", "path", false, &path, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;
@@ -798,10 +798,10 @@ images_prune(struct api_req *req)
     static const char *const fields[] = {"unused_for_s", "keep_bytes", NULL};
     int64_t unused = -1, keep = -1;
     int has_unused = 0, has_keep = 0;
-    if (json_parse_object(req->body, req->body_len, true, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        (has_unused = json_get_int64(body, "", "unused_for_s", false, &unused, &err)) < 0 ||
-        (has_keep = json_get_int64(body, "", "keep_bytes", false, &keep, &err)) < 0) {
+    if (api_req_body_json(req, true, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        (has_unused = jsonutil_get_int64(body, "", "unused_for_s", false, &unused, &err)) < 0 ||
+        (has_keep = jsonutil_get_int64(body, "", "keep_bytes", false, &keep, &err)) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;

@@ -16,7 +16,7 @@
 #include "api/api.h"
 #include "api/containers.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
@@ -177,15 +177,15 @@ processes_post(struct api_req *req)
     bool want_stdin = false;
     char **penv = NULL;
     int rc = 0;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_string(body, "", "id", false, &id, &err) < 0 ||
-        json_get_string(body, "", "path", true, &path, &err) < 0 ||
-        json_get_array(body, "", "args", false, &args, &err) < 0 ||
-        json_get_array(body, "", "env", false, &env, &err) < 0 ||
-        json_get_string(body, "", "dir", false, &dir, &err) < 0 ||
-        json_get_string(body, "", "user", false, &user, &err) < 0 ||
-        json_get_bool(body, "", "stdin", false, &want_stdin, &err) < 0)
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_string(body, "", "id", false, &id, &err) < 0 ||
+        jsonutil_get_string(body, "", "path", true, &path, &err) < 0 ||
+        jsonutil_get_array(body, "", "args", false, &args, &err) < 0 ||
+        jsonutil_get_array(body, "", "env", false, &env, &err) < 0 ||
+        jsonutil_get_string(body, "", "dir", false, &dir, &err) < 0 ||
+        jsonutil_get_string(body, "", "user", false, &user, &err) < 0 ||
+        jsonutil_get_bool(body, "", "stdin", false, &want_stdin, &err) < 0)
         rc = -1;
     if (rc == 0 && id && !rt_id_valid(id))
         rc = err_set(&err, EINVAL,
@@ -204,7 +204,7 @@ processes_post(struct api_req *req)
     for (size_t i = 0; rc == 0 && i < nargs; i++)
         if (!json_object_is_type(json_object_array_get_idx(args, i), json_type_string))
             rc = err_set(&err, EINVAL, "field \"args[%zu]\": expected a string, got %s", i,
-                         json_type_article(json_object_array_get_idx(args, i)));
+                         jsonutil_type_article(json_object_array_get_idx(args, i)));
     if (rc == 0 && env)
         rc = api_parse_env(env, "env", &penv, &err);
     if (rc == 0 && c->state != CTR_RUNNING)
@@ -1093,8 +1093,8 @@ processes_signal(struct api_req *req)
     static const char *const fields[] = {"signal", NULL};
     struct err err = {0};
     json_object *body = NULL, *v = NULL;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0) {
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;

@@ -80,6 +80,10 @@ struct api_req {
 
 /* Path parameter by name ("ref" in /v1/images/{ref}), or NULL. */
 const char *api_req_param(const struct api_req *req, const char *name);
+/* Parses the buffered body as a JSON object, strictly (jsonutil.h); errors
+ * read "request body: ..." and are EINVAL. Blank gives {} when allow_empty. */
+int api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out,
+                      struct err *err);
 /* Query argument by name, or NULL. */
 const char *api_req_query(const struct api_req *req, const char *name);
 /* Request header by name (case-insensitive), or NULL. */

@@ -15,7 +15,7 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
@@ -277,7 +277,7 @@ parse_props(json_object *o, bool allow_null, struct vol_job *j, struct err *err)
         bool is_null = val == NULL || json_object_is_type(val, json_type_null);
         if (!(is_null && allow_null) && !json_object_is_type(val, json_type_string))
             return err_set(err, EINVAL, "field \"properties.%s\": expected a string%s, got %s", key,
-                           allow_null ? " or null" : "", json_type_article(val));
+                           allow_null ? " or null" : "", jsonutil_type_article(val));
         if (!*key || strlen(key) > VOLUME_PROP_MAX ||
             (!is_null && strlen(json_object_get_string(val)) > VOLUME_PROP_MAX))
             return err_set(err, EINVAL,
@@ -300,13 +300,13 @@ volumes_create(struct api_req *req)
     bool priv = false;
     static const char *const fields[] = {"handle", "parent",     "properties",
                                          "ttl_s",  "privileged", NULL};
-    if (json_parse_object(req->body, req->body_len, true, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_string(body, "", "handle", false, &handle, &err) < 0 ||
-        json_get_string(body, "", "parent", false, &parent, &err) < 0 ||
-        json_get_object(body, "", "properties", false, &props, &err) < 0 ||
-        json_get_int64(body, "", "ttl_s", false, &ttl, &err) < 0 ||
-        json_get_bool(body, "", "privileged", false, &priv, &err) < 0) {
+    if (api_req_body_json(req, true, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_string(body, "", "handle", false, &handle, &err) < 0 ||
+        jsonutil_get_string(body, "", "parent", false, &parent, &err) < 0 ||
+        jsonutil_get_object(body, "", "properties", false, &props, &err) < 0 ||
+        jsonutil_get_int64(body, "", "ttl_s", false, &ttl, &err) < 0 ||
+        jsonutil_get_bool(body, "", "privileged", false, &priv, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;
@@ -416,10 +416,10 @@ volumes_patch(struct api_req *req)
     int64_t ttl = -1;
     int has_ttl = 0;
     static const char *const fields[] = {"properties", "ttl_s", NULL};
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_object(body, "", "properties", false, &props, &err) < 0 ||
-        (has_ttl = json_get_int64(body, "", "ttl_s", false, &ttl, &err)) < 0) {
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_object(body, "", "properties", false, &props, &err) < 0 ||
+        (has_ttl = jsonutil_get_int64(body, "", "ttl_s", false, &ttl, &err)) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;

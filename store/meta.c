@@ -25,11 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/randid.h"
 
 #define META_SCHEMA_VERSION 1
 #define META_NAME_MAX 512
@@ -1091,12 +1091,9 @@ meta_snapshot_use_remove(struct meta *m, const char *chain_id, const char *user_
 int
 meta_lease_new(struct meta *m, char id_out[META_LEASE_ID_LEN], struct err *err)
 {
-    unsigned char raw[16];
     char id[META_LEASE_ID_LEN];
-    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-        return err_errno(err, errno, "new lease: getrandom");
-    for (size_t i = 0; i < sizeof(raw); i++)
-        snprintf(id + 2 * i, 3, "%02x", raw[i]);
+    if (randid_hex(id, 16, err) < 0)
+        return err_wrap(err, "new lease");
     int ret = txn_begin(m, err);
     if (ret < 0)
         return ret;

@@ -24,10 +24,12 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
+#include "jsonutil/jsonutil.h"
 #include "store/digest.h"
 
 /* A field path such as "manifests[12].platform.os.version". */
-#define FIELD_MAX 128
+#define FIELD_MAX JSONUTIL_FIELD_MAX
 
 /* What is being parsed, for messages: "manifest sha256:...". */
 struct doc {
@@ -96,44 +98,6 @@ quote(char buf[QUOTE_MAX], const char *s, size_t len)
     return buf;
 }
 
-static void
-field_join(char out[FIELD_MAX], const char *prefix, const char *key)
-{
-    if (prefix && *prefix)
-        snprintf(out, FIELD_MAX, "%s.%s", prefix, key);
-    else
-        snprintf(out, FIELD_MAX, "%s", key);
-}
-
-static void
-field_index(char out[FIELD_MAX], const char *prefix, size_t i)
-{
-    snprintf(out, FIELD_MAX, "%s[%zu]", prefix, i);
-}
-
-/* "a string", "an integer"...: how a wrong-type message names a JSON value. */
-static const char *
-type_article(json_type t)
-{
-    switch (t) {
-    case json_type_null:
-        return "null";
-    case json_type_boolean:
-        return "a boolean";
-    case json_type_double:
-        return "a fractional number";
-    case json_type_int:
-        return "an integer";
-    case json_type_object:
-        return "an object";
-    case json_type_array:
-        return "an array";
-    case json_type_string:
-        return "a string";
-    }
-    return "an unknown value";
-}
-
 /* Parses buf as one JSON value, strictly, with nothing but whitespace after it. */
 static int
 doc_parse(const struct doc *d, const char *buf, size_t len, json_object **out)
@@ -143,32 +107,15 @@ doc_parse(const struct doc *d, const char *buf, size_t len, json_object **out)
     if (!buf || len == 0)
         return doc_fail(d, "is empty");
 
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok)
+    json_object *obj = NULL;
+    struct jsonutil_syntax syn;
+    int r = jsonutil_parse(buf, len, &obj, &syn);
+    if (r == -ENOMEM)
         return doc_nomem(d);
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *obj = json_tokener_parse_ex(tok, buf, (int)len);
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-
-    if (e == json_tokener_continue) {
-        json_object_put(obj);
+    if (r < 0 && syn.truncated)
         return doc_fail(d, "is not valid JSON: it ends in the middle of a value");
-    }
-    if (e != json_tokener_success) {
-        json_object_put(obj);
-        return doc_fail(d, "is not valid JSON at byte %zu: %s", end, json_tokener_error_desc(e));
-    }
-    /* Strict json-c already refuses trailing data; this keeps the rule
-     * whatever the library's flags do. */
-    for (size_t i = end; i < len; i++) {
-        char c = buf[i];
-        if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-            json_object_put(obj);
-            return doc_fail(d, "is not valid JSON: data after the value at byte %zu", i);
-        }
-    }
+    if (r < 0)
+        return doc_fail(d, "is not valid JSON at byte %zu: %s", syn.offset, syn.why);
     *out = obj;
     return 0;
 }
@@ -184,7 +131,7 @@ doc_parse_root(const struct doc *d, const char *buf, size_t len, json_type t, js
     if (!json_object_is_type(obj, t)) {
         json_type have = json_object_get_type(obj);
         json_object_put(obj);
-        return doc_fail(d, "is %s, want %s", type_article(have), type_article(t));
+        return doc_fail(d, "is %s, want %s", jsonutil_type_name(have), jsonutil_type_name(t));
     }
     *out = obj;
     return 0;
@@ -195,8 +142,8 @@ static int
 doc_check_type(const struct doc *d, json_object *v, const char *field, json_type t)
 {
     if (!json_object_is_type(v, t))
-        return doc_fail(d, "%s is %s, want %s", field, type_article(json_object_get_type(v)),
-                        type_article(t));
+        return doc_fail(d, "%s is %s, want %s", field, jsonutil_type_name(json_object_get_type(v)),
+                        jsonutil_type_name(t));
     return 0;
 }
 
@@ -212,7 +159,7 @@ doc_field(const struct doc *d, json_object *obj, const char *prefix, const char 
     json_object *v = NULL;
     bool present = json_object_object_get_ex(obj, key, &v);
 
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     *out = NULL;
     if (!present || !v) {
         if (required)
@@ -253,7 +200,7 @@ doc_string(const struct doc *d, json_object *obj, const char *prefix, const char
     *out = NULL;
     if (r < 0 || !v)
         return r;
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     return doc_string_value(d, v, field, required, out);
 }
 
@@ -287,7 +234,7 @@ doc_string_fixed(const struct doc *d, json_object *obj, const char *prefix, cons
     if (strlen(s) >= size) {
         char field[FIELD_MAX];
         char q[QUOTE_MAX];
-        field_join(field, prefix, key);
+        jsonutil_field_join(field, prefix, key);
         return doc_fail(d, "%s %s is longer than %zu bytes", field, quote(q, s, strlen(s)),
                         size - 1);
     }
@@ -304,7 +251,7 @@ doc_size(const struct doc *d, json_object *obj, const char *prefix, const char *
     int r = doc_field(d, obj, prefix, key, json_type_int, true, &v);
     if (r < 0)
         return r;
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     int64_t n = json_object_get_int64(v);
     if (n < 0)
         return doc_fail(d, "%s is negative (%lld)", field, (long long)n);
@@ -360,7 +307,7 @@ doc_digest(const struct doc *d, json_object *obj, const char *prefix, const char
     int r = doc_string(d, obj, prefix, key, true, &s);
     if (r < 0)
         return r;
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     return doc_digest_value(d, field, s, out);
 }
 
@@ -380,7 +327,7 @@ doc_strv(const struct doc *d, json_object *obj, const char *prefix, const char *
     *n = 0;
     if (r < 0 || !arr)
         return r;
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     size_t len = json_object_array_length(arr);
     char **v = calloc(len + 1, sizeof(*v));
     if (!v)
@@ -388,7 +335,7 @@ doc_strv(const struct doc *d, json_object *obj, const char *prefix, const char *
     for (size_t i = 0; i < len; i++) {
         json_object *e = json_object_array_get_idx(arr, i);
         const char *s;
-        field_index(elem, field, i);
+        jsonutil_field_index(elem, field, i);
         if (!e)
             r = doc_fail(d, "%s is null, want a string", elem);
         else if ((r = doc_check_type(d, e, elem, json_type_string)) == 0 &&
@@ -406,25 +353,15 @@ doc_strv(const struct doc *d, json_object *obj, const char *prefix, const char *
     return 0;
 }
 
-static void
-strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
 /* The element i of arr, which must be of type t. */
 static int
 doc_elem(const struct doc *d, json_object *arr, const char *prefix, size_t i, json_type t,
          char field[FIELD_MAX], json_object **out)
 {
     json_object *e = json_object_array_get_idx(arr, i);
-    field_index(field, prefix, i);
+    jsonutil_field_index(field, prefix, i);
     if (!e)
-        return doc_fail(d, "%s is null, want %s", field, type_article(t));
+        return doc_fail(d, "%s is null, want %s", field, jsonutil_type_name(t));
     *out = e;
     return doc_check_type(d, e, field, t);
 }
@@ -510,7 +447,7 @@ descriptor_from_json(const struct doc *d, json_object *o, const char *field,
         (r = doc_field(d, o, field, "platform", json_type_object, false, &v)) < 0)
         goto fail;
     if (v) {
-        field_join(sub, field, "platform");
+        jsonutil_field_join(sub, field, "platform");
         if ((r = platform_from_json(d, v, sub, &out->platform)) < 0)
             goto fail;
         out->has_platform = true;
@@ -518,7 +455,7 @@ descriptor_from_json(const struct doc *d, json_object *o, const char *field,
     if ((r = doc_field(d, o, field, "annotations", json_type_object, false, &v)) < 0)
         goto fail;
     if (v) {
-        field_join(sub, field, "annotations");
+        jsonutil_field_join(sub, field, "annotations");
         if ((r = annotations_from_json(d, v, sub, out)) < 0)
             goto fail;
     }
@@ -1094,7 +1031,7 @@ docker_image_from_json(const struct doc *d, json_object *o, const char *field,
 
     if ((r = doc_string_dup(d, o, field, "Config", true, &img->config)) < 0)
         return r;
-    field_join(sub, field, "Config");
+    jsonutil_field_join(sub, field, "Config");
     if ((r = archive_path_check(d, sub, img->config)) < 0 ||
         (r = doc_strv(d, o, field, "RepoTags", &img->repo_tags, &img->n_repo_tags)) < 0)
         return r;
@@ -1102,9 +1039,9 @@ docker_image_from_json(const struct doc *d, json_object *o, const char *field,
     if ((r = doc_field(d, o, field, "Layers", json_type_array, true, &layers)) < 0 ||
         (r = doc_strv(d, o, field, "Layers", &img->layers, &img->n_layers)) < 0)
         return r;
-    field_join(sub, field, "Layers");
+    jsonutil_field_join(sub, field, "Layers");
     for (size_t i = 0; i < img->n_layers; i++) {
-        field_index(elem, sub, i);
+        jsonutil_field_index(elem, sub, i);
         if ((r = archive_path_check(d, elem, img->layers[i])) < 0)
             return r;
     }
