@@ -6,6 +6,8 @@
  */
 #include "api/api.h"
 
+#include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
@@ -59,6 +61,50 @@ api_req_query(const struct api_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+int
+api_req_query_seconds(const struct api_req *req, const char *name, double max, int64_t *ms,
+                      struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || *end || errno == ERANGE || !isfinite(v) || v < 0 || v > max)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a number of seconds (0 to %.0f)",
+                       name, t, max);
+    *ms = (int64_t)(v * 1000.0);
+    return 1;
+}
+
+int
+api_req_query_offset(const struct api_req *req, const char *name, int64_t *out, struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (end == t || *end || v < 0 || t[0] == '-' || t[0] == '+' || t[0] == ' ')
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a byte offset", name, t);
+    if (errno == ERANGE)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is out of range (at most %lld)", name, t,
+                       (long long)INT64_MAX);
+    *out = v;
+    return 1;
+}
+
+bool
+api_req_query_flag(const struct api_req *req, const char *name, bool dflt)
+{
+    const char *v = api_req_query(req, name);
+    if (!v)
+        return dflt;
+    return strcmp(v, "0") != 0 && strcmp(v, "false") != 0;
+}
+
 const char *
 api_req_header(const struct api_req *req, const char *name)
 {
@@ -87,6 +133,19 @@ api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, jo
     }
     api_req_suspend(req);
     return 0;
+}
+
+void
+api_req_wait_call(struct api_req *req, struct svc_call *call)
+{
+    req->call = call;
+    api_req_suspend(req);
+}
+
+void
+api_req_call_done(struct api_req *req)
+{
+    req->call = NULL;
 }
 
 void
@@ -390,6 +449,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     req->stream = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
+    if (req->call)
+        svc_call_detach(req->call);
     if (req->ctx_free)
         req->ctx_free(req->ctx);
     if (req->response)
@@ -397,6 +458,7 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req->body);
     free(req->path);
     free(req->raw_uri);
+    free(req->err_msg);
     free(req);
 }
 

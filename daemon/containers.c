@@ -14,14 +14,14 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "common/clock.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "daemon/daemon.h"
 #include "daemon/job.h"
-
-void (*containers_on_exit)(struct container *c, struct ctr_proc *pr);
+#include "daemon/svc_containers.h"
 
 const char *
 ctr_state_name(enum ctr_state s)
@@ -39,23 +39,7 @@ ctr_state_name(enum ctr_state s)
     return "unknown";
 }
 
-static int64_t
-now_unix_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 /* ---- parameters ------------------------------------------------------------- */
-
-static void
-strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
 
 void
 ctr_params_free(struct ctr_params *p)
@@ -67,6 +51,9 @@ ctr_params_free(struct ctr_params *p)
     free(p->rootfs_dir);
     strv_free(p->env);
     free(p->working_dir);
+    strv_free(p->image_entrypoint);
+    strv_free(p->image_cmd);
+    free(p->image_user);
     for (size_t i = 0; i < p->nmounts; i++) {
         free((char *)p->mounts[i].source);
         free((char *)p->mounts[i].target);
@@ -110,15 +97,12 @@ ctr_params_dup(const struct ctr_params *p)
     q->image_digest = dup_or_null(p->image_digest, &fail);
     q->rootfs_dir = dup_or_null(p->rootfs_dir, &fail);
     q->working_dir = dup_or_null(p->working_dir, &fail);
-    if (p->env) {
-        size_t n = 0;
-        while (p->env[n])
-            n++;
-        q->env = calloc(n + 1, sizeof(char *));
-        fail |= !q->env;
-        for (size_t i = 0; q->env && i < n; i++)
-            q->env[i] = dup_or_null(p->env[i], &fail);
-    }
+    q->image_user = dup_or_null(p->image_user, &fail);
+    bool oom[3];
+    q->env = strv_dup(p->env, &oom[0]);
+    q->image_entrypoint = strv_dup(p->image_entrypoint, &oom[1]);
+    q->image_cmd = strv_dup(p->image_cmd, &oom[2]);
+    fail |= oom[0] || oom[1] || oom[2];
     if (p->nmounts) {
         q->mounts = calloc(p->nmounts, sizeof(*q->mounts));
         q->mount_volumes = calloc(p->nmounts, sizeof(char *));
@@ -224,8 +208,6 @@ container_free(struct container *c)
         proc_stop_watch(pr);
         free(pr);
     }
-    if (c->grace_timer)
-        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
     ctr_params_free(c->p);
     free(c->dir);
     free(c);
@@ -256,11 +238,6 @@ containers_remove(struct container *c)
     for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
         proc_stop_watch(pr);
         notify(pr, CTR_EV_GONE);
-    }
-    if (c->grace_timer) {
-        uv_timer_stop(c->grace_timer);
-        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
-        c->grace_timer = NULL;
     }
     container_unref(c);
 }
@@ -348,10 +325,10 @@ check_done(void *ctx, bool cancelled)
         if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
             pr->pid = j->st.pid;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
-            proc_set_exited(pr, &j->st, now_unix_ms());
-            if (containers_on_exit)
-                containers_on_exit(j->c, pr);
+            proc_set_exited(pr, &j->st, clock_unix_ms());
             notify(pr, CTR_EV_EXIT);
+            /* A delete waiting for its processes goes on after the last. */
+            ctr_delete_proc_exited(j->c);
         } else if (pr->recheck && !pr->exited && !cancelled) {
             container_proc_check(pr);
         }
@@ -400,12 +377,19 @@ watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
         container_proc_check(pr);
         return;
     }
-    if (strcmp(filename, "stdout") == 0)
+    switch (pr->c->reg->drv->proc_change(filename)) {
+    case RT_PROC_CHANGE_STDOUT:
         notify(pr, CTR_EV_STDOUT);
-    else if (strcmp(filename, "stderr") == 0)
+        break;
+    case RT_PROC_CHANGE_STDERR:
         notify(pr, CTR_EV_STDERR);
-    else if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0)
+        break;
+    case RT_PROC_CHANGE_STATUS:
         container_proc_check(pr);
+        break;
+    case RT_PROC_CHANGE_NONE:
+        break;
+    }
 }
 
 struct ctr_proc *
@@ -420,19 +404,21 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
     pr->has_stdin = has_stdin;
     pr->pid = st->pid;
     pr->started_at = started_at;
-    pr->next = c->procs;
-    c->procs = pr;
+    struct ctr_proc **tail = &c->procs;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = pr;
     if (st->exited) {
         pr->exited = true;
-        pr->finished_at = now_unix_ms();
+        pr->finished_at = clock_unix_ms();
         pr->exit_code = st->exit_code;
         pr->signal = st->signal;
         snprintf(pr->error, sizeof(pr->error), "%s", st->error);
         return pr;
     }
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/state/procs/%s", c->dir, id);
-    pr->watch = malloc(sizeof(*pr->watch));
+    const struct rt_driver *drv = c->reg->drv;
+    char *path = drv->proc_watch_dir(c->reg->drv_ctx, c->p->handle, c->dir, id);
+    pr->watch = path ? malloc(sizeof(*pr->watch)) : NULL;
     if (pr->watch) {
         uv_fs_event_init(c->reg->d->loop, pr->watch);
         pr->watch->data = pr;
@@ -443,9 +429,24 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
             pr->watch = NULL;
         }
     }
+    free(path);
     /* It may have exited before the watch was in place. */
     container_proc_check(pr);
     return pr;
+}
+
+void
+container_proc_remove(struct container *c, struct ctr_proc *pr)
+{
+    for (struct ctr_proc **pp = &c->procs; *pp; pp = &(*pp)->next) {
+        if (*pp == pr) {
+            *pp = pr->next;
+            break;
+        }
+    }
+    proc_stop_watch(pr);
+    notify(pr, CTR_EV_GONE);
+    free(pr);
 }
 
 void
@@ -458,7 +459,7 @@ container_mark_stopped(struct container *c)
         /* The init is gone and wrote nothing: say so rather than guess a code. */
         pr->exited = true;
         pr->lost = true;
-        pr->finished_at = now_unix_ms();
+        pr->finished_at = clock_unix_ms();
         snprintf(pr->error, sizeof(pr->error), "the container stopped; no exit status recorded");
         proc_stop_watch(pr);
         notify(pr, CTR_EV_EXIT);
@@ -548,11 +549,7 @@ containers_close(struct containers *reg)
             proc_stop_watch(pr);
             notify(pr, CTR_EV_GONE);
         }
-        if (c->grace_timer) {
-            uv_timer_stop(c->grace_timer);
-            uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
-            c->grace_timer = NULL;
-        }
+        ctr_delete_abandon(c);
         container_unref(c);
     }
 }
