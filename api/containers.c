@@ -132,7 +132,7 @@ api_parse_strv(json_object *arr, const char *field, char ***out, struct err *err
 }
 
 static int
-parse_limits(json_object *o, struct rt_limits *l, struct err *err)
+parse_limits(json_object *o, struct ctr_params *p, struct err *err)
 {
     static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct", "pids",
                                          NULL};
@@ -156,10 +156,10 @@ parse_limits(json_object *o, struct rt_limits *l, struct err *err)
         return err_set(err, EINVAL,
                        "field \"limits.cpu_quota_pct\": %lld is out of range 0..100000",
                        (long long)quota);
-    l->memory_bytes = (uint64_t)mem;
-    l->cpu_shares = (uint64_t)shares;
-    l->cpu_quota_pct = (uint32_t)quota;
-    l->pids = pids;
+    p->limits.memory_bytes = (uint64_t)mem;
+    p->limits.cpu_shares = (uint64_t)shares;
+    p->limits.cpu_quota_pct = (uint32_t)quota;
+    p->limits.pids = pids;
     return 0;
 }
 
@@ -273,7 +273,7 @@ parse_create(struct api_req *req, struct ctr_params **out, char **isolation_out,
                      "(without ':' or ',')",
                      rootfs);
     if (rc == 0 && limits)
-        rc = parse_limits(limits, &p->limits, err);
+        rc = parse_limits(limits, p, err);
     if (rc == 0 && env)
         rc = api_parse_strv(env, "env", &p->env, err);
     if (rc == 0 && mounts)

@@ -64,7 +64,7 @@ processes_post(struct api_req *req)
     static const char *const fields[] = {"id", "path", "args", "env", "dir", "user", "stdin", NULL};
     struct err err = {0};
     json_object *body = NULL, *args = NULL, *env = NULL;
-    struct process_start_opts o = {0};
+    struct process_spec o = {0};
     cleanup_strv char **argv = NULL, **penv = NULL;
     struct svc_call *call = NULL;
     int has_args = 0;

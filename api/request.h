@@ -27,6 +27,7 @@
 #define API_HEADERS_MAX 16384
 
 struct api;
+struct bpipe;
 
 struct api_req {
     struct api *api;
@@ -51,6 +52,9 @@ struct api_req {
      * len == 0 means the body is complete.
      */
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
+    /* Bodies fed to a service's upload pipe (api/upload.h). */
+    struct bpipe *upload;
+    void (*upload_ended)(struct api_req *req);
 
     bool dispatched;          /* the handler has run */
     bool body_ended;          /* stream_data was told the body is complete */

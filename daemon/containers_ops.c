@@ -36,6 +36,7 @@
 #include "daemon/daemon.h"
 #include "store/layer.h"
 #include "store/oci.h"
+#include "store/refname.h"
 #include "store/store.h"
 
 #define RECORD_NAME "container.json"
@@ -306,9 +307,7 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         if (!st)
             return err_set(err, ERR_UNAVAILABLE, "create container %s: the store is not available",
                            p->handle);
-        ret = meta_image_get(st->meta, p->image_ref, &img, err);
-        if (ret == -ENOENT)
-            return err_set(err, ENOENT, "image %s: not found", p->image_ref);
+        ret = image_ref_lookup(st->meta, p->image_ref, &img, err);
         if (ret < 0)
             return ret;
         free(p->image_digest);

@@ -19,6 +19,8 @@
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
 #include "daemon/runtime_probe.h"
+#include "daemon/svc_containers.h"
+#include "daemon/svc_images.h"
 #include "daemon/volume_ttl.h"
 #include "store/store.h"
 
@@ -77,6 +79,7 @@ signal_cb(uv_signal_t *s, int signum)
              job_queue_running(b->d.jobs), job_queue_queued(b->d.jobs));
     b->d.shutting_down = true;
     api_begin_shutdown(b->api);
+    containers_shutdown(b->d.containers);
     job_queue_shutdown(b->d.jobs);
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
 }
@@ -173,6 +176,9 @@ main(int argc, char **argv)
 
     if (volume_ttl_start(d) < 0)
         log_error("volume TTLs: out of memory");
+    /* What a crash during a prune left goes now, in a job: health is
+     * ready at once. */
+    images_gc_start(d);
 
     uv_signal_init(&loop, &b.sigterm);
     uv_signal_init(&loop, &b.sigint);

@@ -124,7 +124,7 @@ spawn_done(void *ctx, bool cancelled)
 /* The command: path and args, or the image's Entrypoint and Cmd (args
  * replacing Cmd), as `docker run` does. */
 static char **
-command_of(const struct ctr_params *p, const struct process_start_opts *o, struct err *err)
+command_of(const struct ctr_params *p, const struct process_spec *o, struct err *err)
 {
     char **argv = calloc(1, sizeof(char *));
     size_t n = 0;
@@ -174,7 +174,7 @@ env_of(char *const *base, char *const *over)
 }
 
 static int
-check_start(const struct process_start_opts *o, struct err *err)
+check_start(const struct process_spec *o, struct err *err)
 {
     if (o->id && !rt_id_valid(o->id))
         return err_set(err, EINVAL,
@@ -191,7 +191,7 @@ check_start(const struct process_start_opts *o, struct err *err)
 }
 
 int
-process_start(struct daemon *d, const char *handle, const struct process_start_opts *o,
+process_start(struct daemon *d, const char *handle, const struct process_spec *o,
               process_start_cb cb, void *arg, struct svc_call **call, struct err *err)
 {
     struct container *c = NULL;

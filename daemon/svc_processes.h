@@ -25,7 +25,7 @@ struct daemon;
 int process_lookup(struct daemon *d, const char *handle, const char *id, struct container **c,
                    struct ctr_proc **pr, struct err *err);
 
-struct process_start_opts {
+struct process_spec {
     const char *id;    /* NULL: a generated "p-..." id */
     const char *path;  /* NULL: the image's Entrypoint + Cmd */
     char *const *args; /* after argv[0]; with path NULL they replace the image's Cmd */
@@ -44,7 +44,7 @@ typedef void (*process_start_cb)(void *arg, const struct err *err, struct ctr_pr
  * such program, a bad dir, an unknown user) fails with
  * ERR_INVALID_CONTENT and leaves no record: its id is free again at once.
  */
-int process_start(struct daemon *d, const char *handle, const struct process_start_opts *o,
+int process_start(struct daemon *d, const char *handle, const struct process_spec *o,
                   process_start_cb cb, void *arg, struct svc_call **call, struct err *err);
 
 struct process_waiter;

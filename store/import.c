@@ -30,8 +30,10 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "store/gc.h"
 #include "store/oci.h"
+#include "store/refname.h"
 #include "store/unpack.h"
 
 #define READ_CHUNK (256 * 1024)
@@ -700,6 +702,49 @@ add_name(struct import *imp, const char *name)
     return 0;
 }
 
+/*
+ * The names the image is stored under, canonical (store/refname.h): the
+ * request's ?name= alone when given (its repository taking the layout's
+ * bare tag when it has no tag of its own), else every name the archive
+ * gives, a bare tag as localhost/<tag>:latest. Names that are no
+ * reference are dropped. Caller frees with strv_free.
+ */
+static size_t
+stored_names(const struct import *imp, char ***out)
+{
+    char **v = NULL;
+    size_t n = 0;
+    struct err ignored;
+    const char *bare = NULL;
+    for (size_t k = 0; !bare && k < imp->n_names; k++)
+        if (image_ref_is_bare_tag(imp->names[k]))
+            bare = imp->names[k];
+    for (size_t k = 0; k < (imp->req->name ? 1 : imp->n_names); k++) {
+        const char *given = imp->req->name ? imp->req->name : imp->names[k];
+        cleanup_free char *raw = NULL;
+        if (imp->req->name && bare && !image_ref_has_tag(given)) {
+            if (asprintf(&raw, "%s:%s", given, bare) < 0)
+                raw = NULL;
+        } else if (!imp->req->name && image_ref_is_bare_tag(given)) {
+            if (asprintf(&raw, "localhost/%s:latest", given) < 0)
+                raw = NULL;
+        }
+        char *canon = NULL;
+        if (image_ref_normalize(raw ? raw : given, &canon, &ignored) < 0)
+            continue;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(v[i], canon) == 0;
+        if (dup || strv_push(&v, &n, canon) < 0) {
+            free(canon);
+            continue;
+        }
+        free(canon);
+    }
+    *out = v;
+    return n;
+}
+
 static int
 want_platform(struct import *imp, struct oci_platform *want, struct err *err)
 {
@@ -771,6 +816,17 @@ resolve_oci(struct import *imp, const char *index_json, size_t index_len, struct
     return rc;
 }
 
+/* Do two references name the same image once normalised? */
+static bool
+ref_same(const char *a, const char *b)
+{
+    struct err ignored;
+    cleanup_free char *na = NULL;
+    cleanup_free char *nb = NULL;
+    return image_ref_normalize(a, &na, &ignored) == 0 &&
+           image_ref_normalize(b, &nb, &ignored) == 0 && strcmp(na, nb) == 0;
+}
+
 /* Picks the docker save image to import and turns it into an OCI manifest. */
 static int
 resolve_docker(struct import *imp, struct err *err)
@@ -787,7 +843,8 @@ resolve_docker(struct import *imp, struct err *err)
     if (imp->req->name)
         for (size_t i = 0; i < dm->n_images && !pick; i++)
             for (size_t t = 0; t < dm->images[i].n_repo_tags; t++)
-                if (strcmp(dm->images[i].repo_tags[t], imp->req->name) == 0)
+                if (strcmp(dm->images[i].repo_tags[t], imp->req->name) == 0 ||
+                    ref_same(dm->images[i].repo_tags[t], imp->req->name))
                     pick = &dm->images[i];
     if (!pick)
         pick = &dm->images[0];
@@ -1146,16 +1203,15 @@ commit_image(struct import *imp, struct meta_image **out, bool *created, struct 
     for (size_t k = 0; k < nb; k++)
         if ((rc = blob_commit_staged(imp->st->blobs, imp->staging, blobs[k].digest, err)) < 0)
             goto out;
-    const char *first_name = imp->req->name ? imp->req->name : NULL;
-    for (size_t k = 0; !first_name && k < imp->n_names; k++)
-        if (image_name_valid(imp->names[k]))
-            first_name = imp->names[k];
-    if ((rc = meta_image_put(imp->st->meta, &img, first_name, created, err)) < 0)
+    char **names = NULL;
+    size_t n_names = stored_names(imp, &names);
+    if ((rc = meta_image_put(imp->st->meta, &img, n_names ? names[0] : NULL, created, err)) < 0) {
+        strv_free(names);
         goto out;
-    if (!imp->req->name)
-        for (size_t k = 0; k < imp->n_names; k++)
-            if (imp->names[k] != first_name && image_name_valid(imp->names[k]))
-                meta_image_put(imp->st->meta, &img, imp->names[k], NULL, err);
+    }
+    for (size_t k = 1; k < n_names; k++)
+        meta_image_put(imp->st->meta, &img, names[k], NULL, err);
+    strv_free(names);
     rc = meta_image_get(imp->st->meta, imp->manifest_digest, out, err);
 out:
     free(layers);
@@ -1169,11 +1225,10 @@ static int
 answer_stored(struct import *imp, struct meta_image *stored, struct meta_image **out,
               struct err *err)
 {
-    const char *name = imp->req->name;
-    for (size_t k = 0; !name && k < imp->n_names; k++)
-        if (image_name_valid(imp->names[k]))
-            name = imp->names[k];
-    int rc = meta_image_put(imp->st->meta, stored, name, NULL, err);
+    char **names = NULL;
+    size_t n_names = stored_names(imp, &names);
+    int rc = meta_image_put(imp->st->meta, stored, n_names ? names[0] : NULL, NULL, err);
+    strv_free(names);
     meta_image_free(stored);
     if (rc < 0)
         return rc;
@@ -1244,16 +1299,15 @@ read_layout_index(struct import *imp, struct err *err)
 }
 
 int
-image_import(struct store *st, const struct import_request *req, struct meta_image **out,
-             bool *created, struct err *err)
+store_image_import(struct store *st, const struct import_request *req, struct meta_image **out,
+                   bool *created, struct err *err)
 {
     struct import imp = {.st = st, .req = req};
     int rc;
     bool inflight = false;
-    if (req->name && !image_name_valid(req->name))
-        return err_set(err, EINVAL,
-                       "name %s: expected 1-255 characters of [A-Za-z0-9._/:@-], not a digest",
-                       req->name);
+    cleanup_free char *checked = NULL;
+    if (req->name && (rc = image_ref_normalize(req->name, &checked, err)) < 0)
+        return rc;
     if ((rc = meta_lease_new(st->meta, imp.lease, err)) < 0)
         return err_wrap(err, "import");
     imp.leased = true;

@@ -681,6 +681,9 @@ oci_config_free(struct oci_config *c)
     strv_free(c->cmd);
     free(c->working_dir);
     free(c->user);
+    strv_free(c->exposed_ports);
+    strv_free(c->label_keys);
+    strv_free(c->label_values);
     free(c);
 }
 
@@ -722,6 +725,51 @@ config_rootfs(const struct doc *d, json_object *root, struct oci_config *c)
     return 0;
 }
 
+/* A NULL-terminated copy of v[0..n) grown by one; false on OOM. */
+static bool
+strv_append(char ***v, size_t *n, const char *s)
+{
+    return strv_push(v, n, s) == 0;
+}
+
+/*
+ * ExposedPorts (an object whose keys are "port/proto") and Labels (an
+ * object of strings): shown with the image, used for nothing else.
+ */
+static int
+config_ports_labels(const struct doc *d, json_object *run, struct oci_config *c)
+{
+    json_object *ports, *labels;
+    char field[FIELD_MAX];
+    int r;
+    if ((r = doc_field(d, run, "config", "ExposedPorts", json_type_object, false, &ports)) < 0 ||
+        (r = doc_field(d, run, "config", "Labels", json_type_object, false, &labels)) < 0)
+        return r;
+    if (ports) {
+        json_object_object_foreach(ports, key, val)
+        {
+            (void)val;
+            if (!strv_append(&c->exposed_ports, &c->n_exposed_ports, key))
+                return doc_nomem(d);
+        }
+    }
+    if (labels) {
+        size_t nv = 0;
+        json_object_object_foreach(labels, key, val)
+        {
+            jsonutil_field_join(field, "config.Labels", key);
+            const char *v;
+            if ((r = doc_check_type(d, val, field, json_type_string)) < 0 ||
+                (r = doc_string_value(d, val, field, false, &v)) < 0)
+                return r;
+            if (!strv_append(&c->label_keys, &c->n_labels, key) ||
+                !strv_append(&c->label_values, &nv, v))
+                return doc_nomem(d);
+        }
+    }
+    return 0;
+}
+
 int
 oci_config_parse(const char *buf, size_t len, const char *name, struct oci_config **out,
                  struct err *err)
@@ -753,7 +801,8 @@ oci_config_parse(const char *buf, size_t len, const char *name, struct oci_confi
          (r = doc_strv(&d, run, "config", "Entrypoint", &c->entrypoint, &c->n_entrypoint)) < 0 ||
          (r = doc_strv(&d, run, "config", "Cmd", &c->cmd, &c->n_cmd)) < 0 ||
          (r = doc_string_dup(&d, run, "config", "WorkingDir", false, &c->working_dir)) < 0 ||
-         (r = doc_string_dup(&d, run, "config", "User", false, &c->user)) < 0))
+         (r = doc_string_dup(&d, run, "config", "User", false, &c->user)) < 0 ||
+         (r = config_ports_labels(&d, run, c)) < 0))
         return r;
     *out = steal_ptr(&c);
     return 0;
