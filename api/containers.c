@@ -51,6 +51,7 @@ api_proc_to_json(const struct ctr_proc *pr)
     }
     if (pr->error[0])
         json_object_object_add(o, "error", json_object_new_string(pr->error));
+    json_object_object_add(o, "output_truncated", json_object_new_boolean(pr->output_truncated));
     json_object_object_add(o, "stdin", json_object_new_boolean(pr->has_stdin));
     json_object_object_add(o, "started_at", api_json_time_ms(pr->started_at));
     if (pr->exited && pr->finished_at)
@@ -87,6 +88,7 @@ api_container_to_json(const struct container *c, const struct ctr_usage *usage)
     json_object_object_add(l, "cpu_shares", json_object_new_int64((int64_t)p->limits.cpu_shares));
     json_object_object_add(l, "cpu_quota_pct", json_object_new_int64(p->limits.cpu_quota_pct));
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
+    json_object_object_add(l, "disk_bytes", json_object_new_int64((int64_t)p->limits.disk_bytes));
     json_object_object_add(o, "limits", l);
     json_object_object_add(o, "env", strv_json(p->env));
     json_object_object_add(o, "working_dir",
@@ -134,14 +136,15 @@ api_parse_strv(json_object *arr, const char *field, char ***out, struct err *err
 static int
 parse_limits(json_object *o, struct ctr_params *p, struct err *err)
 {
-    static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct", "pids",
-                                         NULL};
-    int64_t mem = 0, shares = 0, quota = 0, pids = 0;
+    static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct",
+                                         "pids",         "disk_bytes", NULL};
+    int64_t mem = 0, shares = 0, quota = 0, pids = 0, disk = 0;
     if (jsonutil_check_fields(o, "limits", fields, err) < 0 ||
         jsonutil_get_int64(o, "limits", "memory_bytes", false, &mem, err) < 0 ||
         jsonutil_get_int64(o, "limits", "cpu_shares", false, &shares, err) < 0 ||
         jsonutil_get_int64(o, "limits", "cpu_quota_pct", false, &quota, err) < 0 ||
-        jsonutil_get_int64(o, "limits", "pids", false, &pids, err) < 0)
+        jsonutil_get_int64(o, "limits", "pids", false, &pids, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "disk_bytes", false, &disk, err) < 0)
         return -EINVAL;
     /* Ranges are the service's to check; what does not fit its types is refused here. */
     if (mem < 0)
@@ -160,6 +163,7 @@ parse_limits(json_object *o, struct ctr_params *p, struct err *err)
     p->limits.cpu_shares = (uint64_t)shares;
     p->limits.cpu_quota_pct = (uint32_t)quota;
     p->limits.pids = pids;
+    p->limits.disk_bytes = disk < 0 ? 1 : (uint64_t)disk; /* a negative one fails the minimum */
     return 0;
 }
 

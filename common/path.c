@@ -1,44 +1,68 @@
-/* Lexical path normalisation (common/path.h); pure, any thread. */
+/* Lexical path normalisation; see path.h. Any thread, no I/O. */
 #include "common/path.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-int
-path_normalize(const char *in, char **out)
+char *
+path_normalise(const char *path, bool keep_dotdot)
 {
-    size_t len = in ? strlen(in) : 0;
-    if (len == 0 || in[0] != '/' || len >= PATH_MAX || strchr(in, '\n'))
-        return -EINVAL;
-    char *buf = malloc(len + 2);
-    if (!buf)
-        return -ENOMEM;
-    size_t o = 0;
-    const char *s = in;
-    while (*s) {
-        while (*s == '/')
-            s++;
-        size_t seg = strcspn(s, "/");
-        if (seg == 0)
-            break;
-        if (seg == 1 && s[0] == '.') {
-            s += seg;
+    if (!path || path[0] != '/') {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t len = strlen(path);
+    char *out = malloc(len + 2);
+    if (!out) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t o = 0; /* out[0..o) is the normal form so far, without a trailing '/' */
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *start = p;
+        while (*p && *p != '/')
+            p++;
+        size_t n = (size_t)(p - start);
+        if (n == 0 || (n == 1 && start[0] == '.'))
+            continue;
+        if (n == 2 && start[0] == '.' && start[1] == '.' && !keep_dotdot) {
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--; /* the '/' before the dropped component */
             continue;
         }
-        if (seg == 2 && s[0] == '.' && s[1] == '.') {
-            free(buf);
-            return -EINVAL;
-        }
-        buf[o++] = '/';
-        memcpy(buf + o, s, seg);
-        o += seg;
-        s += seg;
+        out[o++] = '/';
+        memcpy(out + o, start, n);
+        o += n;
     }
     if (o == 0)
-        buf[o++] = '/';
-    buf[o] = '\0';
-    *out = buf;
-    return 0;
+        out[o++] = '/';
+    out[o] = '\0';
+    return out;
+}
+
+bool
+path_has_dotdot(const char *path)
+{
+    for (const char *s = path; s && (s = strstr(s, "..")) != NULL; s += 2) {
+        bool start = s == path || s[-1] == '/';
+        bool end = s[2] == '\0' || s[2] == '/';
+        if (start && end)
+            return true;
+    }
+    return false;
+}
+
+bool
+path_is_within(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (n == 1 && prefix[0] == '/')
+        return path[0] == '/';
+    return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }

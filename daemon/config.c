@@ -34,6 +34,9 @@ const char config_usage[] =
     "                                                                     BERTH_STORE_MAX_BYTES\n"
     "  --store-device-nodes        create device nodes found in image layers (default: skip)\n"
     "                                                                  BERTH_STORE_DEVICE_NODES\n"
+    "  --max-output-bytes N[KMGT]  output a process may write, stdout and stderr together;\n"
+    "                              past it the process is killed (default 1G, 0: no cap)\n"
+    "                                                                    BERTH_MAX_OUTPUT_BYTES\n"
     "  --version                   print the version and exit\n"
     "  --help                      print this help and exit\n";
 
@@ -49,6 +52,7 @@ enum {
     OPT_POOL_THREADS,
     OPT_STORE_MAX_BYTES,
     OPT_STORE_DEVICE_NODES,
+    OPT_MAX_OUTPUT_BYTES,
     OPT_VERSION,
     OPT_HELP,
 };
@@ -72,6 +76,7 @@ static const struct option_desc option_descs[] = {
     {OPT_POOL_THREADS, "pool-threads", "BERTH_POOL_THREADS", required_argument},
     {OPT_STORE_MAX_BYTES, "store-max-bytes", "BERTH_STORE_MAX_BYTES", required_argument},
     {OPT_STORE_DEVICE_NODES, "store-device-nodes", "BERTH_STORE_DEVICE_NODES", no_argument},
+    {OPT_MAX_OUTPUT_BYTES, "max-output-bytes", "BERTH_MAX_OUTPUT_BYTES", required_argument},
     {OPT_VERSION, "version", NULL, no_argument},
     {OPT_HELP, "help", NULL, no_argument},
 };
@@ -244,6 +249,12 @@ apply(struct config *cfg, int id, const char *flag, const char *value, struct er
     case OPT_STORE_DEVICE_NODES:
         cfg->store_device_nodes = value ? parse_bool_env(value) : true;
         return 0;
+    case OPT_MAX_OUTPUT_BYTES:
+        if (config_parse_bytes(value, &cfg->max_output_bytes) < 0)
+            return err_set(err, EINVAL,
+                           "--max-output-bytes %s: expected a byte count such as 1G (0: no cap)",
+                           value);
+        return 0;
     }
     return err_set(err, EINVAL, "unknown option");
 }
@@ -262,6 +273,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->connection_timeout_s = 60;
     cfg->pool_threads = 8;
     cfg->store_max_bytes = -1;
+    cfg->max_output_bytes = 1LL << 30;
     if (!cfg->listen_host || !cfg->root || !cfg->runtime)
         return err_set(err, ENOMEM, "out of memory");
 

@@ -22,9 +22,10 @@ struct config {
     enum log_format log_format;
     unsigned max_connections;
     unsigned connection_timeout_s;
-    unsigned pool_threads;   /* libuv pool size */
-    int64_t store_max_bytes; /* -1: no limit */
-    bool store_device_nodes; /* create device nodes found in layers */
+    unsigned pool_threads;    /* libuv pool size */
+    int64_t store_max_bytes;  /* -1: no limit */
+    bool store_device_nodes;  /* create device nodes found in layers */
+    int64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };

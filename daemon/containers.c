@@ -292,6 +292,7 @@ proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at
     pr->exit_code = st->exit_code;
     pr->signal = st->signal;
     snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+    pr->output_truncated = st->output_truncated;
     pr->finished_at = at;
     proc_stop_watch(pr);
 }
@@ -324,6 +325,8 @@ check_done(void *ctx, bool cancelled)
         pr->checking = false;
         if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
             pr->pid = j->st.pid;
+        if (!cancelled && j->rc == 0 && j->st.output_truncated)
+            pr->output_truncated = true;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
             proc_set_exited(pr, &j->st, clock_unix_ms());
             notify(pr, CTR_EV_EXIT);
@@ -414,6 +417,7 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
         pr->exit_code = st->exit_code;
         pr->signal = st->signal;
         snprintf(pr->error, sizeof(pr->error), "%s", st->error);
+        pr->output_truncated = st->output_truncated;
         return pr;
     }
     const struct rt_driver *drv = c->reg->drv;

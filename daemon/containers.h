@@ -98,7 +98,8 @@ struct ctr_proc {
     bool lost; /* the container stopped without an exit record */
     int exit_code, signal;
     char error[256];
-    uv_fs_event_t *watch; /* while running */
+    bool output_truncated; /* its output reached --max-output-bytes: killed, the rest dropped */
+    uv_fs_event_t *watch;  /* while running */
     bool checking, recheck;
     struct ctr_listener *listeners;
 };

@@ -37,10 +37,14 @@
 #include "store/layer.h"
 #include "store/oci.h"
 #include "store/refname.h"
+#include "store/scratch.h"
 #include "store/store.h"
 
 #define RECORD_NAME "container.json"
 #define RECORD_MAX (1 << 20)
+/* limits.disk_bytes: what bounds the writable layer (store/scratch.h), beside it. */
+#define SCRATCH_RECORD "scratch.disk"
+#define SCRATCH_IMAGE "scratch.img"
 
 /* ---- the record ------------------------------------------------------------- */
 
@@ -83,6 +87,7 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
     json_object_object_add(l, "cpu_shares", json_object_new_int64((int64_t)p->limits.cpu_shares));
     json_object_object_add(l, "cpu_quota_pct", json_object_new_int64(p->limits.cpu_quota_pct));
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
+    json_object_object_add(l, "disk_bytes", json_object_new_int64((int64_t)p->limits.disk_bytes));
     json_object_object_add(o, "limits", l);
     json_object_object_add(o, "env", strv_to_json(p->env));
     if (p->working_dir)
@@ -152,6 +157,7 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
         p->limits.cpu_shares = (uint64_t)jsonutil_int64_or0(l, "cpu_shares");
         p->limits.cpu_quota_pct = (uint32_t)jsonutil_int64_or0(l, "cpu_quota_pct");
         p->limits.pids = jsonutil_int64_or0(l, "pids");
+        p->limits.disk_bytes = (uint64_t)jsonutil_int64_or0(l, "disk_bytes");
     }
     p->env = strv_of(o, "env");
     p->image_entrypoint = strv_of(o, "image_entrypoint");
@@ -275,12 +281,20 @@ mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
     struct layer_list *list = NULL;
     cleanup_free char *scratch = fs_path_join(dir, "scratch");
     cleanup_free char *target = fs_path_join(dir, "rootfs");
-    if (ret == 0 && (!scratch || !target))
+    cleanup_free char *srec = fs_path_join(dir, SCRATCH_RECORD);
+    cleanup_free char *simg = fs_path_join(dir, SCRATCH_IMAGE);
+    if (ret == 0 && (!scratch || !target || !srec || !simg))
         ret = err_set(err, ENOMEM, "mount rootfs: out of memory");
     if (ret == 0)
         ret = layer_list_parse_linux((const char *const *)dirs, n, &list, err);
+    /* The writable layer, bounded by limits.disk_bytes when there is one. */
+    enum scratch_kind kind = SCRATCH_PLAIN;
     if (ret == 0)
-        ret = fs_mkdir_p(scratch, 0700, err);
+        ret = scratch_make(scratch, p->limits.disk_bytes, srec, simg, &kind, err);
+    if (ret == 0 && kind != SCRATCH_PLAIN)
+        log_info("container %s: writable layer of %llu bytes (%s)", p->handle,
+                 (unsigned long long)p->limits.disk_bytes,
+                 kind == SCRATCH_QUOTA ? "project quota" : "loop-mounted ext4 image");
     if (ret == 0)
         ret = layers_mount(list, scratch, target, m, err);
     layer_list_free(list);
@@ -407,6 +421,11 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         } else if (lr != -ENOENT) {
             ret = lr;
         }
+    }
+    if (ret == 0 && have_dir) {
+        /* After the overlay, whose upper it holds. */
+        cleanup_free char *srec = fs_path_join(dir, SCRATCH_RECORD);
+        ret = srec ? scratch_release(srec, err) : err_set(err, ENOMEM, "out of memory");
     }
     for (size_t i = 0; ret == 0 && st && p->mount_volumes && i < p->nmounts; i++) {
         if (!p->mount_volumes[i])
@@ -541,7 +560,8 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
             snprintf(cgroup_parent, sizeof(cgroup_parent), "berth-%.12s", digest_hex(digest));
         struct rt_config rc = {.state_root = state_root,
                                .oci_runtime = d->cfg->oci_runtime,
-                               .cgroup_parent = cgroup_parent};
+                               .cgroup_parent = cgroup_parent,
+                               .max_output_bytes = (uint64_t)d->cfg->max_output_bytes};
         if (reg->drv->open(&rc, &reg->drv_ctx, &reg->drv_err) < 0)
             reg->drv = NULL;
     }

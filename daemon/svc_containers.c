@@ -20,6 +20,7 @@
 #include "common/randid.h"
 #include "common/strv.h"
 #include "daemon/daemon.h"
+#include "store/scratch.h"
 #include "store/store.h"
 
 int
@@ -96,6 +97,10 @@ check_limits(const struct rt_limits *l, struct err *err)
                        l->cpu_quota_pct);
     if (l->pids < 0)
         return err_set(err, EINVAL, "field \"limits.pids\": %lld is negative", (long long)l->pids);
+    if (l->disk_bytes != 0 && l->disk_bytes < SCRATCH_MIN_BYTES)
+        return err_set(err, EINVAL,
+                       "field \"limits.disk_bytes\": %llu is under the minimum of %llu (16 MiB)",
+                       (unsigned long long)l->disk_bytes, (unsigned long long)SCRATCH_MIN_BYTES);
     return 0;
 }
 
@@ -118,14 +123,15 @@ check_mounts(struct ctr_params *p, struct err *err)
         if (host && (!abs_path_ok(host) || strchr(host, ',')))
             return err_set(err, EINVAL,
                            "field \"mounts[%zu].host_path\": %s is not an absolute path", i, host);
-        char *norm = NULL;
-        if (!abs_path_ok(target) || path_normalize(target, &norm) < 0 || strcmp(norm, "/") == 0) {
+        /* Compared and mounted in normal form, so "//.berth" meets the
+         * reserved check as "/.berth". */
+        char *norm = abs_path_ok(target) ? path_normalise(target, true) : NULL;
+        if (!norm || strcmp(norm, "/") == 0) {
             free(norm);
             return err_set(err, EINVAL,
                            "field \"mounts[%zu].target\": %s is not an absolute path below /", i,
                            target ? target : "");
         }
-        /* Compared and mounted in one spelling: "//x/./y/" is "/x/y". */
         free((char *)p->mounts[i].target);
         p->mounts[i].target = norm;
     }

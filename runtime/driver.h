@@ -25,6 +25,8 @@ struct rt_limits {
     uint64_t cpu_shares;    /* relative weight, as cgroup v1 cpu.shares (2..262144) */
     uint32_t cpu_quota_pct; /* percent of one CPU: 150 = one and a half CPUs */
     int64_t pids;           /* maximum number of processes in the container */
+    uint64_t disk_bytes;    /* the writable layer's size; applied by whoever makes the
+                             * rootfs (the daemon's mount of it), not by the driver */
 };
 
 struct rt_mount {
@@ -43,7 +45,8 @@ struct rt_mount {
 struct rt_container_spec {
     const char *handle;   /* [A-Za-z0-9_.-]{1,128}, unique on this host */
     const char *dir;      /* absolute; must exist */
-    const char *rootfs;   /* absolute path of the unpacked root filesystem */
+    const char *rootfs;   /* absolute path of the root filesystem, the container's own
+                           * writable view (the driver makes its mount points there) */
     const char *hostname; /* NULL: the handle, cut to 63 characters */
     char *const *env;     /* NULL-terminated "NAME=value" list for the init, or NULL */
     const char *cwd;      /* NULL: "/" */
@@ -64,6 +67,9 @@ struct rt_proc_spec {
     const uint32_t *groups; /* supplementary groups */
     size_t ngroups;
     bool stdin; /* give the process a stdin FIFO instead of /dev/null */
+    /* Cap on stdout and stderr together; past it the process is killed.
+     * 0: the driver's default (rt_config.max_output_bytes). */
+    uint64_t max_output_bytes;
 };
 
 /* What a change in a process's watched directory (proc_watch_dir) means. */
@@ -83,12 +89,13 @@ struct rt_proc_times {
 
 /* What is known of a process. */
 struct rt_proc_status {
-    bool started;    /* exec succeeded: pid is valid */
-    pid_t pid;       /* in the container's PID namespace */
-    bool exited;     /* the exit record is there */
-    int exit_code;   /* exit status, or 128+N for signal N */
-    int signal;      /* the signal that ended it, or 0 */
-    char error[256]; /* why it never ran, when it did not ("exec x: ...") */
+    bool started;          /* exec succeeded: pid is valid */
+    pid_t pid;             /* in the container's PID namespace */
+    bool exited;           /* the exit record is there */
+    int exit_code;         /* exit status, or 128+N for signal N */
+    int signal;            /* the signal that ended it, or 0 */
+    char error[256];       /* why it never ran, when it did not ("exec x: ...") */
+    bool output_truncated; /* its output reached the cap: it was stopped, the rest dropped */
 };
 
 struct rt_stats {
@@ -114,6 +121,7 @@ struct rt_config {
     const char *oci_runtime;   /* runtime binary, a path or a name on PATH; NULL: "runc" */
     const char *init_path;     /* the berth-init binary; NULL: beside the daemon's executable */
     const char *cgroup_parent; /* NULL: "berth" (relative: under the daemon's own cgroup) */
+    uint64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */
 };
 
 struct rt_driver {

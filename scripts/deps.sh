@@ -6,7 +6,7 @@ set -euo pipefail
 
 BERTH_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libmicrohttpd-dev
     libjson-c-dev libarchive-dev libssl-dev libsqlite3-dev)
-BERTH_RUN_PACKAGES=(runc)
+BERTH_RUN_PACKAGES=(runc e2fsprogs)
 BERTH_TEST_PACKAGES=(check libcurl4-openssl-dev busybox-static umoci skopeo zstd curl
     iproute2 e2fsprogs python3 attr)
 

@@ -6,8 +6,16 @@
  * state directory, the `ctl` FIFO, the spec and exit records) is in
  * PROTOCOL.md beside this file.
  *
- * Static, libc only, single-threaded: one poll loop over the `ctl` FIFO
- * and a signalfd. It must never depend on anything in the image.
+ * A process writes its stdout and stderr into pipes, and the init copies
+ * them into the output files, so that the output cap of the process (its
+ * spec's output_limit) holds: past it the process is killed and the rest
+ * dropped. The state directory is an fd (--state-fd) that no path in the
+ * container reaches, and the init is not dumpable, so no process can
+ * write the files itself.
+ *
+ * Static, libc only, single-threaded: one poll loop over the `ctl` FIFO,
+ * a signalfd and the output pipes. It must never depend on anything in
+ * the image.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -32,12 +41,21 @@
 #define INIT_SPEC_MAX (1024 * 1024)
 #define INIT_LINE_MAX 256
 #define INIT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define INIT_CHUNK (64 * 1024)
+/* Reads of a pipe when its process exits, before the exit record: what it
+ * wrote is all there; a child it left behind cannot hold the init longer. */
+#define INIT_DRAIN_READS 64
 
 struct proc {
-    pid_t pid;
+    pid_t pid; /* 0 once reaped */
     char id[65];
     int stdin_keeper; /* the init's write end of the stdin FIFO, or -1 */
     char error[256];  /* set when the exec failed */
+    int pipe[2];      /* read ends of its stdout and stderr pipes, -1 once closed */
+    int file[2];      /* the stdout and stderr files, -1 once closed */
+    uint64_t limit;   /* output cap, stdout and stderr together; 0: none */
+    uint64_t written;
+    bool truncated;
 };
 
 struct spawn_spec {
@@ -52,6 +70,7 @@ struct spawn_spec {
     gid_t *groups;
     size_t ngroups;
     bool want_stdin;
+    uint64_t output_limit;
 };
 
 static int procs_fd = -1;
@@ -324,6 +343,16 @@ spec_read(int dfd, struct spawn_spec *s, char *why, size_t whylen)
             }
         } else if (strcmp(line, "stdin") == 0) {
             s->want_stdin = strcmp(val, "1") == 0;
+        } else if (strcmp(line, "output_limit") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || end == val || *end || val[0] == '-') {
+                snprintf(why, whylen, "spec: bad output_limit %.32s", val);
+                ret = -1;
+                break;
+            }
+            s->output_limit = v;
         }
         /* Unknown keys are skipped, so a newer daemon can add optional ones. */
         if (ret < 0) {
@@ -432,6 +461,7 @@ fail:;
     _exit(127);
 }
 
+/* A process the init still knows: running, or reaped with output pipes still open. */
 static struct proc *
 proc_find_id(const char *id)
 {
@@ -439,6 +469,109 @@ proc_find_id(const char *id)
         if (strcmp(procs[i].id, id) == 0)
             return &procs[i];
     return NULL;
+}
+
+/* Processes not yet reaped. */
+static size_t
+procs_running(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nprocs; i++)
+        n += procs[i].pid != 0;
+    return n;
+}
+
+static void
+output_close(struct proc *p, int k)
+{
+    if (p->pipe[k] >= 0)
+        close(p->pipe[k]);
+    if (p->file[k] >= 0)
+        close(p->file[k]);
+    p->pipe[k] = p->file[k] = -1;
+}
+
+/*
+ * The output reached the cap: record it, kill the process (its group too:
+ * it is a session leader), and drop the rest. A process already reaped is
+ * never signalled: its PID may be another's now.
+ */
+static void
+output_truncate(struct proc *p)
+{
+    p->truncated = true;
+    char rec[64];
+    snprintf(rec, sizeof(rec), "limit %llu\n", (unsigned long long)p->limit);
+    int dfd = open_proc_dir(p->id);
+    if (dfd < 0 || write_record(dfd, "truncated", rec) < 0)
+        say("write truncated record of %s: %s", p->id, strerror(errno));
+    if (dfd >= 0)
+        close(dfd);
+    if (p->pid > 0) {
+        kill(-p->pid, SIGKILL);
+        kill(p->pid, SIGKILL);
+    }
+    output_close(p, 0);
+    output_close(p, 1);
+}
+
+/*
+ * Copies what is in pipe k of p into its file, up to the cap. Returns 1
+ * when it read something, 0 when the pipe is empty (or closed now).
+ */
+static int
+output_pump(struct proc *p, int k)
+{
+    static char buf[INIT_CHUNK];
+    if (p->pipe[k] < 0)
+        return 0;
+    ssize_t n;
+    do {
+        n = read(p->pipe[k], buf, sizeof(buf));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return 0;
+    if (n <= 0) {
+        output_close(p, k);
+        return 0;
+    }
+    size_t take = (size_t)n;
+    if (p->limit && p->written + take > p->limit)
+        take = (size_t)(p->limit - p->written);
+    if (take > 0 && write_all(p->file[k], buf, take) < 0)
+        say("write %s of %s: %s", k ? "stderr" : "stdout", p->id, strerror(errno));
+    p->written += take;
+    if (take < (size_t)n)
+        output_truncate(p);
+    return 1;
+}
+
+/* Forgets processes that are reaped and whose output pipes are closed. */
+static void
+procs_sweep(void)
+{
+    for (size_t i = 0; i < nprocs;) {
+        struct proc *p = &procs[i];
+        if (p->pid == 0 && p->pipe[0] < 0 && p->pipe[1] < 0)
+            procs[i] = procs[--nprocs];
+        else
+            i++;
+    }
+}
+
+/* An output pipe: the init's read end non-blocking, the child's end blocking. */
+static int
+output_pipe(int fds[2])
+{
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -1;
+    int fl = fcntl(fds[0], F_GETFL);
+    if (fl < 0 || fcntl(fds[0], F_SETFL, fl | O_NONBLOCK) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    return 0;
 }
 
 static void
@@ -474,6 +607,7 @@ do_spawn(const char *id)
     struct spawn_spec s = {0};
     char why[256] = "";
     int in = -1, keeper = -1, out = -1, err = -1, pfd[2] = {-1, -1};
+    int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
     if (spec_read(dfd, &s, why, sizeof(why)) < 0)
         goto fail;
     int oflags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
@@ -481,6 +615,10 @@ do_spawn(const char *id)
     err = openat(dfd, "stderr", oflags, 0640);
     if (out < 0 || err < 0) {
         snprintf(why, sizeof(why), "open stdout/stderr: %s", strerror(errno));
+        goto fail;
+    }
+    if (output_pipe(opipe) < 0 || output_pipe(epipe) < 0) {
+        snprintf(why, sizeof(why), "output pipe: %s", strerror(errno));
         goto fail;
     }
     if (s.want_stdin) {
@@ -522,18 +660,23 @@ do_spawn(const char *id)
     }
     if (pid == 0) {
         close(pfd[0]);
-        child_exec(&s, in, out, err, pfd[1]);
+        child_exec(&s, in, opipe[1], epipe[1], pfd[1]);
     }
     close(pfd[1]);
     close(in);
-    close(out);
-    close(err);
+    close(opipe[1]);
+    close(epipe[1]);
 
     struct proc *p = &procs[nprocs++];
     memset(p, 0, sizeof(*p));
     p->pid = pid;
     snprintf(p->id, sizeof(p->id), "%s", id);
     p->stdin_keeper = keeper;
+    p->pipe[0] = opipe[0];
+    p->pipe[1] = epipe[0];
+    p->file[0] = out;
+    p->file[1] = err;
+    p->limit = s.output_limit;
     /* EOF on the close-on-exec pipe means the exec succeeded. */
     ssize_t n;
     do {
@@ -553,7 +696,7 @@ do_spawn(const char *id)
     return;
 
 fail:
-    int fds[] = {in, keeper, out, err, pfd[0], pfd[1]};
+    int fds[] = {in, keeper, out, err, pfd[0], pfd[1], opipe[0], opipe[1], epipe[0], epipe[1]};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -568,7 +711,7 @@ do_signal(const char *id, const char *signo)
     struct proc *p = proc_find_id(id);
     char *end;
     long sig = strtol(signo, &end, 10);
-    if (!p || *end || sig < 1 || sig >= NSIG) {
+    if (!p || p->pid == 0 || *end || sig < 1 || sig >= NSIG) {
         say("signal %s %s: no such process or signal", id, signo);
         return;
     }
@@ -659,10 +802,18 @@ reap(void)
                 sig = WTERMSIG(status);
                 code = 128 + sig;
             }
+            p->pid = 0;
+            /* Everything it wrote is in its pipes now: into the files
+             * before the exit record, so a reader that saw the exit has
+             * all of it. What a child it left behind writes later is
+             * appended while its pipes stay open. */
+            for (int k = 0; k < 2; k++)
+                for (int r = 0; r < INIT_DRAIN_READS && output_pump(p, k) > 0; r++)
+                    ;
             record_exit(p->id, code, sig, p->error);
             if (p->stdin_keeper >= 0)
                 close(p->stdin_keeper);
-            procs[i] = procs[--nprocs];
+            p->stdin_keeper = -1;
             break;
         }
         /* Anything else was an orphan: reaping it is all there is to do. */
@@ -673,16 +824,42 @@ static void
 forward(int sig)
 {
     for (size_t i = 0; i < nprocs; i++)
-        kill(procs[i].pid, sig);
+        if (procs[i].pid > 0)
+            kill(procs[i].pid, sig);
+}
+
+/* The state directory given as an fd (--state-fd N): it must be a directory. */
+static int
+state_from_fd(const char *arg)
+{
+    char *end;
+    long fd = strtol(arg, &end, 10);
+    struct stat st;
+    if (*end || fd < 0 || fd > 1024 || fstat((int)fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        errno = EBADF;
+        return -1;
+    }
+    if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -1;
+    return (int)fd;
 }
 
 int
 main(int argc, char **argv)
 {
+    /*
+     * Not dumpable: a process of the container (root, like the init) can
+     * then neither ptrace the init nor open /proc/1/fd, where the state
+     * directory and init.log are.
+     */
+    prctl(PR_SET_DUMPABLE, 0);
     const char *state = INIT_DEFAULT_STATE;
+    const char *state_fd = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--state") == 0 && i + 1 < argc)
             state = argv[++i];
+        else if (strcmp(argv[i], "--state-fd") == 0 && i + 1 < argc)
+            state_fd = argv[++i];
     }
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
@@ -705,11 +882,13 @@ main(int argc, char **argv)
     if (chdir("/") < 0)
         say("chdir /: %s", strerror(errno));
 
-    int sdfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int sdfd = state_fd ? state_from_fd(state_fd) : open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sdfd < 0) {
-        say("open state directory %s: %s", state, strerror(errno));
+        say("open state directory %s: %s", state_fd ? state_fd : state, strerror(errno));
         return 1;
     }
+    if (state_fd)
+        state = "(fd)";
     if (mkdirat(sdfd, "procs", 0700) < 0 && errno != EEXIST) {
         say("mkdir %s/procs: %s", state, strerror(errno));
         return 1;
@@ -732,17 +911,44 @@ main(int argc, char **argv)
     if (write_record(sdfd, "ready", "1\n") < 0)
         say("write %s/ready: %s", state, strerror(errno));
 
-    struct pollfd pfds[2] = {{.fd = cfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    struct pollfd *pfds = NULL;
+    size_t pfds_cap = 0;
     for (;;) {
-        if (terminating && nprocs == 0)
+        if (terminating && procs_running() == 0)
             return 0;
-        int n = poll(pfds, 2, -1);
-        if (n < 0 && errno == EINTR)
+        /* ctl, the signalfd, then each open output pipe. */
+        size_t want = 2 + 2 * nprocs;
+        if (want > pfds_cap) {
+            struct pollfd *np = realloc(pfds, want * sizeof(*np));
+            if (!np) {
+                say("poll set: out of memory");
+                sleep(1);
+                continue;
+            }
+            pfds = np;
+            pfds_cap = want;
+        }
+        size_t n = 0;
+        pfds[n++] = (struct pollfd){.fd = cfd, .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        for (size_t i = 0; i < nprocs; i++)
+            for (int k = 0; k < 2; k++)
+                pfds[n++] = (struct pollfd){.fd = procs[i].pipe[k], .events = POLLIN};
+        int r = poll(pfds, (nfds_t)n, -1);
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
+        if (r < 0) {
             say("poll: %s", strerror(errno));
             continue;
         }
+        /* Output first: the pipes are where the processes wait. The set
+         * matches procs as it was: nothing is added or removed until the
+         * sweep below. */
+        size_t polled = (n - 2) / 2;
+        for (size_t i = 0; i < polled && i < nprocs; i++)
+            for (int k = 0; k < 2; k++)
+                if (pfds[2 + 2 * i + (size_t)k].revents)
+                    output_pump(&procs[i], k);
         if (pfds[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -758,5 +964,6 @@ main(int argc, char **argv)
             read_ctl(cfd);
         /* A child can exit between two signalfd reads; reaping is cheap. */
         reap();
+        procs_sweep();
     }
 }

@@ -5,8 +5,18 @@
  * `runc exec`. Per container, under the daemon's private dir for it:
  *
  *   <dir>/bundle/config.json   the runtime spec (spec.c)
- *   <dir>/state/               mounted at /.berth: the init's protocol files
+ *   <dir>/state/               the init's protocol files and the processes' output
  *   <dir>/init.log             the init's (and the runtime's create) stdout/stderr
+ *
+ * The state directory is never mounted in the container, where any
+ * process could write it (and fill the host's disk, past the output cap
+ * the init keeps): the init gets it as its fd 3, a detached clone of the
+ * directory (open_tree(2)), which no path in the container reaches and
+ * whose ".." leads nowhere; the init makes itself non-dumpable, so no
+ * process can borrow the fd through /proc/1/fd either. Before the runtime
+ * starts, every mount target is made a real directory or file inside the
+ * rootfs (rootfs.c), so no symlink of the image leads the runtime's own
+ * set-up of /dev to the host.
  *
  * Every operation blocks (a runtime invocation, the disk, the init): pool
  * threads only. The context is read-only after open, so threads share it.
@@ -19,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +39,7 @@
 #include "runtime/driver.h"
 #include "runtime/oci/cgroup.h"
 #include "runtime/oci/proc.h"
+#include "runtime/oci/rootfs.h"
 #include "runtime/oci/runc.h"
 #include "runtime/oci/spec.h"
 
@@ -41,6 +53,7 @@ struct oci_ctx {
     struct err unusable; /* why not, when !usable */
     char *init_path;
     char *cgroup_parent;
+    uint64_t max_output_bytes;
 };
 
 static void
@@ -81,6 +94,7 @@ oci_open(const struct rt_config *cfg, void **out, struct err *err)
         return err_set(err, ENOMEM, "oci runtime: out of memory");
     ctx->init_path = cfg->init_path ? strdup(cfg->init_path) : default_init_path();
     ctx->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "berth");
+    ctx->max_output_bytes = cfg->max_output_bytes;
     cleanup_free char *root = fs_path_join(cfg->state_root, "runc");
     if (!ctx->init_path || !ctx->cgroup_parent || !root) {
         oci_close(ctx);
@@ -142,6 +156,46 @@ add_init_log(struct err *err, const char *dir)
         snprintf(err->msg + used, sizeof(err->msg) - used, " (init: %s)", tail);
 }
 
+/*
+ * A detached clone of the state directory (a bind mount attached nowhere)
+ * for the init: nosuid, nodev and noexec, so nothing the init creates
+ * there can be run.
+ */
+static int
+state_tree_open(const char *state, struct err *err)
+{
+    int fd = open_tree(AT_FDCWD, state, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        return err_errno(err, errno, "open_tree of the state directory %s%s", state,
+                         errno == ENOSYS ? " (needs Linux 5.2 or later)" : "");
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+    if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 && errno != ENOSYS) {
+        int e = errno;
+        close(fd);
+        return err_errno(err, e, "restrict the state directory %s", state);
+    }
+    return fd;
+}
+
+/* Writes the runtime spec with every mount target made safe in the rootfs first. */
+static int
+bundle_write(struct oci_ctx *ctx, const struct rt_container_spec *spec, const char *bundle,
+             const char *cgpath, struct err *err)
+{
+    int ret = rt_oci_spec_validate(spec, err);
+    if (ret < 0)
+        return ret;
+    struct rt_mount *mounts = NULL;
+    ret = rt_oci_rootfs_prepare(spec, &mounts, err);
+    if (ret < 0)
+        return ret;
+    struct rt_container_spec resolved = *spec;
+    resolved.mounts = mounts;
+    ret = rt_oci_spec_write(bundle, &resolved, ctx->init_path, cgpath, err);
+    rt_oci_mounts_free(mounts, spec->nmounts);
+    return ret;
+}
+
 static int
 oci_container_create(void *p, const struct rt_container_spec *spec, struct err *err)
 {
@@ -167,14 +221,17 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
     if (ret == 0)
         ret = fs_mkdir_p(bundle, 0700, err);
     if (ret == 0)
-        ret = rt_oci_spec_write(bundle, spec, ctx->init_path, state,
-                                spec->cgroups_path ? spec->cgroups_path : cgpath, err);
+        ret =
+            bundle_write(ctx, spec, bundle, spec->cgroups_path ? spec->cgroups_path : cgpath, err);
+    cleanup_close int tree = ret == 0 ? state_tree_open(state, err) : -1;
+    if (ret == 0 && tree < 0)
+        ret = tree;
     if (ret < 0)
         return err_wrap(err, "create container %s", spec->handle);
 
     /* One invocation instead of create + start: each costs a runtime start.
      * (The network issue will need the gap between the two back.) */
-    ret = rt_runc_run_detached(&ctx->runc, spec->handle, bundle, log, err);
+    ret = rt_runc_run_detached(&ctx->runc, spec->handle, bundle, log, tree, err);
     if (ret == 0) {
         ret = rt_proc_wait_ready(state, OCI_READY_TIMEOUT_MS, err);
         if (ret < 0)
@@ -286,10 +343,14 @@ static int
 oci_proc_spawn(void *p, const char *handle, const char *dir, const struct rt_proc_spec *spec,
                struct rt_proc_status *out, struct err *err)
 {
+    struct oci_ctx *ctx = p;
     cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "spawn in %s: out of memory", handle);
-    return rt_proc_spawn(state, spec, OCI_SPAWN_TIMEOUT_MS, out, err);
+    struct rt_proc_spec s = *spec;
+    if (!s.max_output_bytes)
+        s.max_output_bytes = ctx->max_output_bytes;
+    return rt_proc_spawn(state, &s, OCI_SPAWN_TIMEOUT_MS, out, err);
 }
 
 static int
@@ -347,7 +408,7 @@ oci_proc_watch_dir(void *p, const char *handle, const char *dir, const char *id)
     return state ? rt_proc_dir(state, id) : NULL;
 }
 
-/* The init writes stdout and stderr as it goes, and pid then exit. */
+/* The init writes stdout and stderr as it goes, pid then exit, and truncated at the cap. */
 static enum rt_proc_change
 oci_proc_change(const char *filename)
 {
@@ -355,7 +416,8 @@ oci_proc_change(const char *filename)
         return RT_PROC_CHANGE_STDOUT;
     if (strcmp(filename, "stderr") == 0)
         return RT_PROC_CHANGE_STDERR;
-    if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0)
+    if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0 ||
+        strcmp(filename, "truncated") == 0)
         return RT_PROC_CHANGE_STATUS;
     return RT_PROC_CHANGE_NONE;
 }

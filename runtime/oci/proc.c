@@ -120,6 +120,7 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
     } else if (ret != -ENOENT) {
         return ret;
     }
+    out->output_truncated = faccessat(dfd, "truncated", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
     ret = read_record(dfd, "exit", buf, sizeof(buf), err);
     if (ret == -ENOENT)
         return 0;
@@ -289,6 +290,10 @@ spec_text(const struct rt_proc_spec *spec, size_t *len)
     }
     if (ret == 0)
         ret = spec_line(&buf, len, &cap, "stdin", spec->stdin ? "1" : "0");
+    char limit[24];
+    snprintf(limit, sizeof(limit), "%llu", (unsigned long long)spec->max_output_bytes);
+    if (ret == 0 && spec->max_output_bytes)
+        ret = spec_line(&buf, len, &cap, "output_limit", limit);
     if (ret < 0) {
         free(buf);
         return NULL;

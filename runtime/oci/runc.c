@@ -72,14 +72,22 @@ buf_append(char **buf, size_t *len, const char *data, size_t n)
 
 /*
  * Runs argv. With stdio_fd >= 0 the child's stdout and stderr are that fd
- * (not captured); otherwise both are captured into r. Returns 0 when the
- * child ran (whatever its exit status), or a negative errno.
+ * (not captured); otherwise both are captured into r. With pass_fd >= 0
+ * the child gets it as its fd 3. Returns 0 when the child ran (whatever
+ * its exit status), or a negative errno.
  */
 static int
-run(const struct rt_runc *rc, const char *cmd, char *const argv[], int stdio_fd, struct run_out *r,
-    struct err *err)
+run(const struct rt_runc *rc, const char *cmd, char *const argv[], int stdio_fd, int pass_fd,
+    struct run_out *r, struct err *err)
 {
     memset(r, 0, sizeof(*r));
+    /* dup2 onto itself would leave close-on-exec set: move it off 3 first. */
+    cleanup_close int moved = pass_fd == 3 ? fcntl(pass_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    if (pass_fd == 3) {
+        if (moved < 0)
+            return err_errno(err, errno, "%s %s: dup", rc->name, cmd);
+        pass_fd = moved;
+    }
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     if (stdio_fd < 0 && (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)) {
         int e = errno;
@@ -98,6 +106,8 @@ run(const struct rt_runc *rc, const char *cmd, char *const argv[], int stdio_fd,
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, stdio_fd >= 0 ? stdio_fd : outp[1], 1);
     posix_spawn_file_actions_adddup2(&fa, stdio_fd >= 0 ? stdio_fd : errp[1], 2);
+    if (pass_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
     /* The runtime gets a clean signal state, whatever the daemon blocks or ignores. */
     sigset_t none, def;
     sigemptyset(&none);
@@ -307,7 +317,7 @@ rt_runc_version(const struct rt_runc *rc, char **out, struct err *err)
 {
     char *argv[] = {rc->bin, "--version", NULL};
     struct run_out r = {0};
-    int ret = run(rc, "--version", argv, -1, &r, err);
+    int ret = run(rc, "--version", argv, -1, -1, &r, err);
     if (ret < 0)
         return ret;
     ret = status_error(rc, "--version", "", r.status, r.err, err);
@@ -336,7 +346,7 @@ simple(const struct rt_runc *rc, const char *cmd, const char *id, char *const ex
         argv[n++] = extra[i];
     argv[n] = NULL;
     struct run_out r = {0};
-    int ret = run(rc, cmd, argv, -1, &r, err);
+    int ret = run(rc, cmd, argv, -1, -1, &r, err);
     if (ret < 0)
         return ret;
     ret = status_error(rc, cmd, id, r.status, r.err, err);
@@ -348,20 +358,20 @@ simple(const struct rt_runc *rc, const char *cmd, const char *id, char *const ex
 }
 
 static int create_or_run(const struct rt_runc *rc, const char *cmd, const char *id,
-                         const char *bundle, const char *log_path, struct err *err);
+                         const char *bundle, const char *log_path, int pass_fd, struct err *err);
 
 int
 rt_runc_create(const struct rt_runc *rc, const char *id, const char *bundle, const char *log_path,
-               struct err *err)
+               int pass_fd, struct err *err)
 {
-    return create_or_run(rc, "create", id, bundle, log_path, err);
+    return create_or_run(rc, "create", id, bundle, log_path, pass_fd, err);
 }
 
 int
 rt_runc_run_detached(const struct rt_runc *rc, const char *id, const char *bundle,
-                     const char *log_path, struct err *err)
+                     const char *log_path, int pass_fd, struct err *err)
 {
-    return create_or_run(rc, "run", id, bundle, log_path, err);
+    return create_or_run(rc, "run", id, bundle, log_path, pass_fd, err);
 }
 
 int
@@ -398,7 +408,7 @@ rt_runc_init_process(const struct rt_runc *rc, const char *id, pid_t *pid,
 
 static int
 create_or_run(const struct rt_runc *rc, const char *cmd, const char *id, const char *bundle,
-              const char *log_path, struct err *err)
+              const char *log_path, int pass_fd, struct err *err)
 {
     cleanup_close int fd =
         open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -407,18 +417,24 @@ create_or_run(const struct rt_runc *rc, const char *cmd, const char *id, const c
     struct stat st;
     if (fstat(fd, &st) < 0)
         return err_errno(err, errno, "%s %s %s: stat %s", rc->name, cmd, id, log_path);
-    bool detach = strcmp(cmd, "run") == 0;
-    char *argv[] = {rc->bin,
-                    "--root",
-                    rc->root,
-                    (char *)cmd,
-                    detach ? "--detach" : "--bundle",
-                    detach ? "--bundle" : (char *)bundle,
-                    detach ? (char *)bundle : (char *)id,
-                    detach ? (char *)id : NULL,
-                    NULL};
+    char *argv[16];
+    size_t argc = 0;
+    argv[argc++] = rc->bin;
+    argv[argc++] = "--root";
+    argv[argc++] = rc->root;
+    argv[argc++] = (char *)cmd;
+    if (strcmp(cmd, "run") == 0)
+        argv[argc++] = "--detach";
+    if (pass_fd >= 0) {
+        argv[argc++] = "--preserve-fds";
+        argv[argc++] = "1";
+    }
+    argv[argc++] = "--bundle";
+    argv[argc++] = (char *)bundle;
+    argv[argc++] = (char *)id;
+    argv[argc] = NULL;
     struct run_out r = {0};
-    int ret = run(rc, cmd, argv, fd, &r, err);
+    int ret = run(rc, cmd, argv, fd, pass_fd, &r, err);
     if (ret < 0)
         return ret;
     if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)

@@ -36,14 +36,15 @@ int rt_runc_version(const struct rt_runc *rc, char **out, struct err *err);
 /*
  * `create --bundle bundle id`. The container's init inherits the runtime's
  * stdout and stderr (detached, no terminal), so both go to log_path
- * (appended), and a failure's message is read back from there.
+ * (appended), and a failure's message is read back from there. With
+ * pass_fd >= 0, the init also gets that fd as its fd 3 (--preserve-fds 1).
  */
 int rt_runc_create(const struct rt_runc *rc, const char *id, const char *bundle,
-                   const char *log_path, struct err *err);
+                   const char *log_path, int pass_fd, struct err *err);
 int rt_runc_start(const struct rt_runc *rc, const char *id, struct err *err);
 /* `run --detach --bundle bundle id`: create and start in one invocation, stdio as create's. */
 int rt_runc_run_detached(const struct rt_runc *rc, const char *id, const char *bundle,
-                         const char *log_path, struct err *err);
+                         const char *log_path, int pass_fd, struct err *err);
 /*
  * The container's init as the runtime recorded it (its state.json:
  * init_process_pid and init_process_start, the start time in clock ticks

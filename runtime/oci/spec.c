@@ -3,7 +3,9 @@
  * `runc spec` (the standard /proc, /dev, /sys mounts, a deny-all device
  * rule before runc's default devices) with our init as process.args, and
  * namespaces, capabilities, masked and read-only paths and seccomp from
- * defaults.c. Any thread; no I/O except rt_oci_spec_write.
+ * defaults.c. The init's state directory is no mount: the driver hands it
+ * to the init as an open fd (see driver.c). Any thread; no I/O except
+ * rt_oci_spec_write.
  *
  * No network namespace yet: the network issue brings one, with its setup
  * between `runc create` and `runc start`.
@@ -14,6 +16,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/path.h"
 #include "runtime/oci/defaults.h"
 
 static struct json_object *
@@ -52,16 +55,19 @@ path_ok(const char *p)
     return true;
 }
 
-static bool
-reserved_target(const char *t)
+const char *
+rt_oci_target_reserved(const char *t)
 {
-    size_t n = strlen(RT_OCI_STATE_TARGET);
-    return strcmp(t, RT_OCI_INIT_TARGET) == 0 ||
-           (strncmp(t, RT_OCI_STATE_TARGET, n) == 0 && (t[n] == '\0' || t[n] == '/'));
+    if (strcmp(t, RT_OCI_INIT_TARGET) == 0 || path_is_within(t, RT_OCI_STATE_TARGET))
+        return "reserved for berth";
+    /* The runtime mounts its own filesystems there and writes into /dev. */
+    if (strcmp(t, "/proc") == 0 || strcmp(t, "/dev") == 0 || strcmp(t, "/sys") == 0)
+        return "reserved for the runtime's own mount";
+    return NULL;
 }
 
-static int
-validate(const struct rt_container_spec *spec, struct err *err)
+int
+rt_oci_spec_validate(const struct rt_container_spec *spec, struct err *err)
 {
     if (!rt_handle_valid(spec->handle))
         return err_set(err, EINVAL, "container handle %s: invalid (1-128 of [A-Za-z0-9_.-])",
@@ -92,11 +98,18 @@ validate(const struct rt_container_spec *spec, struct err *err)
         if (!path_ok(m->source))
             return err_set(err, EINVAL, "mount source %s: not an absolute path",
                            m->source ? m->source : "(null)");
-        if (!path_ok(m->target) || strcmp(m->target, "/") == 0)
+        if (!path_ok(m->target) || strlen(m->target) >= 4096)
             return err_set(err, EINVAL, "mount target %s: not an absolute path below /",
                            m->target ? m->target : "(null)");
-        if (reserved_target(m->target))
-            return err_set(err, EINVAL, "mount target %s: reserved for berth", m->target);
+        /* Compared in normal form: //.berth, /./.berth/ and /.berth are one path. */
+        cleanup_free char *t = path_normalise(m->target, true);
+        if (!t)
+            return err_set(err, ENOMEM, "mount target %s: out of memory", m->target);
+        if (strcmp(t, "/") == 0)
+            return err_set(err, EINVAL, "mount target %s: not an absolute path below /", m->target);
+        const char *why = rt_oci_target_reserved(t);
+        if (why)
+            return err_set(err, EINVAL, "mount target %s: %s", t, why);
     }
     return 0;
 }
@@ -110,7 +123,7 @@ build_process(const struct rt_container_spec *spec)
     json_object_object_add(user, "uid", json_object_new_int(0));
     json_object_object_add(user, "gid", json_object_new_int(0));
     json_object_object_add(p, "user", user);
-    const char *args[] = {RT_OCI_INIT_TARGET, "--state", RT_OCI_STATE_TARGET, NULL};
+    const char *args[] = {RT_OCI_INIT_TARGET, "--state-fd", RT_OCI_STATE_FD_STR, NULL};
     json_object_object_add(p, "args", str_array(args));
     const char *default_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
@@ -128,7 +141,7 @@ build_process(const struct rt_container_spec *spec)
 }
 
 static struct json_object *
-build_mounts(const struct rt_container_spec *spec, const char *init_path, const char *state_dir)
+build_mounts(const struct rt_container_spec *spec, const char *init_path)
 {
     struct json_object *m = json_object_new_array();
     add_mount(m, "/proc", "proc", "proc", (const char *[]){"nosuid", "noexec", "nodev", NULL});
@@ -147,13 +160,12 @@ build_mounts(const struct rt_container_spec *spec, const char *init_path, const 
               (const char *[]){"nosuid", "noexec", "nodev", "relatime", "ro", NULL});
     add_mount(m, RT_OCI_INIT_TARGET, "bind", init_path,
               (const char *[]){"bind", "ro", "nosuid", "nodev", NULL});
-    add_mount(m, RT_OCI_STATE_TARGET, "bind", state_dir,
-              (const char *[]){"bind", "nosuid", "nodev", "noexec", NULL});
     for (size_t i = 0; i < spec->nmounts; i++) {
         const struct rt_mount *um = &spec->mounts[i];
+        cleanup_free char *target = path_normalise(um->target, true);
         /* nodev: a device node a container makes in a volume must not
          * work when the daemon or another container reads the volume. */
-        add_mount(m, um->target, "bind", um->source,
+        add_mount(m, target ? target : um->target, "bind", um->source,
                   um->readonly ? (const char *[]){"rbind", "rprivate", "nodev", "ro", NULL}
                                : (const char *[]){"rbind", "rprivate", "nodev", NULL});
     }
@@ -226,13 +238,12 @@ build_linux(const struct rt_container_spec *spec, const char *cgroups_path)
 
 struct json_object *
 rt_oci_spec_build(const struct rt_container_spec *spec, const char *init_path,
-                  const char *state_dir, const char *cgroups_path, struct err *err)
+                  const char *cgroups_path, struct err *err)
 {
-    if (validate(spec, err) < 0)
+    if (rt_oci_spec_validate(spec, err) < 0)
         return NULL;
-    if (!path_ok(init_path) || !path_ok(state_dir)) {
-        err_set(err, EINVAL, "init %s or state directory %s: not an absolute path",
-                init_path ? init_path : "(null)", state_dir ? state_dir : "(null)");
+    if (!path_ok(init_path)) {
+        err_set(err, EINVAL, "init %s: not an absolute path", init_path ? init_path : "(null)");
         return NULL;
     }
     struct json_object *root = json_object_new_object();
@@ -249,17 +260,16 @@ rt_oci_spec_build(const struct rt_container_spec *spec, const char *init_path,
     char host[64];
     snprintf(host, sizeof(host), "%s", spec->hostname ? spec->hostname : spec->handle);
     json_object_object_add(root, "hostname", json_object_new_string(host));
-    json_object_object_add(root, "mounts", build_mounts(spec, init_path, state_dir));
+    json_object_object_add(root, "mounts", build_mounts(spec, init_path));
     json_object_object_add(root, "linux", build_linux(spec, cgroups_path));
     return root;
 }
 
 int
 rt_oci_spec_write(const char *bundle_dir, const struct rt_container_spec *spec,
-                  const char *init_path, const char *state_dir, const char *cgroups_path,
-                  struct err *err)
+                  const char *init_path, const char *cgroups_path, struct err *err)
 {
-    struct json_object *cfg = rt_oci_spec_build(spec, init_path, state_dir, cgroups_path, err);
+    struct json_object *cfg = rt_oci_spec_build(spec, init_path, cgroups_path, err);
     if (!cfg)
         return -(err ? err->code : EINVAL);
     size_t len = 0;

@@ -21,6 +21,7 @@ clear_env(void)
     unsetenv("BERTH_LOG_LEVEL");
     unsetenv("BERTH_LOG_FORMAT");
     unsetenv("BERTH_STORE_MAX_BYTES");
+    unsetenv("BERTH_MAX_OUTPUT_BYTES");
 }
 
 START_TEST(config_defaults)
@@ -35,6 +36,7 @@ START_TEST(config_defaults)
     ck_assert_str_eq(cfg.runtime, "oci");
     ck_assert_int_eq(cfg.log_level, LOG_INFO);
     ck_assert_int_eq(cfg.store_max_bytes, -1);
+    ck_assert_int_eq(cfg.max_output_bytes, 1LL << 30);
     ck_assert_ptr_nonnull(cfg.root);
     if (geteuid() == 0)
         ck_assert_str_eq(cfg.root, "/var/lib/berth");
@@ -86,6 +88,8 @@ START_TEST(config_bad_values_give_one_line_errors)
         {"--root", "relative/dir", "must be an absolute path"},
         {"--pool-threads", "1", "expected a whole number from 2 to 1024"},
         {"--store-max-bytes", "10Q", "expected a byte count"},
+        {"--max-output-bytes", "-5", "--max-output-bytes -5: expected a byte count"},
+        {"--max-output-bytes", "1X", "expected a byte count"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct config cfg;
@@ -134,6 +138,28 @@ START_TEST(config_bad_environment_names_the_variable)
 }
 END_TEST
 
+START_TEST(config_max_output_bytes_from_flag_and_environment)
+{
+    clear_env();
+    setenv("BERTH_MAX_OUTPUT_BYTES", "64K", 1);
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv), CONFIG_RUN);
+    ck_assert_int_eq(cfg.max_output_bytes, 64 << 10);
+    config_close(&cfg);
+    char *argv2[] = {"berthd", "--max-output-bytes", "2M", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv2), CONFIG_RUN);
+    ck_assert_int_eq(cfg.max_output_bytes, 2 << 20);
+    config_close(&cfg);
+    char *argv3[] = {"berthd", "--max-output-bytes=0", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 2, argv3), CONFIG_RUN);
+    ck_assert_int_eq(cfg.max_output_bytes, 0);
+    config_close(&cfg);
+    clear_env();
+}
+END_TEST
+
 START_TEST(config_byte_counts_take_suffixes)
 {
     int64_t v = 0;
@@ -160,6 +186,7 @@ main(void)
     tcase_add_test(tc, config_unknown_flag_and_stray_argument);
     tcase_add_test(tc, config_bad_environment_names_the_variable);
     tcase_add_test(tc, config_byte_counts_take_suffixes);
+    tcase_add_test(tc, config_max_output_bytes_from_flag_and_environment);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -335,6 +335,47 @@ START_TEST(init_survives_when_nothing_reads)
 }
 END_TEST
 
+/* 3x the cap on stdout and stderr together: the files hold exactly the first cap bytes. */
+START_TEST(output_past_the_cap_stops_the_process)
+{
+    char *argv[] = {"sh", "-c", "seq 1 30000; seq 1 30000 >&2; echo never-reached", NULL};
+    struct rt_proc_spec spec = {
+        .id = "chatty", .path = argv[0], .argv = argv, .max_output_bytes = 100000};
+    struct rt_proc_status st;
+    struct err err = {0};
+    ck_assert_msg(drv->proc_spawn(ctx, "", shared_dir, &spec, &st, &err) == 0, "%s", err.msg);
+    st = wait_exit(shared_dir, "chatty");
+    ck_assert_int_eq(st.exit_code, 137);
+    ck_assert_int_eq(st.signal, SIGKILL);
+    ck_assert(st.output_truncated);
+    char *state = state_of(shared_dir);
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/procs/chatty/stdout", state), 0);
+    struct stat so, se;
+    ck_assert_int_eq(stat(path, &so), 0);
+    path[strlen(path) - 3] = 'e';
+    path[strlen(path) - 2] = 'r';
+    path[strlen(path) - 1] = 'r';
+    ck_assert_int_eq(stat(path, &se), 0);
+    ck_assert_int_eq(so.st_size + se.st_size, 100000);
+    /* What is kept is what the process wrote first, byte for byte; the
+     * cap fell in its stdout (169 kB), so stderr got nothing. */
+    ck_assert_int_eq(se.st_size, 0);
+    ck_assert_int_eq(tu_sh("seq 1 30000 | head -c 100000 | cmp - %s/procs/chatty/stdout", state),
+                     0);
+    free(path);
+    free(state);
+    /* Under the cap nothing is cut and nothing is stopped. */
+    char *argv2[] = {"sh", "-c", "seq 1 10000; seq 1 10000 >&2", NULL};
+    struct rt_proc_spec quiet = {
+        .id = "quiet", .path = argv2[0], .argv = argv2, .max_output_bytes = 100000};
+    ck_assert_msg(drv->proc_spawn(ctx, "", shared_dir, &quiet, &st, &err) == 0, "%s", err.msg);
+    st = wait_exit(shared_dir, "quiet");
+    ck_assert_int_eq(st.exit_code, 0);
+    ck_assert(!st.output_truncated);
+}
+END_TEST
+
 START_TEST(stats_read_the_container_cgroup)
 {
     char *argv[] = {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done", NULL};
@@ -511,8 +552,8 @@ START_TEST(create_reports_the_runtime_error)
     ck_assert_int_eq(fs_mkdir_p(dir, 0700, &err), 0);
     struct rt_container_spec spec = {.handle = handle, .dir = dir, .rootfs = "/nonexistent/rootfs"};
     ck_assert_int_lt(drv->container_create(ctx, &spec, &err), 0);
-    ck_assert_msg(strstr(err.msg, "runc run") && strstr(err.msg, "/nonexistent/rootfs"), "%s",
-                  err.msg);
+    /* Caught before the runtime runs, while its mount targets are made. */
+    ck_assert_msg(strstr(err.msg, handle) && strstr(err.msg, "/nonexistent/rootfs"), "%s", err.msg);
     char *rstate = fs_path_join(runc_root, handle);
     struct stat sb;
     ck_assert_int_lt(stat(rstate, &sb), 0);
@@ -539,6 +580,7 @@ main(void)
     tcase_add_test(tc, process_runs_as_requested_user_with_image_etc);
     tcase_add_test(tc, container_has_security_defaults_inside);
     tcase_add_test(tc, init_survives_when_nothing_reads);
+    tcase_add_test(tc, output_past_the_cap_stops_the_process);
     tcase_add_test(tc, stats_read_the_container_cgroup);
     tcase_add_test(tc, memory_limit_kills_with_137);
     tcase_add_test(tc, pids_and_cpu_limits_apply);

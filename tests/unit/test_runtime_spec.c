@@ -24,8 +24,7 @@ static struct json_object *
 build(const struct rt_container_spec *s)
 {
     struct err err = {0};
-    struct json_object *j = rt_oci_spec_build(s, "/usr/lib/berth/berth-init",
-                                              "/var/lib/berth/c1/state", "berth/c1", &err);
+    struct json_object *j = rt_oci_spec_build(s, "/usr/lib/berth/berth-init", "berth/c1", &err);
     ck_assert_msg(j != NULL, "build: %s", err.msg);
     return j;
 }
@@ -109,16 +108,16 @@ START_TEST(spec_has_security_defaults)
     ck_assert(!array_has(at(json_object_array_get_idx(rules, 0), "names"), "mount"));
     ck_assert(!array_has(at(json_object_array_get_idx(rules, 0), "names"), "kexec_load"));
 
-    /* Our init is the first process, read-only; the state dir is mounted for it. */
+    /* Our init is the first process, read-only; its state directory is an fd, no mount. */
     ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(at(j, "process.args"), 0)),
                      RT_OCI_INIT_TARGET);
+    ck_assert_str_eq(json_object_get_string(json_object_array_get_idx(at(j, "process.args"), 1)),
+                     "--state-fd");
     struct json_object *init = mount_at(j, RT_OCI_INIT_TARGET);
     ck_assert_ptr_nonnull(init);
     ck_assert_str_eq(json_object_get_string(at(init, "source")), "/usr/lib/berth/berth-init");
     ck_assert(array_has(at(init, "options"), "ro"));
-    struct json_object *state = mount_at(j, RT_OCI_STATE_TARGET);
-    ck_assert_ptr_nonnull(state);
-    ck_assert(!array_has(at(state, "options"), "ro"));
+    ck_assert_ptr_null(mount_at(j, RT_OCI_STATE_TARGET));
     ck_assert_ptr_nonnull(mount_at(j, "/dev"));
     ck_assert_str_eq(json_object_get_string(at(j, "linux.cgroupsPath")), "berth/c1");
     ck_assert_str_eq(json_object_get_string(at(j, "hostname")), "c1");
@@ -160,7 +159,7 @@ static void
 expect_reject(const struct rt_container_spec *s, const char *needle)
 {
     struct err err = {0};
-    struct json_object *j = rt_oci_spec_build(s, "/init", "/state", "x", &err);
+    struct json_object *j = rt_oci_spec_build(s, "/init", "x", &err);
     ck_assert_ptr_null(j);
     ck_assert_int_eq(err.code, EINVAL);
     ck_assert_msg(strstr(err.msg, needle), "message %s lacks %s", err.msg, needle);
@@ -188,6 +187,18 @@ START_TEST(spec_rejects_invalid_requests)
     struct rt_mount climb = {"/srv", "/a/../../etc", false};
     s.mounts = &climb;
     expect_reject(&s, "/a/../../etc");
+    /* Every spelling of a reserved target is that target. */
+    const char *spellings[] = {
+        "//.berth",           "/./.berth", "//.berth-init", "/.berth/", "/.berth-init/",
+        "/.//.berth//procs/", "/dev/",     "//proc",        "/sys/.",   NULL};
+    for (size_t i = 0; spellings[i]; i++) {
+        struct rt_mount m = {"/srv", spellings[i], false};
+        s.mounts = &m;
+        expect_reject(&s, "reserved");
+    }
+    struct rt_mount root = {"/srv", "//./", false};
+    s.mounts = &root;
+    expect_reject(&s, "below /");
 }
 END_TEST
 
