@@ -60,6 +60,6 @@ struct import_request {
  * with ERR_INVALID_CONTENT and a message naming the blob and the problem.
  */
 int store_image_import(struct store *st, const struct import_request *req, struct meta_image **out,
-                 bool *created, struct err *err);
+                       bool *created, struct err *err);
 
 #endif

@@ -14,8 +14,9 @@
  * that the API acknowledged must not be forgotten, and one fsync of the
  * WAL per commit is nothing next to hashing and unpacking the layers.
  *
- * The schema is versioned with PRAGMA user_version; migrations run in
- * meta_open, inside a transaction.
+ * The schema is versioned as every component's is (store/db.h's
+ * db_migrate, component "meta"); migrations run in meta_open, inside a
+ * transaction.
  */
 #include "store/meta.h"
 
@@ -30,8 +31,8 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/randid.h"
+#include "store/db.h"
 
-#define META_SCHEMA_VERSION 1
 #define META_NAME_MAX 512
 #define META_USER_MAX 256
 
@@ -111,156 +112,10 @@ static const char schema_v1[] =
     "  PRIMARY KEY (lease, chain_id)"
     ") WITHOUT ROWID;";
 
-/* ---- SQLite helpers ---------------------------------------------------- */
-
-static void
-cleanup_stmt_fn(sqlite3_stmt **st)
-{
-    sqlite3_finalize(*st);
-}
-#define cleanup_stmt __attribute__((cleanup(cleanup_stmt_fn)))
-
-static int
-code_of(int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_NOMEM:
-        return ENOMEM;
-    case SQLITE_FULL:
-        return ENOSPC;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return EBUSY;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-        return EROFS;
-    case SQLITE_CONSTRAINT:
-        return EINVAL;
-    default:
-        return EIO;
-    }
-}
-
-/* Sets err from the connection's last error; returns -code. */
-static int
-db_err(sqlite3 *db, int rc, struct err *err, const char *what)
-{
-    return err_set(err, code_of(rc), "metadata %s: %s", what, sqlite3_errmsg(db));
-}
-
-static int
-db_exec(sqlite3 *db, const char *sql, struct err *err)
-{
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        int ret =
-            err_set(err, code_of(rc), "metadata: %s: %s", sql, msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return ret;
-    }
-    return 0;
-}
-
-/*
- * Prepares sql and binds the arguments described by types, one letter
- * each: 't' const char * (NULL binds NULL), 'i' int64_t.
- */
-static int
-db_vprepare(sqlite3 *db, sqlite3_stmt **out, struct err *err, const char *sql, const char *types,
-            va_list ap)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return db_err(db, rc, err, "prepare");
-    for (int i = 0; types[i]; i++) {
-        if (types[i] == 't') {
-            const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT)
-                   : sqlite3_bind_null(st, i + 1);
-        } else {
-            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-        }
-        if (rc != SQLITE_OK) {
-            sqlite3_finalize(st);
-            return db_err(db, rc, err, "bind");
-        }
-    }
-    *out = st;
-    return 0;
-}
-
-static int
-db_prepare(sqlite3 *db, sqlite3_stmt **out, struct err *err, const char *sql, const char *types,
-           ...)
-{
-    va_list ap;
-    va_start(ap, types);
-    int ret = db_vprepare(db, out, err, sql, types, ap);
-    va_end(ap);
-    return ret;
-}
-
-/* Runs a statement that returns no rows; *changes (may be NULL) gets the row count. */
-static int
-db_run(sqlite3 *db, int *changes, struct err *err, const char *sql, const char *types, ...)
-{
-    cleanup_stmt sqlite3_stmt *st = NULL;
-    va_list ap;
-    va_start(ap, types);
-    int ret = db_vprepare(db, &st, err, sql, types, ap);
-    va_end(ap);
-    if (ret < 0)
-        return ret;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        ;
-    if (rc != SQLITE_DONE)
-        return db_err(db, rc, err, "write");
-    if (changes)
-        *changes = sqlite3_changes(db);
-    return 0;
-}
-
-/* Runs a query for one int64; *found (may be NULL) says whether a row came. */
-static int
-db_int(sqlite3 *db, int64_t *out, bool *found, struct err *err, const char *sql, const char *types,
-       ...)
-{
-    cleanup_stmt sqlite3_stmt *st = NULL;
-    va_list ap;
-    va_start(ap, types);
-    int ret = db_vprepare(db, &st, err, sql, types, ap);
-    va_end(ap);
-    if (ret < 0)
-        return ret;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = sqlite3_column_int64(st, 0);
-        if (found)
-            *found = true;
-        return 0;
-    }
-    if (rc != SQLITE_DONE)
-        return db_err(db, rc, err, "read");
-    *out = 0;
-    if (found)
-        *found = false;
-    return 0;
-}
-
 static void
 copy_digest(char dst[DIGEST_STR_LEN], const unsigned char *src)
 {
     snprintf(dst, DIGEST_STR_LEN, "%s", src ? (const char *)src : "");
-}
-
-static char *
-dup_text(sqlite3_stmt *st, int col)
-{
-    const unsigned char *s = sqlite3_column_text(st, col);
-    return strdup(s ? (const char *)s : "");
 }
 
 static int64_t
@@ -271,11 +126,12 @@ now_s(void)
 
 /* ---- transactions ------------------------------------------------------ */
 
+/* One transaction at a time on the one connection. */
 static int
 txn_begin(struct meta *m, struct err *err)
 {
     pthread_mutex_lock(&m->lock);
-    int ret = db_exec(m->db, "BEGIN IMMEDIATE", err);
+    int ret = db_txn_begin(m->db, err);
     if (ret < 0)
         pthread_mutex_unlock(&m->lock);
     return ret;
@@ -285,13 +141,7 @@ txn_begin(struct meta *m, struct err *err)
 static int
 txn_end(struct meta *m, int ret, struct err *err)
 {
-    if (ret == 0) {
-        ret = db_exec(m->db, "COMMIT", err);
-        if (ret < 0)
-            db_exec(m->db, "ROLLBACK", NULL);
-    } else {
-        db_exec(m->db, "ROLLBACK", NULL);
-    }
+    ret = db_txn_end(m->db, ret, err);
     pthread_mutex_unlock(&m->lock);
     return ret;
 }
@@ -310,32 +160,14 @@ meta_run_locked(struct meta *m, meta_locked_fn fn, void *ctx, struct err *err)
 static int
 migrate(sqlite3 *db, struct err *err)
 {
-    int64_t version = 0;
-    int ret = db_int(db, &version, NULL, err, "PRAGMA user_version", "");
-    if (ret < 0)
-        return ret;
-    if (version > META_SCHEMA_VERSION)
-        return err_set(err, ERR_UNAVAILABLE,
-                       "metadata: schema version %lld is newer than this berthd knows (%d)",
-                       (long long)version, META_SCHEMA_VERSION);
-    if (version == META_SCHEMA_VERSION)
-        return 0;
-    ret = db_exec(db, "BEGIN IMMEDIATE", err);
-    if (ret < 0)
-        return ret;
-    /* Future versions add "if (version < N) apply schema_vN" steps here. */
-    if (version < 1)
-        ret = db_exec(db, schema_v1, err);
-    if (ret == 0) {
-        char sql[64];
-        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", META_SCHEMA_VERSION);
-        ret = db_exec(db, sql, err);
-    }
-    if (ret == 0)
-        ret = db_exec(db, "COMMIT", err);
-    if (ret < 0)
-        db_exec(db, "ROLLBACK", NULL);
-    return ret;
+    /* Before schema_versions, the version was PRAGMA user_version. */
+    static const char *const steps[] = {schema_v1};
+    static const struct db_schema schema = {.component = "meta",
+                                            .steps = steps,
+                                            .n_steps = sizeof(steps) / sizeof(steps[0]),
+                                            .legacy_user_version = true};
+    int ret = db_txn_begin(db, err);
+    return ret < 0 ? ret : db_txn_end(db, db_migrate(db, &schema, err), err);
 }
 
 void
@@ -365,7 +197,7 @@ meta_open(const char *root, struct meta **out, struct err *err)
     int rc = sqlite3_open_v2(
         path, &m->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        ret = err_set(err, code_of(rc), "open metadata %s: %s", path,
+        ret = err_set(err, db_code_of(rc), "open metadata %s: %s", path,
                       m->db ? sqlite3_errmsg(m->db) : sqlite3_errstr(rc));
         goto fail;
     }
@@ -524,10 +356,10 @@ image_load(sqlite3 *db, const char *digest, struct meta_image **out, struct err 
     }
     snprintf(img->digest, sizeof(img->digest), "%s", digest);
     copy_digest(img->config_digest, sqlite3_column_text(st, 0));
-    img->platform.os = dup_text(st, 1);
-    img->platform.architecture = dup_text(st, 2);
-    img->platform.variant = dup_text(st, 3);
-    img->platform.os_version = dup_text(st, 4);
+    img->platform.os = db_text_dup(st, 1);
+    img->platform.architecture = db_text_dup(st, 2);
+    img->platform.variant = db_text_dup(st, 3);
+    img->platform.os_version = db_text_dup(st, 4);
     img->size_bytes = sqlite3_column_int64(st, 5);
     img->unpacked_bytes = sqlite3_column_int64(st, 6);
     img->created_at = sqlite3_column_int64(st, 7);
@@ -550,7 +382,7 @@ image_load(sqlite3 *db, const char *digest, struct meta_image **out, struct err 
                 goto oom;
             img->names = n;
         }
-        if (!(img->names[img->n_names] = dup_text(st, 0)))
+        if (!(img->names[img->n_names] = db_text_dup(st, 0)))
             goto oom;
         img->n_names++;
     }
@@ -724,6 +556,15 @@ meta_image_put(struct meta *m, const struct meta_image *img, const char *name, b
     if (created)
         *created = !exists;
     return 0;
+}
+
+int
+meta_image_count(struct meta *m, int64_t *n, struct err *err)
+{
+    int ret = txn_begin(m, err);
+    if (ret < 0)
+        return ret;
+    return txn_end(m, db_int(m->db, n, NULL, err, "SELECT COUNT(*) FROM images", ""), err);
 }
 
 int
