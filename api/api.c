@@ -424,10 +424,18 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
         log_debug("%s %s: connection ended before the reply was complete (%d)", req->method,
                   req->path, (int)toe);
-    log_request(req->method, req->path, status, seconds * 1000.0);
+    const char *raw = req->raw_uri ? req->raw_uri : "";
+    const char *q = strchr(raw, '?');
+    struct log_req lr = {.method = req->method,
+                         .path = req->path,
+                         .query = q && q[1] ? q + 1 : NULL,
+                         .status = status,
+                         .duration_ms = seconds * 1000.0,
+                         .code = req->err_code[0] ? req->err_code : NULL,
+                         .error = req->err_msg};
+    log_request(&lr);
     metrics_observe_request(api->metrics, req->method,
-                            req->match.route ? req->match.route->pattern : "unmatched", status,
-                            seconds);
+                            req->match.pattern ? req->match.pattern : "unmatched", status, seconds);
     if (req->suspended) {
         /* MHD does not complete suspended connections; be safe anyway. */
         if (req->susp_prev)

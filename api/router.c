@@ -88,6 +88,8 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
         if (match_pattern(routes[i].pattern, routes[i].rest, path, &tmp, &score) != 1 ||
             score != best_score)
             continue;
+        if (!path_known)
+            m->pattern = routes[i].pattern;
         path_known = true;
         if (strcmp(routes[i].method, method) == 0 ||
             (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0)) {
@@ -96,6 +98,7 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
             for (unsigned k = 0; k < m->nparams; k++)
                 m->param_names[k] = m->names_buf[k];
             m->route = &routes[i];
+            m->pattern = routes[i].pattern;
             return ROUTE_FOUND;
         }
         if (allow && allow_len) {

@@ -232,6 +232,8 @@ create_done(void *ctx, bool cancelled)
         j->p = NULL;
         log_info("container %s: created", c->p->handle);
     } else {
+        if (j->call.detached) /* else the caller reports it */
+            log_info("%s", j->err.msg);
         containers_remove(c);
     }
     if (!j->call.detached)
@@ -442,6 +444,8 @@ delete_done(void *ctx, bool cancelled)
         containers_remove(c);
     }
     /* else: left in "deleting"; a retry runs every step again. */
+    if (op->rc < 0 && op->call.detached)
+        log_warn("%s", op->err.msg);
     delete_end(op, op->rc < 0 ? &op->err : NULL);
 }
 

@@ -206,9 +206,11 @@ import_done(void *ctx, bool cancelled)
     op->job_done = true;
     if (cancelled && op->rc == 0 && !op->image)
         op->rc = err_set(&op->err, ECANCELED, "import: the daemon is shutting down");
-    if (op->rc < 0) {
+    /* A failure is the caller's to report (one line per error); only a
+     * caller gone away leaves it to us. */
+    if (op->rc < 0 && op->detached) {
         log_info("import failed: %s", op->err.msg);
-    } else {
+    } else if (op->rc == 0) {
         log_info("image %s: imported%s (%s)", op->image->digest, op->created ? "" : ", was stored",
                  op->image->n_names ? op->image->names[0] : "no name");
     }

@@ -401,7 +401,7 @@ in_done(void *ctx, bool cancelled)
         op->rc = err_set(&op->err, ECANCELED, "upload: the daemon is shutting down");
         bpipe_abort(op->upload, ECANCELED);
     }
-    if (op->rc < 0)
+    if (op->rc < 0 && op->detached) /* else the caller reports it */
         log_info("volume %s: upload failed: %s", op->handle, op->err.msg);
     if (!op->detached)
         op->done(op->arg, op->rc < 0 ? &op->err : NULL, &op->res);

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 
@@ -119,6 +121,41 @@ rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err)
     if (!*out)
         return err_set(err, ENOMEM, "cgroup path: out of memory");
     return 0;
+}
+
+void
+rt_cgroup_parent_remove(const char *parent)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[4096];
+    while (f && fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        /* One controller names a v1 hierarchy ("cpu,cpuacct" is found by
+         * "cpu", "name=systemd" by itself); none is the v2 one. */
+        char ctrl[256];
+        snprintf(ctrl, sizeof(ctrl), "%.*s", (int)strcspn(c1 + 1, ","), c1 + 1);
+        char *mnt = NULL, *root = NULL;
+        struct err ignored;
+        if (mount_of(ctrl[0] ? ctrl : NULL, &mnt, &root, &ignored) < 0)
+            continue;
+        const char *path = c2 + 1;
+        size_t rl = strlen(root);
+        if (strcmp(root, "/") != 0 && strncmp(path, root, rl) == 0 &&
+            (path[rl] == '/' || path[rl] == '\0'))
+            path += rl;
+        char *dir = NULL;
+        if (asprintf(&dir, "%s%s%s/%s", mnt, *path == '/' ? "" : "/", path, parent) >= 0) {
+            rmdir(dir); /* EBUSY while a container's cgroup is in it */
+            free(dir);
+        }
+        free(mnt);
+        free(root);
+    }
 }
 
 static int

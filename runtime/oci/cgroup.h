@@ -19,6 +19,14 @@
  */
 int rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err);
 
+/*
+ * Removes the directory parent (relative, as containers' cgroups paths
+ * are: below this process's own cgroup) from every hierarchy this process
+ * is in, v1 controllers and v2 alike, when it is empty. A parent that
+ * still holds a container's cgroup, or none, is left alone.
+ */
+void rt_cgroup_parent_remove(const char *parent);
+
 /* Memory and CPU usage of the cgroup that pid is in. */
 int rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err);
 

@@ -62,6 +62,11 @@ oci_close(void *p)
     struct oci_ctx *ctx = p;
     if (!ctx)
         return;
+    /* The per-root cgroup parent goes with the last container: a daemon
+     * that stops with none leaves no berth-* directory in any hierarchy.
+     * (Not at each delete: a create beside it would race the rmdir.) */
+    if (ctx->usable && ctx->cgroup_parent)
+        rt_cgroup_parent_remove(ctx->cgroup_parent);
     rt_runc_close(&ctx->runc);
     free(ctx->init_path);
     free(ctx->cgroup_parent);

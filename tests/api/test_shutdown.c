@@ -59,6 +59,8 @@ START_TEST(sigterm_lets_running_job_answer_and_cancels_queued_one)
         berthd_finish(&b);
         return;
     }
+    /* Start-up's own job (the garbage collection) ends first. */
+    ck_assert(wait_health_int(&b, "jobs.running", 0, 10000));
     /* Two jobs fill the pool, a third waits in the queue. */
     struct bg_req jobs[3];
     for (int i = 0; i < 3; i++) {
