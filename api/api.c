@@ -127,8 +127,7 @@ api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, jo
     if (rc < 0) {
         req->weak_ref = NULL;
         *weak = NULL;
-        api_reply_error(req, 503, "unavailable", "cannot start the job %s: %s", name,
-                        strerror(-rc));
+        api_reply_fail(req, ECANCELED, "cannot start the job %s: %s", name, strerror(-rc));
         return rc;
     }
     api_req_suspend(req);
@@ -146,6 +145,35 @@ void
 api_req_call_done(struct api_req *req)
 {
     req->call = NULL;
+}
+
+void
+api_req_wait_or_fail(struct api_req *req, int rc, struct svc_call *call, const struct err *err)
+{
+    if (rc < 0)
+        api_reply_err(req, err);
+    else
+        api_req_wait_call(req, call);
+}
+
+bool
+api_req_call_failed(struct api_req *req, const struct err *err)
+{
+    api_req_call_done(req);
+    if (!err)
+        return false;
+    api_reply_err_resume(req, err);
+    return true;
+}
+
+void
+api_reply_204_cb(void *arg, const struct err *err)
+{
+    struct api_req *req = arg;
+    if (api_req_call_failed(req, err))
+        return;
+    api_reply_text(req, 204, "application/json", "", 0);
+    api_req_resume(req);
 }
 
 void
@@ -231,7 +259,7 @@ begin_request(struct api_req *req, const char *url)
         return;
     }
     if (api->shutting_down) {
-        api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         return;
     }
 
@@ -240,12 +268,12 @@ begin_request(struct api_req *req, const char *url)
                                         &req->match, allow, sizeof(allow));
     switch (rr) {
     case ROUTE_NOT_FOUND:
-        api_reply_error(req, 404, "not_found", "no route for %s", req->path);
+        api_reply_fail(req, ENOENT, "no route for %s", req->path);
         return;
     case ROUTE_BAD_PATH:
-        api_reply_error(req, 400, "bad_request",
-                        "path %s: a parameter is empty, too long or badly percent-encoded",
-                        req->path);
+        api_reply_fail(req, EINVAL,
+                       "path %s: a parameter is empty, too long or badly percent-encoded",
+                       req->path);
         return;
     case ROUTE_METHOD_NOT_ALLOWED: {
         api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
@@ -306,8 +334,8 @@ dispatch(struct api_req *req)
     req->dispatched = true;
     if (req->body_too_large) {
         if (req->body_mode == BODY_NONE)
-            api_reply_error(req, 400, "bad_request", "%s %s takes no request body", req->method,
-                            req->match.route->pattern);
+            api_reply_fail(req, EINVAL, "%s %s takes no request body", req->method,
+                           req->match.route->pattern);
         else
             api_reply_error(req, 413, "payload_too_large",
                             "request body is over the limit of %d bytes for JSON",
@@ -399,7 +427,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         /* A handler must reply or suspend; anything else is a bug, and the
          * client still deserves an answer rather than a hang. */
         log_error("%s %s: handler neither replied nor suspended", req->method, req->path);
-        api_reply_error(req, 500, "internal", "the handler did not answer");
+        api_reply_fail(req, EIO, "the handler did not answer");
     }
     return queue_reply(req);
 }
@@ -691,7 +719,7 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
             continue;
         }
         if (!req->response)
-            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+            api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         api_req_resume(req);
     }
     /* Give MHD a moment to write the 503s, then stop it. */

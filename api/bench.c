@@ -51,7 +51,7 @@ hash_done(void *ctx, bool cancelled)
     if (req) {
         req->weak_ref = NULL;
         if (cancelled) {
-            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+            api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         } else {
             json_object *body = json_object_new_object();
             json_object_object_add(body, "digest", json_object_new_string(job->digest));
@@ -80,13 +80,13 @@ bench_hash_post(struct api_req *req)
     }
     json_object_put(body);
     if (bytes < 0 || bytes > BENCH_HASH_MAX) {
-        api_reply_error(req, 400, "bad_request", "field \"bytes\": must be from 0 to %lld",
-                        (long long)BENCH_HASH_MAX);
+        api_reply_fail(req, EINVAL, "field \"bytes\": must be from 0 to %lld",
+                       (long long)BENCH_HASH_MAX);
         return;
     }
     struct hash_job *job = calloc(1, sizeof(*job));
     if (!job) {
-        api_reply_error(req, 500, "internal", "out of memory");
+        api_reply_fail(req, ENOMEM, "out of memory");
         return;
     }
     job->bytes = bytes;

@@ -308,12 +308,8 @@ static void
 created_cb(void *arg, const struct err *err, struct container *c)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err)
-        api_reply_err(req, err);
-    else
-        api_reply_json(req, 201, api_container_to_json(c, NULL));
-    api_req_resume(req);
+    if (!api_req_call_failed(req, err))
+        api_reply_json_resume(req, 201, api_container_to_json(c, NULL));
 }
 
 void
@@ -382,12 +378,8 @@ static void
 stats_cb(void *arg, const struct err *err, struct container *c, const struct ctr_usage *usage)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err)
-        api_reply_err(req, err);
-    else
-        api_reply_json(req, 200, api_container_to_json(c, usage));
-    api_req_resume(req);
+    if (!api_req_call_failed(req, err))
+        api_reply_json_resume(req, 200, api_container_to_json(c, usage));
 }
 
 void
@@ -414,25 +406,13 @@ containers_get(struct api_req *req)
     api_req_wait_call(req, call);
 }
 
-static void
-deleted_cb(void *arg, const struct err *err)
-{
-    struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err)
-        api_reply_err(req, err);
-    else
-        api_reply_text(req, 204, "application/json", "", 0);
-    api_req_resume(req);
-}
-
 void
 containers_delete(struct api_req *req)
 {
     struct err err = {0};
     struct svc_call *call = NULL;
-    if (container_delete(api_daemon(req->api), api_req_param(req, "handle"), deleted_cb, req, &call,
-                         &err) < 0) {
+    if (container_delete(api_daemon(req->api), api_req_param(req, "handle"), api_reply_204_cb, req,
+                         &call, &err) < 0) {
         api_reply_err(req, &err);
         return;
     }

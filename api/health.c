@@ -81,11 +81,8 @@ static void
 stats_cb(void *arg, const struct err *err, const struct daemon_gauge *g, size_t n)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     size_t len = 0;
     char *text = metrics_render(api_metrics(req->api), g, n, &len);
     struct MHD_Response *resp =

@@ -360,42 +360,31 @@ static void
 listed_cb(void *arg, const struct err *err, struct meta_image *const *imgs, size_t n)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < n; i++)
         json_object_array_add(arr, image_to_json(imgs[i], NULL));
     json_object *body = json_object_new_object();
     json_object_object_add(body, "images", arr);
-    api_reply_json(req, 200, body);
-    api_req_resume(req);
+    api_reply_json_resume(req, 200, body);
 }
 
 static void
 got_cb(void *arg, const struct err *err, const struct meta_image *img, const struct oci_config *cfg)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
-    api_reply_json(req, 200, image_to_json(img, cfg));
-    api_req_resume(req);
+    api_reply_json_resume(req, 200, image_to_json(img, cfg));
 }
 
 static void
 deleted_cb(void *arg, const struct err *err, const struct image_delete_result *res)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     json_object *body = json_object_new_object();
     json_object_object_add(body, "digest", json_object_new_string(res->digest));
     json_object_object_add(body, "image_removed", json_object_new_boolean(res->image_removed));
@@ -407,8 +396,7 @@ deleted_cb(void *arg, const struct err *err, const struct image_delete_result *r
     }
     json_object_object_add(body, "freed_bytes", freed_json(&res->gc));
     json_object_object_add(body, "gc", gc_to_json(&res->gc));
-    api_reply_json(req, 200, body);
-    api_req_resume(req);
+    api_reply_json_resume(req, 200, body);
 }
 
 static void
@@ -416,11 +404,8 @@ pruned_cb(void *arg, const struct err *err, char *const *removed, size_t n,
           const struct gc_result *gc)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     json_object *body = json_object_new_object();
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < n; i++)
@@ -428,18 +413,7 @@ pruned_cb(void *arg, const struct err *err, char *const *removed, size_t n,
     json_object_object_add(body, "removed", arr);
     json_object_object_add(body, "freed_bytes", freed_json(gc));
     json_object_object_add(body, "gc", gc_to_json(gc));
-    api_reply_json(req, 200, body);
-    api_req_resume(req);
-}
-
-/* Replies with err or waits on call. */
-static void
-wait_or_fail(struct api_req *req, int rc, struct svc_call *call, const struct err *err)
-{
-    if (rc < 0)
-        api_reply_err(req, err);
-    else
-        api_req_wait_call(req, call);
+    api_reply_json_resume(req, 200, body);
 }
 
 void
@@ -448,7 +422,7 @@ images_list(struct api_req *req)
     struct err err = {0};
     struct svc_call *call = NULL;
     int rc = image_list(api_daemon(req->api), listed_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -457,7 +431,7 @@ images_get(struct api_req *req)
     struct err err = {0};
     struct svc_call *call = NULL;
     int rc = image_get(api_daemon(req->api), api_req_param(req, "ref"), got_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -467,7 +441,7 @@ images_delete(struct api_req *req)
     struct svc_call *call = NULL;
     int rc =
         image_delete(api_daemon(req->api), api_req_param(req, "ref"), deleted_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -494,5 +468,5 @@ images_prune(struct api_req *req)
         return;
     }
     int rc = image_prune(api_daemon(req->api), unused, keep, pruned_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }

@@ -45,17 +45,13 @@ static void
 started_cb(void *arg, const struct err *err, struct ctr_proc *pr)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err(req, err);
-    } else {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(pr->id));
-        json_object_object_add(o, "state", json_object_new_string("running"));
-        json_object_object_add(o, "pid", json_object_new_int(pr->pid));
-        api_reply_json(req, 201, o);
-    }
-    api_req_resume(req);
+    if (api_req_call_failed(req, err))
+        return;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_string(pr->id));
+    json_object_object_add(o, "state", json_object_new_string("running"));
+    json_object_object_add(o, "pid", json_object_new_int(pr->pid));
+    api_reply_json_resume(req, 201, o);
 }
 
 void
@@ -126,25 +122,13 @@ processes_get(struct api_req *req)
         api_reply_json(req, 200, api_proc_to_json(pr));
 }
 
-static void
-deleted_cb(void *arg, const struct err *err)
-{
-    struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err)
-        api_reply_err(req, err);
-    else
-        api_reply_text(req, 204, "application/json", "", 0);
-    api_req_resume(req);
-}
-
 void
 processes_delete(struct api_req *req)
 {
     struct err err = {0};
     struct svc_call *call = NULL;
     if (process_delete(daemon_of(req), api_req_param(req, "handle"), api_req_param(req, "id"),
-                       deleted_cb, req, &call, &err) < 0) {
+                       api_reply_204_cb, req, &call, &err) < 0) {
         api_reply_err(req, &err);
         return;
     }
@@ -250,11 +234,8 @@ out_opened(void *arg, const struct err *err, struct proc_output *o)
 {
     struct out_reply *r = arg;
     struct api_req *req = r->req;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     r->o = o;
     r->stream = api_stream_start(req, 200, "application/octet-stream");
     if (!r->stream) {
@@ -483,16 +464,12 @@ static void
 signalled_cb(void *arg, const struct err *err)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err(req, err);
-    } else {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(api_req_param(req, "id")));
-        json_object_object_add(o, "signal", json_object_new_int((int)(intptr_t)req->ctx));
-        api_reply_json(req, 200, o);
-    }
-    api_req_resume(req);
+    if (api_req_call_failed(req, err))
+        return;
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_string(api_req_param(req, "id")));
+    json_object_object_add(o, "signal", json_object_new_int((int)(intptr_t)req->ctx));
+    api_reply_json_resume(req, 200, o);
 }
 
 static int

@@ -58,6 +58,13 @@ api_reply_json(struct api_req *req, unsigned status, json_object *body)
 }
 
 void
+api_reply_json_resume(struct api_req *req, unsigned status, json_object *body)
+{
+    api_reply_json(req, status, body);
+    api_req_resume(req);
+}
+
+void
 api_reply_error(struct api_req *req, unsigned status, const char *code, const char *fmt, ...)
 {
     char msg[1024];

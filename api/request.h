@@ -135,6 +135,14 @@ int api_req_run_job(struct api_req *req, struct api_req **weak, const char *name
  */
 void api_req_wait_call(struct api_req *req, struct svc_call *call);
 void api_req_call_done(struct api_req *req);
+/* After a service call returned rc: waits on call, or (rc < 0) replies err. */
+void api_req_wait_or_fail(struct api_req *req, int rc, struct svc_call *call,
+                          const struct err *err);
+/* In a call's callback: ends the wait, and with err replies it, resumes
+ * and returns true. */
+bool api_req_call_failed(struct api_req *req, const struct err *err);
+/* A callback for calls that answer nothing but success: 204 or the error. */
+void api_reply_204_cb(void *arg, const struct err *err);
 
 /* Suspends the connection until api_req_resume. */
 void api_req_suspend(struct api_req *req);
@@ -147,6 +155,8 @@ void api_reply_err_resume(struct api_req *req, const struct err *err);
 void api_reply_fail(struct api_req *req, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Replies with a JSON document (takes the reference to body), then resumes. */
+void api_reply_json_resume(struct api_req *req, unsigned status, json_object *body);
 /* Replies with a JSON document (takes the reference to body). */
 void api_reply_json(struct api_req *req, unsigned status, json_object *body);
 /* Replies {"error": {"code": code, "message": ...}} with a status picked

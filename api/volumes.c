@@ -55,12 +55,8 @@ volume_to_json(const struct vol_info *v)
 static void
 one_cb(struct api_req *req, unsigned status, const struct err *err, const struct vol_info *v)
 {
-    api_req_call_done(req);
-    if (err)
-        api_reply_err(req, err);
-    else
-        api_reply_json(req, status, volume_to_json(v));
-    api_req_resume(req);
+    if (!api_req_call_failed(req, err))
+        api_reply_json_resume(req, status, volume_to_json(v));
 }
 
 static void
@@ -79,45 +75,28 @@ static void
 listed_cb(void *arg, const struct err *err, const struct vol_info *vs, size_t n)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < n; i++)
         json_object_array_add(arr, volume_to_json(&vs[i]));
     json_object *body = json_object_new_object();
     json_object_object_add(body, "volumes", arr);
-    api_reply_json(req, 200, body);
-    api_req_resume(req);
+    api_reply_json_resume(req, 200, body);
 }
 
 static void
 deleted_cb(void *arg, const struct err *err, char *const *deleted, size_t n)
 {
     struct api_req *req = arg;
-    api_req_call_done(req);
-    if (err) {
-        api_reply_err_resume(req, err);
+    if (api_req_call_failed(req, err))
         return;
-    }
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < n; i++)
         json_object_array_add(arr, json_object_new_string(deleted[i]));
     json_object *body = json_object_new_object();
     json_object_object_add(body, "deleted", arr);
-    api_reply_json(req, 200, body);
-    api_req_resume(req);
-}
-
-static void
-wait_or_fail(struct api_req *req, int rc, struct svc_call *call, const struct err *err)
-{
-    if (rc < 0)
-        api_reply_err(req, err);
-    else
-        api_req_wait_call(req, call);
+    api_reply_json_resume(req, 200, body);
 }
 
 struct props {
@@ -175,7 +154,7 @@ volumes_create(struct api_req *req)
     }
     json_object_put(body);
     free(p);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 static enum MHD_Result
@@ -205,7 +184,7 @@ volumes_list(struct api_req *req)
     MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, filter_cb, p);
     int rc = vol_list(api_daemon(req->api), p->v, p->n, listed_cb, req, &call, &err);
     free(p);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -214,7 +193,7 @@ volumes_get(struct api_req *req)
     struct err err = {0};
     struct svc_call *call = NULL;
     int rc = vol_get(api_daemon(req->api), api_req_param(req, "handle"), got_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -241,7 +220,7 @@ volumes_patch(struct api_req *req)
                        has_ttl ? ttl : -1, got_cb, req, &call, &err);
     json_object_put(body);
     free(p);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 void
@@ -258,7 +237,7 @@ volumes_delete(struct api_req *req)
         rc = vol_delete(api_daemon(req->api), api_req_param(req, "handle"),
                         force && (strcmp(force, "1") == 0 || strcmp(force, "true") == 0),
                         deleted_cb, req, &call, &err);
-    wait_or_fail(req, rc, call, &err);
+    api_req_wait_or_fail(req, rc, call, &err);
 }
 
 /* ?path= as the service takes it ("/" and below); EINVAL when bad. Caller frees. */
@@ -302,8 +281,7 @@ up_done(void *arg, const struct err *err, const struct volume_tar_in_result *res
     json_object_object_add(o, "path", json_object_new_string(u->path));
     json_object_object_add(o, "entries", json_object_new_int64((int64_t)res->entries));
     json_object_object_add(o, "tar_bytes", json_object_new_int64((int64_t)res->bytes));
-    api_reply_json(u->req, 200, o);
-    api_req_resume(u->req);
+    api_reply_json_resume(u->req, 200, o);
 }
 
 static void

@@ -297,13 +297,32 @@ proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at
     proc_stop_watch(pr);
 }
 
+int
+ctr_target_init(struct ctr_target *t, struct container *c, const char *id)
+{
+    memset(t, 0, sizeof(*t));
+    if (!(t->dir = strdup(c->dir)))
+        return -ENOMEM;
+    t->c = c;
+    container_ref(c);
+    t->drv = c->reg->drv;
+    t->drv_ctx = c->reg->drv_ctx;
+    snprintf(t->handle, sizeof(t->handle), "%s", c->p->handle);
+    snprintf(t->id, sizeof(t->id), "%s", id ? id : "");
+    return 0;
+}
+
+void
+ctr_target_clear(struct ctr_target *t)
+{
+    if (t->c)
+        container_unref(t->c);
+    free(t->dir);
+    memset(t, 0, sizeof(*t));
+}
+
 struct check_job {
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char id[CTR_ID_MAX + 1];
-    char *dir;
+    struct ctr_target t;
     struct rt_proc_status st;
     int rc;
     struct err err;
@@ -313,14 +332,15 @@ static void
 check_work(void *ctx)
 {
     struct check_job *j = ctx;
-    j->rc = j->drv->proc_status(j->drv_ctx, j->handle, j->dir, j->id, &j->st, &j->err);
+    struct ctr_target *t = &j->t;
+    j->rc = t->drv->proc_status(t->drv_ctx, t->handle, t->dir, t->id, &j->st, &j->err);
 }
 
 static void
 check_done(void *ctx, bool cancelled)
 {
     struct check_job *j = ctx;
-    struct ctr_proc *pr = container_proc_find(j->c, j->id);
+    struct ctr_proc *pr = container_proc_find(j->t.c, j->t.id);
     if (pr) {
         pr->checking = false;
         if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
@@ -331,13 +351,12 @@ check_done(void *ctx, bool cancelled)
             proc_set_exited(pr, &j->st, clock_unix_ms());
             notify(pr, CTR_EV_EXIT);
             /* A delete waiting for its processes goes on after the last. */
-            ctr_delete_proc_exited(j->c);
+            ctr_delete_proc_exited(j->t.c);
         } else if (pr->recheck && !pr->exited && !cancelled) {
             container_proc_check(pr);
         }
     }
-    container_unref(j->c);
-    free(j->dir);
+    ctr_target_clear(&j->t);
     free(j);
 }
 
@@ -352,22 +371,15 @@ container_proc_check(struct ctr_proc *pr)
         return;
     }
     struct check_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->dir = strdup(c->dir))) {
+    if (!j || ctr_target_init(&j->t, c, pr->id) < 0) {
         free(j);
         return;
     }
-    j->c = c;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    snprintf(j->id, sizeof(j->id), "%s", pr->id);
-    container_ref(c);
     pr->checking = true;
     pr->recheck = false;
     if (job_submit(c->reg->d->jobs, "process.status", check_work, check_done, j) < 0) {
         pr->checking = false;
-        container_unref(c);
-        free(j->dir);
+        ctr_target_clear(&j->t);
         free(j);
     }
 }

@@ -179,6 +179,24 @@ void container_watch_init(struct container *c, int pidfd);
 /* Stops watching (delete, shutdown). Loop. */
 void container_unwatch_init(struct container *c);
 
+/*
+ * What a pool job needs to reach a container, or one of its processes,
+ * through the driver: copies (a job never touches the loop's objects) and
+ * a reference that keeps the container's memory while the job runs.
+ */
+struct ctr_target {
+    struct container *c; /* a reference */
+    const struct rt_driver *drv;
+    void *drv_ctx;
+    char handle[CTR_HANDLE_MAX + 1];
+    char id[CTR_ID_MAX + 1]; /* "" for the container itself */
+    char *dir;
+};
+/* Fills t for process id of c (NULL: the container), taking a reference. 0 or -ENOMEM. */
+int ctr_target_init(struct ctr_target *t, struct container *c, const char *id);
+/* Drops the reference and the copies; a cleared target is a no-op. */
+void ctr_target_clear(struct ctr_target *t);
+
 void ctr_listen(struct ctr_proc *pr, struct ctr_listener *l);
 void ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l);
 

@@ -168,12 +168,7 @@ struct out_open_job {
     proc_output_open_cb opened;
     proc_output_data_cb data;
     void *arg;
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char id[CTR_ID_MAX + 1];
-    char *dir;
+    struct ctr_target t;
     enum proc_stream which;
     int fd;
     struct err err;
@@ -185,32 +180,33 @@ static void
 out_open_work(void *ctx)
 {
     struct out_open_job *j = ctx;
-    j->fd = j->drv->proc_output_open(j->drv_ctx, j->handle, j->dir, j->id, j->which, &j->err);
+    struct ctr_target *t = &j->t;
+    j->fd = t->drv->proc_output_open(t->drv_ctx, t->handle, t->dir, t->id, j->which, &j->err);
 }
 
 static void
 out_open_done(void *ctx, bool cancelled)
 {
     struct out_open_job *j = ctx;
-    struct ctr_proc *pr = j->c->registered ? container_proc_find(j->c, j->id) : NULL;
+    struct ctr_proc *pr = j->t.c->registered ? container_proc_find(j->t.c, j->t.id) : NULL;
     if (cancelled && j->fd >= 0) {
         close(j->fd);
-        j->fd = err_set(&j->err, ECANCELED, "output of %s: the daemon is shutting down", j->id);
+        j->fd = err_set(&j->err, ECANCELED, "output of %s: the daemon is shutting down", j->t.id);
     }
     if (j->fd >= 0 && (!pr || j->call.detached)) {
         close(j->fd);
-        j->fd = err_set(&j->err, ENOENT, "process %s: not found", j->id);
+        j->fd = err_set(&j->err, ENOENT, "process %s: not found", j->t.id);
     }
     struct proc_output *r = j->fd >= 0 ? calloc(1, sizeof(*r)) : NULL;
     if (j->fd >= 0 && !r) {
         close(j->fd);
-        j->fd = err_set(&j->err, ENOMEM, "output of %s: out of memory", j->id);
+        j->fd = err_set(&j->err, ENOMEM, "output of %s: out of memory", j->t.id);
     }
     if (r) {
         r->data = j->data;
         r->arg = j->arg;
-        r->c = j->c; /* the job's reference moves to the reader */
-        j->c = NULL;
+        r->c = j->t.c; /* the job's reference moves to the reader */
+        j->t.c = NULL;
         r->pr = pr;
         r->which = j->which;
         r->fd = j->fd;
@@ -222,9 +218,7 @@ out_open_done(void *ctx, bool cancelled)
     }
     if (!j->call.detached)
         j->opened(j->arg, r ? NULL : &j->err, r);
-    if (j->c)
-        container_unref(j->c);
-    free(j->dir);
+    ctr_target_clear(&j->t);
     free(j);
 }
 
@@ -241,28 +235,22 @@ process_output_open(struct daemon *d, const char *handle, const char *id, enum p
     if (offset < 0)
         return err_set(err, EINVAL, "output of %s: offset %lld is negative", id, (long long)offset);
     struct out_open_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->dir = strdup(c->dir))) {
+    if (!j || ctr_target_init(&j->t, c, pr->id) < 0) {
         free(j);
         return err_set(err, ENOMEM, "output of %s: out of memory", id);
     }
     j->opened = opened;
     j->data = data;
     j->arg = arg;
-    j->c = c;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    snprintf(j->id, sizeof(j->id), "%s", pr->id);
     j->which = which;
     j->offset = offset;
     j->follow = follow;
     if ((ret = job_submit(d->jobs, "process.output", out_open_work, out_open_done, j)) < 0) {
-        free(j->dir);
+        ctr_target_clear(&j->t);
         free(j);
         return err_set(err, ECANCELED, "output of %s: cannot start the job: %s", id,
                        strerror(-ret));
     }
-    container_ref(c);
     svc_call_give(&j->call, call);
     return 0;
 }

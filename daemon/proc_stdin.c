@@ -19,12 +19,7 @@ struct proc_stdin {
     void *arg;
     bool released;
     struct daemon *d;
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char id[CTR_ID_MAX + 1];
-    char *dir;
+    struct ctr_target t;
     int fd; /* from the open job */
     struct err err;
     bool job_running, writing, pipe_open, is_open;
@@ -39,8 +34,7 @@ stdin_maybe_free(struct proc_stdin *s)
 {
     if (!s->released || s->job_running || s->writing || s->pipe_open)
         return;
-    container_unref(s->c);
-    free(s->dir);
+    ctr_target_clear(&s->t);
     free(s->wbuf);
     free(s);
 }
@@ -71,7 +65,7 @@ static void
 open_work(void *ctx)
 {
     struct proc_stdin *s = ctx;
-    s->fd = s->drv->proc_stdin_open(s->drv_ctx, s->handle, s->dir, s->id, &s->err);
+    s->fd = s->t.drv->proc_stdin_open(s->t.drv_ctx, s->t.handle, s->t.dir, s->t.id, &s->err);
 }
 
 static void
@@ -81,7 +75,7 @@ open_done(void *ctx, bool cancelled)
     s->job_running = false;
     if (cancelled && s->fd >= 0) {
         close(s->fd);
-        s->fd = err_set(&s->err, ECANCELED, "stdin of %s: the daemon is shutting down", s->id);
+        s->fd = err_set(&s->err, ECANCELED, "stdin of %s: the daemon is shutting down", s->t.id);
     }
     int rc = s->fd < 0 ? s->fd : 0;
     if (rc == 0) {
@@ -91,7 +85,7 @@ open_done(void *ctx, bool cancelled)
         int urc = uv_pipe_open(&s->pipe, s->fd);
         if (urc < 0) {
             close(s->fd);
-            rc = err_set(&s->err, EIO, "stdin of %s: %s", s->id, uv_strerror(urc));
+            rc = err_set(&s->err, EIO, "stdin of %s: %s", s->t.id, uv_strerror(urc));
         } else {
             s->is_open = true;
         }
@@ -116,26 +110,20 @@ process_stdin_open(struct daemon *d, const char *handle, const char *id, proc_st
                        pr->exited ? "the process exited"
                                   : "the process was started without \"stdin\": true");
     struct proc_stdin *s = calloc(1, sizeof(*s));
-    if (!s || !(s->dir = strdup(c->dir))) {
+    if (!s || ctr_target_init(&s->t, c, pr->id) < 0) {
         free(s);
         return err_set(err, ENOMEM, "stdin of %s: out of memory", id);
     }
     s->d = d;
     s->opened = opened;
     s->arg = arg;
-    s->c = c;
-    s->drv = c->reg->drv;
-    s->drv_ctx = c->reg->drv_ctx;
     s->fd = -1;
-    snprintf(s->handle, sizeof(s->handle), "%s", c->p->handle);
-    snprintf(s->id, sizeof(s->id), "%s", pr->id);
     s->job_running = true;
     if ((ret = job_submit(d->jobs, "process.stdin.open", open_work, open_done, s)) < 0) {
-        free(s->dir);
+        ctr_target_clear(&s->t);
         free(s);
         return err_set(err, ECANCELED, "stdin of %s: cannot start the job: %s", id, strerror(-ret));
     }
-    container_ref(c);
     *out = s;
     return 0;
 }
@@ -150,7 +138,7 @@ write_cb(uv_write_t *w, int status)
     int rc = 0;
     if (status < 0)
         rc = err_set(&s->err, status == UV_EPIPE ? ERR_CONFLICT : EIO, "stdin of process %s: %s",
-                     s->id,
+                     s->t.id,
                      status == UV_EPIPE ? "the process closed it or exited" : uv_strerror(status));
     if (s->released)
         stdin_close_pipe(s);
@@ -163,10 +151,10 @@ process_stdin_write(struct proc_stdin *s, const void *data, size_t len, proc_std
                     struct err *err)
 {
     if (!s->is_open || s->writing || s->released)
-        return err_set(err, EBUSY, "stdin of process %s: not ready for a write", s->id);
+        return err_set(err, EBUSY, "stdin of process %s: not ready for a write", s->t.id);
     s->wbuf = malloc(len ? len : 1);
     if (!s->wbuf)
-        return err_set(err, ENOMEM, "stdin of process %s: out of memory", s->id);
+        return err_set(err, ENOMEM, "stdin of process %s: out of memory", s->t.id);
     memcpy(s->wbuf, data, len);
     uv_buf_t b = uv_buf_init(s->wbuf, (unsigned)len);
     s->wreq.data = s;
@@ -174,7 +162,7 @@ process_stdin_write(struct proc_stdin *s, const void *data, size_t len, proc_std
     if (rc < 0) {
         free(s->wbuf);
         s->wbuf = NULL;
-        return err_set(err, rc == UV_EPIPE ? ERR_CONFLICT : EIO, "stdin of process %s: %s", s->id,
+        return err_set(err, rc == UV_EPIPE ? ERR_CONFLICT : EIO, "stdin of process %s: %s", s->t.id,
                        uv_strerror(rc));
     }
     s->written = written;
@@ -188,9 +176,9 @@ close_work(void *ctx)
 {
     struct proc_stdin *s = ctx;
     struct err err = {0};
-    if (s->drv->proc_stdin_close(s->drv_ctx, s->handle, s->dir, s->id, &err) < 0 &&
+    if (s->t.drv->proc_stdin_close(s->t.drv_ctx, s->t.handle, s->t.dir, s->t.id, &err) < 0 &&
         err.code != ERR_UNAVAILABLE)
-        log_info("close stdin of %s: %s", s->id, err.msg);
+        log_info("close stdin of %s: %s", s->t.id, err.msg);
 }
 
 static void
@@ -211,7 +199,7 @@ int
 process_stdin_close(struct proc_stdin *s, bool eof, proc_stdin_cb closed, struct err *err)
 {
     if (s->writing || s->job_running)
-        return err_set(err, EBUSY, "stdin of process %s: a write is in flight", s->id);
+        return err_set(err, EBUSY, "stdin of process %s: a write is in flight", s->t.id);
     stdin_close_pipe(s);
     s->is_open = false;
     s->closed = closed;
@@ -221,7 +209,7 @@ process_stdin_close(struct proc_stdin *s, bool eof, proc_stdin_cb closed, struct
                          close_done, s);
     if (ret < 0) {
         s->job_running = false;
-        return err_set(err, ECANCELED, "stdin of %s: cannot start the job: %s", s->id,
+        return err_set(err, ECANCELED, "stdin of %s: cannot start the job: %s", s->t.id,
                        strerror(-ret));
     }
     return 0;

@@ -305,10 +305,7 @@ struct stats_job {
     struct svc_call call;
     container_stats_cb cb;
     void *arg;
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
+    struct ctr_target t;
     struct rt_stats stats;
     int rc;
     struct err err;
@@ -318,14 +315,14 @@ static void
 stats_work(void *ctx)
 {
     struct stats_job *j = ctx;
-    j->rc = j->drv->stats(j->drv_ctx, j->handle, &j->stats, &j->err);
+    j->rc = j->t.drv->stats(j->t.drv_ctx, j->t.handle, &j->stats, &j->err);
 }
 
 static void
 stats_done(void *ctx, bool cancelled)
 {
     struct stats_job *j = ctx;
-    struct container *c = j->c;
+    struct container *c = j->t.c;
     bool ok = !cancelled && j->rc == 0;
     /* The runtime says the init is gone: report it honestly. */
     if (!cancelled && (j->rc == -ERR_CONFLICT || j->rc == -ENOENT) && c->state == CTR_RUNNING)
@@ -333,10 +330,10 @@ stats_done(void *ctx, bool cancelled)
     struct ctr_usage u = {.memory_bytes = j->stats.memory_bytes, .cpu_ns = j->stats.cpu_ns};
     struct err gone = {0};
     if (!c->registered)
-        err_set(&gone, ENOENT, "container %s: not found", j->handle);
+        err_set(&gone, ENOENT, "container %s: not found", j->t.handle);
     if (!j->call.detached)
         j->cb(j->arg, c->registered ? NULL : &gone, c, ok ? &u : NULL);
-    container_unref(c);
+    ctr_target_clear(&j->t);
     free(j);
 }
 
@@ -352,17 +349,14 @@ container_stats(struct daemon *d, const char *handle, container_stats_cb cb, voi
         return err_set(err, ERR_CONFLICT, "container %s: %s, not running", handle,
                        ctr_state_name(c->state));
     struct stats_job *j = calloc(1, sizeof(*j));
-    if (!j)
+    if (!j || ctr_target_init(&j->t, c, NULL) < 0) {
+        free(j);
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
-    j->c = c;
+    }
     j->cb = cb;
     j->arg = arg;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    container_ref(c);
     if ((ret = job_submit(d->jobs, "container.stats", stats_work, stats_done, j)) < 0) {
-        container_unref(c);
+        ctr_target_clear(&j->t);
         free(j);
         return err_set(err, ECANCELED, "container %s: cannot start the job: %s", handle,
                        strerror(-ret));

@@ -39,12 +39,7 @@ struct spawn_job {
     struct svc_call call;
     process_start_cb cb;
     void *arg;
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char *dir;
-    char id[CTR_ID_MAX + 1];
+    struct ctr_target t;
     char **argv, **env;
     char *cwd, *user;
     bool stdin;
@@ -56,7 +51,7 @@ struct spawn_job {
 static void
 spawn_job_free(struct spawn_job *j)
 {
-    free(j->dir);
+    ctr_target_clear(&j->t);
     strv_free(j->argv);
     strv_free(j->env);
     free(j->cwd);
@@ -68,14 +63,14 @@ static void
 spawn_work(void *ctx)
 {
     struct spawn_job *j = ctx;
-    struct rt_proc_spec spec = {.id = j->id,
+    struct rt_proc_spec spec = {.id = j->t.id,
                                 .path = j->argv[0],
                                 .argv = j->argv,
                                 .env = j->env,
                                 .dir = j->cwd,
                                 .stdin = j->stdin};
     char *home = NULL;
-    j->rc = containers_resolve_user(j->dir, j->user ? j->user : "0", &spec.uid, &spec.gid, &home,
+    j->rc = containers_resolve_user(j->t.dir, j->user ? j->user : "0", &spec.uid, &spec.gid, &home,
                                     &j->err);
     if (j->rc < 0)
         return;
@@ -84,18 +79,18 @@ spawn_work(void *ctx)
     if (strv_env_find(j->env, "HOME=") < 0) {
         char *entry = NULL;
         if (asprintf(&entry, "HOME=%s", home ? home : "/") < 0 || strv_push(&j->env, &n, entry) < 0)
-            j->rc = err_set(&j->err, ENOMEM, "start process %s: out of memory", j->id);
+            j->rc = err_set(&j->err, ENOMEM, "start process %s: out of memory", j->t.id);
         free(entry);
     }
     free(home);
     spec.env = j->env;
     if (j->rc < 0)
         return;
-    j->rc = j->drv->proc_spawn(j->drv_ctx, j->handle, j->dir, &spec, &j->st, &j->err);
+    j->rc = j->t.drv->proc_spawn(j->t.drv_ctx, j->t.handle, j->t.dir, &spec, &j->st, &j->err);
     if (j->rc == -ENOEXEC) {
         /* It never ran: no record is kept, so the id can be used again. */
         struct err ignored;
-        j->drv->proc_remove(j->drv_ctx, j->handle, j->dir, j->id, &ignored);
+        j->t.drv->proc_remove(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &ignored);
         j->err.code = ERR_INVALID_CONTENT;
         j->rc = -ERR_INVALID_CONTENT;
     }
@@ -105,19 +100,18 @@ static void
 spawn_done(void *ctx, bool cancelled)
 {
     struct spawn_job *j = ctx;
-    struct container *c = j->c;
+    struct container *c = j->t.c;
     c->spawning--;
     if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->id);
+        j->rc = err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
     struct ctr_proc *pr = NULL;
-    if (j->rc == 0 && c->registered && !container_proc_find(c, j->id))
-        pr = container_proc_add(c, j->id, j->stdin, &j->st, clock_unix_ms());
+    if (j->rc == 0 && c->registered && !container_proc_find(c, j->t.id))
+        pr = container_proc_add(c, j->t.id, j->stdin, &j->st, clock_unix_ms());
     if (j->rc == 0 && !pr)
-        j->rc = err_set(&j->err, c->registered ? ENOMEM : ENOENT, "start process %s: %s", j->id,
+        j->rc = err_set(&j->err, c->registered ? ENOMEM : ENOENT, "start process %s: %s", j->t.id,
                         c->registered ? "out of memory" : "its container was deleted");
     if (!j->call.detached)
         j->cb(j->arg, j->rc < 0 ? &j->err : NULL, pr);
-    container_unref(c);
     spawn_job_free(j);
 }
 
@@ -222,28 +216,22 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
         spawn_job_free(j);
         return -err->code;
     }
-    j->dir = strdup(c->dir);
+    int tr = ctr_target_init(&j->t, c, id);
     j->env = env_of(p->env, o->env);
     j->cwd = strdup(o->dir ? o->dir : p->working_dir ? p->working_dir : "/");
     j->user = user ? strdup(user) : NULL;
-    if (!j->dir || !j->env || !j->cwd || (user && !j->user)) {
+    if (tr < 0 || !j->env || !j->cwd || (user && !j->user)) {
         spawn_job_free(j);
         return err_set(err, ENOMEM, "start process: out of memory");
     }
-    snprintf(j->id, sizeof(j->id), "%s", id);
-    snprintf(j->handle, sizeof(j->handle), "%s", p->handle);
-    j->c = c;
     j->cb = cb;
     j->arg = arg;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
     j->stdin = o->stdin;
     if ((ret = job_submit(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
         spawn_job_free(j);
         return err_set(err, ECANCELED, "start process %s: cannot start the job: %s", id,
                        strerror(-ret));
     }
-    container_ref(c);
     c->spawning++;
     svc_call_give(&j->call, call);
     return 0;
@@ -376,12 +364,7 @@ struct proc_job {
     process_done_cb cb;
     void *arg;
     enum proc_op op;
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char id[CTR_ID_MAX + 1];
-    char *dir;
+    struct ctr_target t;
     int sig;
     int rc;
     struct err err;
@@ -392,9 +375,9 @@ proc_work(void *ctx)
 {
     struct proc_job *j = ctx;
     if (j->op == PROC_SIGNAL)
-        j->rc = j->drv->proc_signal(j->drv_ctx, j->handle, j->dir, j->id, j->sig, &j->err);
+        j->rc = j->t.drv->proc_signal(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, j->sig, &j->err);
     else
-        j->rc = j->drv->proc_remove(j->drv_ctx, j->handle, j->dir, j->id, &j->err);
+        j->rc = j->t.drv->proc_remove(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &j->err);
 }
 
 static void
@@ -402,17 +385,16 @@ proc_done(void *ctx, bool cancelled)
 {
     struct proc_job *j = ctx;
     if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "process %s: the daemon is shutting down", j->id);
+        j->rc = err_set(&j->err, ECANCELED, "process %s: the daemon is shutting down", j->t.id);
     if (j->op == PROC_DELETE && (j->rc == 0 || j->rc == -ENOENT)) {
-        struct ctr_proc *pr = j->c->registered ? container_proc_find(j->c, j->id) : NULL;
+        struct ctr_proc *pr = j->t.c->registered ? container_proc_find(j->t.c, j->t.id) : NULL;
         if (pr)
-            container_proc_remove(j->c, pr);
+            container_proc_remove(j->t.c, pr);
         j->rc = 0;
     }
     if (!j->call.detached)
         j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
-    container_unref(j->c);
-    free(j->dir);
+    ctr_target_clear(&j->t);
     free(j);
 }
 
@@ -430,27 +412,21 @@ proc_submit(struct daemon *d, const char *handle, const char *id, enum proc_op o
     if (op == PROC_DELETE && !pr->exited)
         return err_set(err, ERR_CONFLICT, "process %s: still running; signal it first", pr->id);
     struct proc_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->dir = strdup(c->dir))) {
+    if (!j || ctr_target_init(&j->t, c, pr->id) < 0) {
         free(j);
         return err_set(err, ENOMEM, "process %s: out of memory", id);
     }
     j->op = op;
     j->cb = cb;
     j->arg = arg;
-    j->c = c;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    snprintf(j->id, sizeof(j->id), "%s", pr->id);
     j->sig = sig;
     ret = job_submit(d->jobs, op == PROC_SIGNAL ? "process.signal" : "process.delete", proc_work,
                      proc_done, j);
     if (ret < 0) {
-        free(j->dir);
+        ctr_target_clear(&j->t);
         free(j);
         return err_set(err, ECANCELED, "process %s: cannot start the job: %s", id, strerror(-ret));
     }
-    container_ref(c);
     svc_call_give(&j->call, call);
     return 0;
 }
