@@ -14,6 +14,7 @@ static const struct {
     const char *str;
 } err_status_map[] = {
     {EINVAL, 400, "bad_request"},
+    {ERR_UNAUTHORIZED, 401, "unauthorized"},
     {ENOENT, 404, "not_found"},
     {ERR_DEADLINE, 408, "timeout"},
     {EEXIST, 409, "conflict"},
@@ -28,6 +29,8 @@ static const struct {
     {ETIMEDOUT, 503, "timeout"},
     {ERR_UNAVAILABLE, 503, "unavailable"},
     {ECANCELED, 503, "unavailable"},
+    {ERR_BAD_GATEWAY, 502, "bad_gateway"},
+    {ERR_GATEWAY_TIMEOUT, 504, "gateway_timeout"},
     {ENOSPC, 507, "insufficient_storage"},
     {EDQUOT, 507, "insufficient_storage"},
 };

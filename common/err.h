@@ -27,6 +27,9 @@
  *   ERR_MEDIA_TYPE       a body of a type the operation does not take
  *   ERR_DEADLINE         the caller's own time limit passed (a wait)
  *   ETIMEDOUT            something the daemon waited on did not answer
+ *   ERR_UNAUTHORIZED     a registry refused or wants credentials
+ *   ERR_BAD_GATEWAY,     a server the daemon depends on failed, or did not
+ *   ERR_GATEWAY_TIMEOUT    answer in time
  *   ERR_UNAVAILABLE,     the daemon cannot do it now (no store, no runtime,
  *   ECANCELED              shutting down)
  *   ENOSPC, EDQUOT       out of storage
@@ -44,22 +47,38 @@ enum {
     ERR_UNAVAILABLE = 10002,
     /* The operation conflicts with the current state (HTTP 409). */
     ERR_CONFLICT = 10003,
+    /* A registry refused our credentials, or asked for some we do not have
+     * (HTTP 401; the message names the registry, never the credentials). */
+    ERR_UNAUTHORIZED = 10004,
+    /* A server we depend on (a registry, a mirror, a token service) failed or
+     * answered something unusable: refused connection, 5xx, broken reply
+     * (HTTP 502, the message naming the host). */
+    ERR_BAD_GATEWAY = 10005,
+    /* A server we depend on did not answer in time (HTTP 504, naming the host). */
+    ERR_GATEWAY_TIMEOUT = 10006,
     /* The caller's own deadline passed before the result (HTTP 408). */
-    ERR_DEADLINE = 10004,
+    ERR_DEADLINE = 10007,
     /* A body of a media type the operation does not take (HTTP 415). */
-    ERR_MEDIA_TYPE = 10005,
+    ERR_MEDIA_TYPE = 10008,
 };
+
+/*
+ * The format functions here and elsewhere say gnu_printf, not printf: they
+ * take C99 formats (%zu, %lld), and on mingw-w64 "printf" would mean
+ * msvcrt's rules to the compiler's format checks. Same check on Linux.
+ */
 
 /* Sets err (if not NULL) and returns -code, so callers can write
  * `return err_set(err, EINVAL, "bad x %s", x);`. */
-int err_set(struct err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int err_set(struct err *err, int code, const char *fmt, ...)
+    __attribute__((format(gnu_printf, 3, 4)));
 
 /* As err_set, appending ": strerror(errnum)" to the message. */
 int err_errno(struct err *err, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(gnu_printf, 3, 4)));
 
 /* Prefixes err->msg with "context: ", keeping the code; returns -code. */
-int err_wrap(struct err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int err_wrap(struct err *err, const char *fmt, ...) __attribute__((format(gnu_printf, 2, 3)));
 
 /* Copies src into dst (either may be NULL). */
 void err_copy(struct err *dst, const struct err *src);

@@ -23,7 +23,8 @@ bool log_enabled(enum log_level level);
 
 /* Writes one record. fmt is the human message; with the JSON format it
  * becomes the "msg" field. */
-void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_write(enum log_level level, const char *fmt, ...)
+    __attribute__((format(gnu_printf, 2, 3)));
 
 /*
  * One line per finished request, at info: method, path and query string,

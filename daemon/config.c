@@ -1,6 +1,7 @@
 /* Flag and environment parsing for berthd; runs once in main. */
 #include "daemon/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
@@ -8,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "common/cleanup.h"
+#include "daemon/net_conf.h"
 
 const char config_usage[] =
     "usage: berthd [flags]\n"
@@ -37,6 +41,18 @@ const char config_usage[] =
     "  --max-output-bytes N[KMGT]  output a process may write, stdout and stderr together;\n"
     "                              past it the process is killed (default 1G, 0: no cap)\n"
     "                                                                    BERTH_MAX_OUTPUT_BYTES\n"
+    "  --network bridge|none       containers on a bridge with CNI (default), or loopback only\n"
+    "                                                                             BERTH_NETWORK\n"
+    "  --network-name NAME         the bridge and network name (default berth0)\n"
+    "                                                                        BERTH_NETWORK_NAME\n"
+    "  --network-pool CIDR         containers' IPv4 addresses (default 10.88.0.0/16)\n"
+    "                                                                        BERTH_NETWORK_POOL\n"
+    "  --network-gateway IP        the bridge's address (default the pool's first)\n"
+    "                                                                     BERTH_NETWORK_GATEWAY\n"
+    "  --dns IP                    a DNS server for containers; repeatable (default the host's\n"
+    "                              non-loopback resolvers)          BERTH_DNS (comma-separated)\n"
+    "  --cni-config DIR            use the CNI configuration list in DIR instead of berth's\n"
+    "                                                                          BERTH_CNI_CONFIG\n"
     "  --version                   print the version and exit\n"
     "  --help                      print this help and exit\n";
 
@@ -53,6 +69,12 @@ enum {
     OPT_STORE_MAX_BYTES,
     OPT_STORE_DEVICE_NODES,
     OPT_MAX_OUTPUT_BYTES,
+    OPT_NETWORK,
+    OPT_NETWORK_NAME,
+    OPT_NETWORK_POOL,
+    OPT_NETWORK_GATEWAY,
+    OPT_DNS,
+    OPT_CNI_CONFIG,
     OPT_VERSION,
     OPT_HELP,
 };
@@ -77,6 +99,12 @@ static const struct option_desc option_descs[] = {
     {OPT_STORE_MAX_BYTES, "store-max-bytes", "BERTH_STORE_MAX_BYTES", required_argument},
     {OPT_STORE_DEVICE_NODES, "store-device-nodes", "BERTH_STORE_DEVICE_NODES", no_argument},
     {OPT_MAX_OUTPUT_BYTES, "max-output-bytes", "BERTH_MAX_OUTPUT_BYTES", required_argument},
+    {OPT_NETWORK, "network", "BERTH_NETWORK", required_argument},
+    {OPT_NETWORK_NAME, "network-name", "BERTH_NETWORK_NAME", required_argument},
+    {OPT_NETWORK_POOL, "network-pool", "BERTH_NETWORK_POOL", required_argument},
+    {OPT_NETWORK_GATEWAY, "network-gateway", "BERTH_NETWORK_GATEWAY", required_argument},
+    {OPT_DNS, "dns", "BERTH_DNS", required_argument},
+    {OPT_CNI_CONFIG, "cni-config", "BERTH_CNI_CONFIG", required_argument},
     {OPT_VERSION, "version", NULL, no_argument},
     {OPT_HELP, "help", NULL, no_argument},
 };
@@ -195,6 +223,63 @@ config_parse_bytes(const char *s, int64_t *out)
     return 0;
 }
 
+/* Which network flags were given, for the checks across flags. */
+struct net_flags {
+    bool name, pool, gateway;
+    bool dns_from_flags; /* a --dns flag replaces BERTH_DNS's list */
+};
+
+/* The reason in a message "WHAT VALUE: reason" (the message itself otherwise). */
+static const char *
+msg_reason(const char *msg, const char *what, const char *value)
+{
+    size_t w = strlen(what), v = strlen(value);
+    if (strncmp(msg, what, w) == 0 && msg[w] == ' ' && strncmp(msg + w + 1, value, v) == 0 &&
+        strncmp(msg + w + 1 + v, ": ", 2) == 0)
+        return msg + w + v + 3;
+    return msg;
+}
+
+static int
+dns_add(struct config *cfg, const char *flag, const char *value, struct err *err)
+{
+    if (!net_ip_valid(value))
+        return err_set(err, EINVAL, "--%s %s: expected an IPv4 or IPv6 address", flag, value);
+    size_t n = 0;
+    while (cfg->dns && cfg->dns[n])
+        n++;
+    if (n >= 16)
+        return err_set(err, EINVAL, "--%s %s: at most 16 DNS servers", flag, value);
+    char **nv = realloc(cfg->dns, (n + 2) * sizeof(char *));
+    if (!nv)
+        return err_set(err, ENOMEM, "out of memory");
+    cfg->dns = nv;
+    if (!(nv[n] = strdup(value)))
+        return err_set(err, ENOMEM, "out of memory");
+    nv[n + 1] = NULL;
+    return 0;
+}
+
+static void
+dns_clear(struct config *cfg)
+{
+    for (size_t i = 0; cfg->dns && cfg->dns[i]; i++)
+        free(cfg->dns[i]);
+    free(cfg->dns);
+    cfg->dns = NULL;
+}
+
+static int
+set_str(char **dst, const char *value)
+{
+    char *v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    free(*dst);
+    *dst = v;
+    return 0;
+}
+
 static bool
 parse_bool_env(const char *s)
 {
@@ -203,9 +288,61 @@ parse_bool_env(const char *s)
 
 /* Applies one option's value; flag is the name used in messages. */
 static int
-apply(struct config *cfg, int id, const char *flag, const char *value, struct err *err)
+apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const char *flag,
+      const char *value, struct err *err)
 {
     switch (id) {
+    case OPT_NETWORK:
+        if (strcmp(value, "bridge") != 0 && strcmp(value, "none") != 0)
+            return err_set(err, EINVAL, "--network %s: expected bridge or none", value);
+        cfg->network_disabled = strcmp(value, "none") == 0;
+        return 0;
+    case OPT_NETWORK_NAME:
+        if (!net_name_valid(value))
+            return err_set(err, EINVAL,
+                           "--network-name %s: expected 1 to 15 of [A-Za-z0-9_.-], starting with "
+                           "a letter or digit",
+                           value);
+        nf->name = true;
+        return set_str(&cfg->network_name, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
+    case OPT_NETWORK_POOL: {
+        struct net_cidr c;
+        struct err e = {0};
+        if (net_cidr_parse(value, &c, &e) < 0)
+            return err_set(err, EINVAL, "--network-pool %s: %s", value,
+                           msg_reason(e.msg, "pool", value));
+        nf->pool = true;
+        return set_str(&cfg->network_pool, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
+    }
+    case OPT_NETWORK_GATEWAY: {
+        struct in_addr a;
+        if (inet_pton(AF_INET, value, &a) != 1)
+            return err_set(err, EINVAL, "--network-gateway %s: expected an IPv4 address", value);
+        nf->gateway = true;
+        return set_str(&cfg->network_gateway, value) < 0 ? err_set(err, ENOMEM, "out of memory")
+                                                         : 0;
+    }
+    case OPT_DNS:
+        if (from_env) {
+            /* BERTH_DNS holds the whole list: "1.1.1.1,9.9.9.9". */
+            cleanup_free char *copy = strdup(value);
+            if (!copy)
+                return err_set(err, ENOMEM, "out of memory");
+            char *save = NULL;
+            for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+                if (dns_add(cfg, flag, t, err) < 0)
+                    return -err->code;
+            return 0;
+        }
+        if (!nf->dns_from_flags) {
+            dns_clear(cfg);
+            nf->dns_from_flags = true;
+        }
+        return dns_add(cfg, flag, value, err);
+    case OPT_CNI_CONFIG:
+        if (value[0] != '/')
+            return err_set(err, EINVAL, "--cni-config %s: must be an absolute path", value);
+        return set_str(&cfg->cni_config, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
     case OPT_LISTEN:
         return config_parse_listen(value, &cfg->listen_host, &cfg->listen_port, err);
     case OPT_ROOT:
@@ -259,6 +396,39 @@ apply(struct config *cfg, int id, const char *flag, const char *value, struct er
     return err_set(err, EINVAL, "unknown option");
 }
 
+/* The checks that involve more than one network flag. */
+static int
+check_network(const struct config *cfg, const struct net_flags *nf, struct err *err)
+{
+    if (cfg->cni_config) {
+        if (cfg->network_disabled)
+            return err_set(err, EINVAL,
+                           "--cni-config %s: networking is off (--network none); give one or "
+                           "the other",
+                           cfg->cni_config);
+        const char *other = nf->name      ? "--network-name"
+                            : nf->pool    ? "--network-pool"
+                            : nf->gateway ? "--network-gateway"
+                                          : NULL;
+        if (other)
+            return err_set(err, EINVAL,
+                           "%s: not with --cni-config %s (its configuration list names the "
+                           "network, pool and gateway)",
+                           other, cfg->cni_config);
+        return 0;
+    }
+    if (cfg->network_gateway) {
+        struct net_cidr pool;
+        struct in_addr gw;
+        struct err e = {0};
+        if (net_cidr_parse(cfg->network_pool, &pool, &e) < 0 ||
+            net_gateway_parse(&pool, cfg->network_gateway, &gw, &e) < 0)
+            return err_set(err, EINVAL, "--network-gateway %s: %s", cfg->network_gateway,
+                           msg_reason(e.msg, "gateway", cfg->network_gateway));
+    }
+    return 0;
+}
+
 int
 config_parse(struct config *cfg, int argc, char **argv, struct err *err)
 {
@@ -274,8 +444,12 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->pool_threads = 8;
     cfg->store_max_bytes = -1;
     cfg->max_output_bytes = 1LL << 30;
-    if (!cfg->listen_host || !cfg->root || !cfg->runtime)
+    cfg->network_name = strdup(NET_NAME_DEFAULT);
+    cfg->network_pool = strdup(NET_POOL_DEFAULT);
+    if (!cfg->listen_host || !cfg->root || !cfg->runtime || !cfg->network_name ||
+        !cfg->network_pool)
         return err_set(err, ENOMEM, "out of memory");
+    struct net_flags nf = {0};
 
     /* The environment first, so that flags override it. */
     for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -284,7 +458,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
         if (!v || !*v)
             continue;
         struct err e = {0};
-        if (apply(cfg, d->id, d->flag, d->has_arg == no_argument ? v : v, &e) < 0)
+        if (apply(cfg, &nf, true, d->id, d->flag, v, &e) < 0)
             return err_set(err, e.code, "%s: %s", d->env, e.msg);
     }
 
@@ -314,7 +488,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
             return CONFIG_EXIT_OK;
         }
         const char *flag = longindex >= 0 ? longopts[longindex].name : "?";
-        if (apply(cfg, c, flag, optarg, err) < 0)
+        if (apply(cfg, &nf, false, c, flag, optarg, err) < 0)
             return -err->code;
     }
     if (optind < argc)
@@ -322,7 +496,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
                        argv[optind]);
     if (!cfg->root)
         return err_set(err, ENOMEM, "out of memory");
-    return CONFIG_RUN;
+    return check_network(cfg, &nf, err) < 0 ? -err->code : CONFIG_RUN;
 }
 
 void
@@ -332,5 +506,10 @@ config_close(struct config *cfg)
     free(cfg->root);
     free(cfg->runtime);
     free(cfg->oci_runtime);
+    free(cfg->network_name);
+    free(cfg->network_pool);
+    free(cfg->network_gateway);
+    dns_clear(cfg);
+    free(cfg->cni_config);
     memset(cfg, 0, sizeof(*cfg));
 }

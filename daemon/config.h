@@ -26,6 +26,14 @@ struct config {
     int64_t store_max_bytes;  /* -1: no limit */
     bool store_device_nodes;  /* create device nodes found in layers */
     int64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */
+
+    /* The network (daemon/net.h). */
+    bool network_disabled; /* --network none: every container gets only lo */
+    char *network_name;    /* the bridge and network name: "berth0" */
+    char *network_pool;    /* IPv4 CIDR: "10.88.0.0/16" */
+    char *network_gateway; /* NULL: the pool's first address */
+    char **dns;            /* NULL-terminated --dns servers; NULL: the host's resolvers */
+    char *cni_config;      /* --cni-config DIR, or NULL: berth's own configuration */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };

@@ -103,7 +103,8 @@ spawn_done(void *ctx, bool cancelled)
     struct container *c = j->t.c;
     c->spawning--;
     if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
+        j->rc =
+            err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
     struct ctr_proc *pr = NULL;
     if (j->rc == 0 && c->registered && !container_proc_find(c, j->t.id))
         pr = container_proc_add(c, j->t.id, j->stdin, &j->st, clock_unix_ms());
@@ -375,7 +376,8 @@ proc_work(void *ctx)
 {
     struct proc_job *j = ctx;
     if (j->op == PROC_SIGNAL)
-        j->rc = j->t.drv->proc_signal(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, j->sig, &j->err);
+        j->rc =
+            j->t.drv->proc_signal(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, j->sig, &j->err);
     else
         j->rc = j->t.drv->proc_remove(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &j->err);
 }

@@ -54,6 +54,9 @@ struct rt_container_spec {
     const struct rt_mount *mounts;
     size_t nmounts;
     const char *cgroups_path; /* NULL: the driver's default for the handle */
+    /* The network namespace to join (a bound nsfs file, daemon/net.h), or
+     * NULL: a new one with only lo, made by the runtime. */
+    const char *netns_path;
 };
 
 /* A process to run in a container. */

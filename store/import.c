@@ -31,9 +31,9 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "common/strv.h"
-#include "store/gc.h"
-#include "store/oci.h"
+#include "store/image_build.h"
 #include "store/refname.h"
+#include "store/oci.h"
 #include "store/unpack.h"
 
 #define READ_CHUNK (256 * 1024)
@@ -57,9 +57,7 @@ struct archive_link {
 struct import {
     struct store *st;
     const struct import_request *req;
-    char lease[META_LEASE_ID_LEN];
-    bool leased;
-    char *staging;
+    struct image_build b; /* lease, staging, the resolved image */
 
     /* Upload only. */
     struct staged_file *files;
@@ -70,17 +68,8 @@ struct import {
     size_t docker_len;
     bool saw_layout_file;
 
-    /* The resolved image. */
-    char manifest_digest[DIGEST_STR_LEN];
-    int64_t manifest_size;
-    const char *manifest_media_type;
-    struct oci_manifest *manifest;
-    struct oci_config *config;
     char **names; /* from the archive: ref.name or RepoTags */
     size_t n_names;
-    char **chain_ids;
-    int64_t *unpacked;
-    unsigned snapshots_built; /* committed by this import */
 };
 
 static void
@@ -93,41 +82,21 @@ emit(struct import *imp, const struct import_event *ev)
 static int
 lease_blob(struct import *imp, const char *digest, struct err *err)
 {
-    return meta_lease_add_blob(imp->st->meta, imp->lease, digest, err);
+    return image_build_lease_blob(&imp->b, digest, err);
 }
 
 /* True when digest is in the content store or staged by this import. */
 static bool
 blob_present(struct import *imp, const char *digest, int64_t *size)
 {
-    if (!digest_valid(digest))
-        return false;
-    cleanup_free char *staged = fs_path_join(imp->staging, digest_hex(digest));
-    struct stat sb;
-    if (staged && stat(staged, &sb) == 0) {
-        if (size)
-            *size = (int64_t)sb.st_size;
-        return true;
-    }
-    if (!blob_exists(imp->st->blobs, digest))
-        return false;
-    if (size) {
-        struct err ignored = {0};
-        if (blob_stat(imp->st->blobs, digest, size, &ignored) < 0)
-            return false;
-    }
-    return true;
+    return image_build_blob_present(&imp->b, digest, size);
 }
 
 /* Where to read a present blob from; caller frees. */
 static char *
 blob_location(struct import *imp, const char *digest)
 {
-    char *staged = fs_path_join(imp->staging, digest_hex(digest));
-    if (staged && access(staged, F_OK) == 0)
-        return staged;
-    free(staged);
-    return blob_path(imp->st->blobs, digest);
+    return image_build_blob_location(&imp->b, digest);
 }
 
 /*
@@ -248,7 +217,7 @@ layout_blob_stage(struct import *imp, const char *digest, int64_t size, int64_t 
     cleanup_close int fd = layout_blob_open(imp, digest, err);
     if (fd < 0)
         return fd;
-    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, digest, size, max, err);
+    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->b.staging, digest, size, max, err);
     if (!w)
         return -err->code;
     cleanup_free char *buf = malloc(READ_CHUNK);
@@ -471,7 +440,8 @@ static int
 stage_entry(struct import *imp, struct archive *a, const char *path, const char *expected,
             int64_t size, char digest_out[DIGEST_STR_LEN], struct err *err)
 {
-    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, expected, size, -1, err);
+    struct blob_writer *w =
+        blob_writer_new(imp->st->blobs, imp->b.staging, expected, size, -1, err);
     if (!w)
         return err_wrap(err, "%s", path);
     const void *block;
@@ -702,49 +672,6 @@ add_name(struct import *imp, const char *name)
     return 0;
 }
 
-/*
- * The names the image is stored under, canonical (store/refname.h): the
- * request's ?name= alone when given (its repository taking the layout's
- * bare tag when it has no tag of its own), else every name the archive
- * gives, a bare tag as localhost/<tag>:latest. Names that are no
- * reference are dropped. Caller frees with strv_free.
- */
-static size_t
-stored_names(const struct import *imp, char ***out)
-{
-    char **v = NULL;
-    size_t n = 0;
-    struct err ignored;
-    const char *bare = NULL;
-    for (size_t k = 0; !bare && k < imp->n_names; k++)
-        if (image_ref_is_bare_tag(imp->names[k]))
-            bare = imp->names[k];
-    for (size_t k = 0; k < (imp->req->name ? 1 : imp->n_names); k++) {
-        const char *given = imp->req->name ? imp->req->name : imp->names[k];
-        cleanup_free char *raw = NULL;
-        if (imp->req->name && bare && !image_ref_has_tag(given)) {
-            if (asprintf(&raw, "%s:%s", given, bare) < 0)
-                raw = NULL;
-        } else if (!imp->req->name && image_ref_is_bare_tag(given)) {
-            if (asprintf(&raw, "localhost/%s:latest", given) < 0)
-                raw = NULL;
-        }
-        char *canon = NULL;
-        if (image_ref_normalize(raw ? raw : given, &canon, &ignored) < 0)
-            continue;
-        bool dup = false;
-        for (size_t i = 0; i < n && !dup; i++)
-            dup = strcmp(v[i], canon) == 0;
-        if (dup || strv_push(&v, &n, canon) < 0) {
-            free(canon);
-            continue;
-        }
-        free(canon);
-    }
-    *out = v;
-    return n;
-}
-
 static int
 want_platform(struct import *imp, struct oci_platform *want, struct err *err)
 {
@@ -756,42 +683,26 @@ want_platform(struct import *imp, struct oci_platform *want, struct err *err)
     return 0;
 }
 
-/* Reads and checks the manifest and config named by imp->manifest_digest. */
+/* Reads and checks the manifest and config named by imp->b.manifest_digest. */
 static int
 load_manifest_and_config(struct import *imp, struct err *err)
 {
     cleanup_free char *buf = NULL;
     size_t len = 0;
-    int rc = read_doc(imp, "manifest", imp->manifest_digest, imp->manifest_size, &buf, &len, err);
+    int rc =
+        read_doc(imp, "manifest", imp->b.manifest_digest, imp->b.manifest_size, &buf, &len, err);
     if (rc < 0)
         return rc;
-    if ((rc = oci_manifest_parse(buf, len, imp->manifest_digest, &imp->manifest, err)) < 0)
+    if ((rc = oci_manifest_parse(buf, len, imp->b.manifest_digest, &imp->b.manifest, err)) < 0)
         return rc;
     free(buf);
     buf = NULL;
-    const struct oci_descriptor *cd = &imp->manifest->config;
+    const struct oci_descriptor *cd = &imp->b.manifest->config;
     if ((rc = read_doc(imp, "config", cd->digest, cd->size, &buf, &len, err)) < 0)
         return rc;
-    if ((rc = oci_config_parse(buf, len, cd->digest, &imp->config, err)) < 0)
+    if ((rc = oci_config_parse(buf, len, cd->digest, &imp->b.config, err)) < 0)
         return rc;
-    if ((rc = oci_image_check_consistent(imp->manifest, imp->config, imp->manifest_digest, err)) <
-        0)
-        return rc;
-    /* ?platform= asks for one platform: an image that is another one (a
-     * layout holding a single manifest, say) is refused, not taken. */
-    if (imp->req->platform && !oci_platform_match(imp->req->platform, &imp->config->platform)) {
-        char want[128], have[128];
-        oci_platform_format(imp->req->platform, want, sizeof(want));
-        oci_platform_format(&imp->config->platform, have, sizeof(have));
-        return err_set(err, ERR_INVALID_CONTENT, "image %s is %s, not the %s asked for",
-                       imp->manifest_digest, have, want);
-    }
-    /* The one platform check, before any layer is unpacked. */
-    struct err perr = {0};
-    if (platform_check(&imp->config->platform, &imp->st->host, ISOLATION_ANY, &perr) ==
-        PLATFORM_REFUSED)
-        return err_set(err, ERR_INVALID_CONTENT, "image %s: %s", imp->manifest_digest, perr.msg);
-    return 0;
+    return image_build_check(&imp->b, imp->req->platform, err);
 }
 
 static int
@@ -808,8 +719,8 @@ resolve_oci(struct import *imp, const char *index_json, size_t index_len, struct
     oci_index_free(idx);
     if (rc < 0)
         return rc;
-    snprintf(imp->manifest_digest, sizeof(imp->manifest_digest), "%s", desc.digest);
-    imp->manifest_size = desc.size;
+    snprintf(imp->b.manifest_digest, sizeof(imp->b.manifest_digest), "%s", desc.digest);
+    imp->b.manifest_size = desc.size;
     if (desc.ref_name && add_name(imp, desc.ref_name) < 0)
         rc = err_set(err, ENOMEM, "out of memory");
     oci_descriptor_clear(&desc);
@@ -891,14 +802,14 @@ resolve_docker(struct import *imp, struct err *err)
     cleanup_free char *json = NULL;
     size_t json_len = 0;
     rc = oci_manifest_synthesize(cf->digest, cf->size, refs, pick->n_layers, &json, &json_len,
-                                 imp->manifest_digest, err);
+                                 imp->b.manifest_digest, err);
     free(refs);
     if (rc < 0)
         goto out;
-    imp->manifest_size = (int64_t)json_len;
-    if ((rc = lease_blob(imp, imp->manifest_digest, err)) < 0)
+    imp->b.manifest_size = (int64_t)json_len;
+    if ((rc = lease_blob(imp, imp->b.manifest_digest, err)) < 0)
         goto out;
-    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->staging, imp->manifest_digest,
+    struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->b.staging, imp->b.manifest_digest,
                                             (int64_t)json_len, -1, err);
     if (!w || blob_writer_write(w, json, json_len, err) < 0 ||
         blob_writer_finish(w, NULL, NULL, err) < 0) {
@@ -919,11 +830,10 @@ out:
 
 /* ---- unpacking ---------------------------------------------------------- */
 
+/* A layer blob read from a file (staged, stored, or in the layout), with
+ * progress every PROGRESS_STEP bytes. */
 struct layer_source {
     int fd;
-    struct blob_writer *tee; /* layout mode: also stage what is read */
-    struct err *tee_err;
-    int tee_failed;
     struct import *imp;
     const struct import_event *base;
     int64_t done, next_report;
@@ -939,11 +849,6 @@ layer_read_cb(void *ctx, void *buf, size_t len)
             continue;
         if (n < 0)
             return -errno;
-        if (n > 0 && src->tee && !src->tee_failed &&
-            blob_writer_write(src->tee, buf, (size_t)n, src->tee_err) < 0)
-            src->tee_failed = 1;
-        if (n > 0 && src->tee_failed)
-            return -src->tee_err->code;
         src->done += n;
         if (src->done >= src->next_report) {
             struct import_event ev = *src->base;
@@ -955,36 +860,29 @@ layer_read_cb(void *ctx, void *buf, size_t len)
     }
 }
 
-static const char *
-layer_media_type(const struct oci_layer *l)
-{
-    return l->desc.media_type;
-}
-
 static int
 unpack_layer(struct import *imp, size_t i, const char *const *lowers, struct snapshot_claim *claim,
              struct err *err)
 {
-    const struct oci_layer *l = &imp->manifest->layers[i];
+    const struct oci_layer *l = &imp->b.manifest->layers[i];
     struct layer_source src = {.fd = -1, .imp = imp, .next_report = PROGRESS_STEP};
-    struct err tee_err = {0};
-    int rc;
+    struct image_build_source bsrc = {.read = layer_read_cb, .ctx = &src};
     if (blob_present(imp, l->desc.digest, NULL)) {
         cleanup_free char *loc = blob_location(imp, l->desc.digest);
         src.fd = loc ? open(loc, O_RDONLY | O_CLOEXEC) : -1;
         if (src.fd < 0)
             return err_errno(err, errno, "layer %s: open", l->desc.digest);
     } else if (imp->req->layout_dir) {
+        /* Read once: to the unpacker and into staging at the same time. */
         src.fd = layout_blob_open(imp, l->desc.digest, err);
         if (src.fd < 0)
             return src.fd;
-        src.tee =
-            blob_writer_new(imp->st->blobs, imp->staging, l->desc.digest, l->desc.size, -1, err);
-        if (!src.tee) {
+        bsrc.tee =
+            blob_writer_new(imp->st->blobs, imp->b.staging, l->desc.digest, l->desc.size, -1, err);
+        if (!bsrc.tee) {
             close(src.fd);
             return -err->code;
         }
-        src.tee_err = &tee_err;
     } else {
         return err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
                        l->desc.digest);
@@ -992,47 +890,17 @@ unpack_layer(struct import *imp, size_t i, const char *const *lowers, struct sna
     struct import_event ev = {.step = "layer",
                               .status = "unpacking",
                               .digest = l->desc.digest,
-                              .chain_id = imp->chain_ids[i],
+                              .chain_id = imp->b.chain_ids[i],
                               .done = 0,
                               .total = l->desc.size,
                               .index = (unsigned)i + 1,
-                              .count = (unsigned)imp->manifest->n_layers};
+                              .count = (unsigned)imp->b.manifest->n_layers};
     src.base = &ev;
     emit(imp, &ev);
-    struct unpack_input in = {
-        .read = layer_read_cb, .ctx = &src, .media_type = layer_media_type(l)};
-    struct unpack_opts opts = {.target_dir = snapshot_claim_dir(claim),
-                               .lower_dirs = lowers,
-                               .allow_device_nodes = imp->st->allow_device_nodes};
-    struct unpack_result res = {0};
-    rc = layer_unpack(&in, &opts, &res, err);
+    int rc = image_build_layer_unpack(&imp->b, i, lowers, claim, &bsrc, err);
     close(src.fd);
-    if (rc < 0) {
-        if (src.tee)
-            blob_writer_abort(src.tee);
-        if (src.tee_failed)
-            err_copy(err, &tee_err);
-        return err_wrap(err, "layer %s", l->desc.digest);
-    }
-    if (strcmp(res.digest, l->desc.digest) != 0 || (int64_t)res.size != l->desc.size) {
-        if (src.tee)
-            blob_writer_abort(src.tee);
-        return err_set(err, ERR_INVALID_CONTENT,
-                       "layer %s: content is %s, %llu bytes (descriptor: %lld bytes)",
-                       l->desc.digest, res.digest, (unsigned long long)res.size,
-                       (long long)l->desc.size);
-    }
-    if (strcmp(res.diff_id, imp->config->diff_ids[i]) != 0) {
-        if (src.tee)
-            blob_writer_abort(src.tee);
-        return err_set(err, ERR_INVALID_CONTENT,
-                       "layer %s: uncompressed digest is %s, but the config's rootfs.diff_ids[%zu] "
-                       "is %s",
-                       l->desc.digest, res.diff_id, i, imp->config->diff_ids[i]);
-    }
-    if (src.tee && blob_writer_finish(src.tee, NULL, NULL, err) < 0)
-        return err_wrap(err, "layer %s", l->desc.digest);
-    imp->unpacked[i] = (int64_t)res.unpacked_bytes;
+    if (rc < 0)
+        return rc;
     ev.status = "unpacked";
     ev.done = l->desc.size;
     emit(imp, &ev);
@@ -1042,209 +910,117 @@ unpack_layer(struct import *imp, size_t i, const char *const *lowers, struct sna
 static int
 unpack_layers(struct import *imp, struct err *err)
 {
-    size_t n = imp->manifest->n_layers;
-    imp->chain_ids = calloc(n + 1, sizeof(*imp->chain_ids));
-    imp->unpacked = calloc(n + 1, sizeof(*imp->unpacked));
-    const char **lowers = calloc(n + 1, sizeof(*lowers));
-    char **paths = calloc(n + 1, sizeof(*paths));
-    int rc = 0;
-    if (!imp->chain_ids || !imp->unpacked || !lowers || !paths) {
-        rc = err_set(err, ENOMEM, "out of memory");
-        goto out;
-    }
+    size_t n = imp->b.manifest->n_layers;
+    int rc = image_build_chain_ids(&imp->b, err);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0; i < n; i++) {
-        imp->chain_ids[i] = malloc(DIGEST_STR_LEN);
-        if (!imp->chain_ids[i]) {
-            rc = err_set(err, ENOMEM, "out of memory");
-            goto out;
-        }
-        if ((rc = digest_chain_id(i ? imp->chain_ids[i - 1] : NULL, imp->config->diff_ids[i],
-                                  imp->chain_ids[i], err)) < 0)
-            goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const struct oci_layer *l = &imp->manifest->layers[i];
+        const struct oci_layer *l = &imp->b.manifest->layers[i];
         if ((rc = lease_blob(imp, l->desc.digest, err)) < 0 ||
-            (rc = meta_lease_add_snapshot(imp->st->meta, imp->lease, imp->chain_ids[i], err)) < 0)
-            goto out;
+            (rc = meta_lease_add_snapshot(imp->st->meta, imp->b.lease, imp->b.chain_ids[i], err)) <
+                0)
+            return rc;
         /* Every layer blob must be there and of the declared size. */
         int64_t have = -1;
         if (blob_present(imp, l->desc.digest, &have)) {
-            if (have != l->desc.size) {
-                rc = err_set(err, ERR_INVALID_CONTENT,
-                             "layer %s: size is %lld bytes, the manifest says %lld", l->desc.digest,
-                             (long long)have, (long long)l->desc.size);
-                goto out;
-            }
+            if (have != l->desc.size)
+                return err_set(err, ERR_INVALID_CONTENT,
+                               "layer %s: size is %lld bytes, the manifest says %lld",
+                               l->desc.digest, (long long)have, (long long)l->desc.size);
         } else if (!imp->req->layout_dir) {
-            rc = err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
-                         l->desc.digest);
-            goto out;
+            return err_set(err, ERR_INVALID_CONTENT, "layer %s: missing from the archive",
+                           l->desc.digest);
         }
-        /* Lower dirs for this layer: the snapshots below it, top first. */
-        for (size_t k = 0; k < i; k++)
-            lowers[k] = paths[i - 1 - k];
-        lowers[i] = NULL;
         struct snapshot_claim *claim = NULL;
-        rc = snapshot_acquire(imp->st->snaps, imp->chain_ids[i], &claim, err);
-        if (rc < 0)
-            goto out;
+        if ((rc = snapshot_acquire(imp->st->snaps, imp->b.chain_ids[i], &claim, err)) < 0)
+            return rc;
         if (rc == SNAPSHOT_CLAIMED) {
-            rc = unpack_layer(imp, i, lowers, claim, err);
+            /* The snapshots below this layer, top first. */
+            char **lowers = image_build_lowers(&imp->b, i);
+            if (!lowers) {
+                snapshot_abort(claim);
+                return err_set(err, ENOMEM, "out of memory");
+            }
+            rc = unpack_layer(imp, i, (const char *const *)lowers, claim, err);
+            image_build_lowers_free(lowers);
             if (rc < 0) {
                 snapshot_abort(claim);
-                goto out;
+                return rc;
             }
             if ((rc = snapshot_commit(claim, err)) < 0)
-                goto out;
-            imp->snapshots_built++;
+                return rc;
+            __atomic_add_fetch(&imp->b.snapshots_built, 1, __ATOMIC_SEQ_CST);
         } else {
             bool exists = false;
             int64_t size = 0;
-            if (meta_snapshot_size(imp->st->meta, imp->chain_ids[i], &size, &exists, err) < 0)
+            if (meta_snapshot_size(imp->st->meta, imp->b.chain_ids[i], &size, &exists, err) < 0)
                 size = 0;
-            imp->unpacked[i] = size;
+            imp->b.unpacked[i] = size;
             if (imp->req->layout_dir && !blob_present(imp, l->desc.digest, NULL) &&
                 (rc = layout_blob_stage(imp, l->desc.digest, l->desc.size, -1, err)) < 0)
-                goto out;
+                return rc;
             struct import_event ev = {.step = "layer",
                                       .status = "cached",
                                       .digest = l->desc.digest,
-                                      .chain_id = imp->chain_ids[i],
+                                      .chain_id = imp->b.chain_ids[i],
                                       .done = l->desc.size,
                                       .total = l->desc.size,
                                       .index = (unsigned)i + 1,
                                       .count = (unsigned)n};
             emit(imp, &ev);
         }
-        rc = 0;
-        if (!(paths[i] = snapshot_path(imp->st->snaps, imp->chain_ids[i]))) {
-            rc = err_set(err, ENOMEM, "out of memory");
-            goto out;
-        }
     }
-out:
-    for (size_t i = 0; paths && i < n; i++)
-        free(paths[i]);
-    free(paths);
-    free(lowers);
-    return rc;
+    return 0;
 }
 
 /* ---- commit ------------------------------------------------------------- */
 
-static const char *
-config_media_type(const struct import *imp)
+/*
+ * The names the image is stored under, canonical (store/refname.h): the
+ * request's ?name= alone when given (its repository taking the layout's
+ * bare tag when it has no tag of its own), else every name the archive
+ * gives, a bare tag as localhost/<tag>:latest. Names that are no
+ * reference are dropped. Caller frees with strv_free.
+ */
+static size_t
+stored_names(const struct import *imp, char ***out)
 {
-    return imp->manifest->config.media_type ? imp->manifest->config.media_type : OCI_MT_CONFIG;
-}
-
-static int
-commit_image(struct import *imp, struct meta_image **out, bool *created, struct err *err)
-{
-    size_t n = imp->manifest->n_layers;
-    struct meta_layer *layers = calloc(n + 1, sizeof(*layers));
-    struct meta_blob *blobs = calloc(n + 2, sizeof(*blobs));
-    struct meta_blob_ref *refs = calloc(n + 1, sizeof(*refs));
-    int rc = 0;
-    if (!layers || !blobs || !refs) {
-        rc = err_set(err, ENOMEM, "out of memory");
-        goto out;
-    }
-    struct meta_image img = {0};
-    snprintf(img.digest, sizeof(img.digest), "%s", imp->manifest_digest);
-    snprintf(img.config_digest, sizeof(img.config_digest), "%s", imp->manifest->config.digest);
-    img.platform.os = imp->config->platform.os;
-    img.platform.architecture = imp->config->platform.architecture;
-    img.platform.variant = imp->config->platform.variant;
-    img.platform.os_version = imp->config->platform.os_version;
-
-    snprintf(blobs[0].digest, sizeof(blobs[0].digest), "%s", imp->manifest_digest);
-    blobs[0].size = imp->manifest_size;
-    blobs[0].media_type = imp->manifest->media_type ? imp->manifest->media_type : OCI_MT_MANIFEST;
-    snprintf(blobs[1].digest, sizeof(blobs[1].digest), "%s", imp->manifest->config.digest);
-    blobs[1].size = imp->manifest->config.size;
-    blobs[1].media_type = config_media_type(imp);
-    snprintf(refs[0].parent, sizeof(refs[0].parent), "%s", imp->manifest_digest);
-    snprintf(refs[0].child, sizeof(refs[0].child), "%s", imp->manifest->config.digest);
-    size_t nb = 2, nr = 1;
-    img.size_bytes = imp->manifest_size + imp->manifest->config.size;
-    for (size_t i = 0; i < n; i++) {
-        const struct oci_layer *l = &imp->manifest->layers[i];
-        snprintf(layers[i].digest, sizeof(layers[i].digest), "%s", l->desc.digest);
-        snprintf(layers[i].diff_id, sizeof(layers[i].diff_id), "%s", imp->config->diff_ids[i]);
-        snprintf(layers[i].chain_id, sizeof(layers[i].chain_id), "%s", imp->chain_ids[i]);
-        layers[i].size = l->desc.size;
-        layers[i].unpacked_size = imp->unpacked[i];
-        img.unpacked_bytes += imp->unpacked[i];
-        bool dup = false;
-        for (size_t k = 0; k < nb; k++)
-            if (strcmp(blobs[k].digest, l->desc.digest) == 0)
-                dup = true;
-        if (!dup) {
-            snprintf(blobs[nb].digest, sizeof(blobs[nb].digest), "%s", l->desc.digest);
-            blobs[nb].size = l->desc.size;
-            blobs[nb].media_type = l->desc.media_type;
-            nb++;
-            img.size_bytes += l->desc.size;
-            snprintf(refs[nr].parent, sizeof(refs[nr].parent), "%s", imp->manifest_digest);
-            snprintf(refs[nr].child, sizeof(refs[nr].child), "%s", l->desc.digest);
-            nr++;
+    char **v = NULL;
+    size_t n = 0;
+    struct err ignored;
+    const char *bare = NULL;
+    for (size_t k = 0; !bare && k < imp->n_names; k++)
+        if (image_ref_is_bare_tag(imp->names[k]))
+            bare = imp->names[k];
+    for (size_t k = 0; k < (imp->req->name ? 1 : imp->n_names); k++) {
+        const char *given = imp->req->name ? imp->req->name : imp->names[k];
+        cleanup_free char *raw = NULL;
+        if (imp->req->name && bare && !image_ref_has_tag(given)) {
+            if (asprintf(&raw, "%s:%s", given, bare) < 0)
+                raw = NULL;
+        } else if (!imp->req->name && image_ref_is_bare_tag(given)) {
+            if (asprintf(&raw, "localhost/%s:latest", given) < 0)
+                raw = NULL;
         }
+        char *canon = NULL;
+        if (image_ref_normalize(raw ? raw : given, &canon, &ignored) < 0)
+            continue;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(v[i], canon) == 0;
+        if (dup || strv_push(&v, &n, canon) < 0) {
+            free(canon);
+            continue;
+        }
+        free(canon);
     }
-    img.layers = layers;
-    img.n_layers = n;
-    img.blobs = blobs;
-    img.n_blobs = nb;
-    img.refs = refs;
-    img.n_refs = nr;
-
-    /* Blobs first (made durable by their rename), then the record. */
-    for (size_t k = 0; k < nb; k++)
-        if ((rc = blob_commit_staged(imp->st->blobs, imp->staging, blobs[k].digest, err)) < 0)
-            goto out;
-    char **names = NULL;
-    size_t n_names = stored_names(imp, &names);
-    if ((rc = meta_image_put(imp->st->meta, &img, n_names ? names[0] : NULL, created, err)) < 0) {
-        strv_free(names);
-        goto out;
-    }
-    for (size_t k = 1; k < n_names; k++)
-        meta_image_put(imp->st->meta, &img, names[k], NULL, err);
-    strv_free(names);
-    rc = meta_image_get(imp->st->meta, imp->manifest_digest, out, err);
-out:
-    free(layers);
-    free(blobs);
-    free(refs);
-    return rc;
-}
-
-/* An image already stored: add the name, and answer with its record. */
-static int
-answer_stored(struct import *imp, struct meta_image *stored, struct meta_image **out,
-              struct err *err)
-{
-    char **names = NULL;
-    size_t n_names = stored_names(imp, &names);
-    int rc = meta_image_put(imp->st->meta, stored, n_names ? names[0] : NULL, NULL, err);
-    strv_free(names);
-    meta_image_free(stored);
-    if (rc < 0)
-        return rc;
-    return meta_image_get(imp->st->meta, imp->manifest_digest, out, err);
+    *out = v;
+    return n;
 }
 
 static void
-import_cleanup(struct import *imp)
+import_cleanup(struct import *imp, bool failed)
 {
-    struct err ignored = {0};
-    if (imp->staging) {
-        fs_remove_tree(imp->staging, &ignored);
-        free(imp->staging);
-    }
-    if (imp->leased)
-        meta_lease_remove(imp->st->meta, imp->lease, &ignored);
     while (imp->files) {
         struct staged_file *f = imp->files;
         imp->files = f->next;
@@ -1260,17 +1036,10 @@ import_cleanup(struct import *imp)
     }
     free(imp->index_json);
     free(imp->docker_json);
-    /* chain_ids has one entry per layer of the manifest: free it first. */
-    for (size_t i = 0; imp->chain_ids && imp->manifest && i < imp->manifest->n_layers; i++)
-        free(imp->chain_ids[i]);
-    free(imp->chain_ids);
-    oci_manifest_free(imp->manifest);
-    oci_config_free(imp->config);
     for (size_t i = 0; i < imp->n_names; i++)
         free(imp->names[i]);
     free(imp->names);
-
-    free(imp->unpacked);
+    image_build_end(&imp->b, failed); /* drops the lease, collects a failure's snapshots */
 }
 
 static int
@@ -1305,14 +1074,15 @@ store_image_import(struct store *st, const struct import_request *req, struct me
     struct import imp = {.st = st, .req = req};
     int rc;
     bool inflight = false;
+    cleanup_strv char **names = NULL;
+    size_t n_names = 0;
     cleanup_free char *checked = NULL;
     if (req->name && (rc = image_ref_normalize(req->name, &checked, err)) < 0)
         return rc;
-    if ((rc = meta_lease_new(st->meta, imp.lease, err)) < 0)
-        return err_wrap(err, "import");
-    imp.leased = true;
-    if ((rc = blob_staging_dir_new(st->blobs, &imp.staging, err)) < 0)
+    if ((rc = image_build_begin(&imp.b, st, err)) < 0) {
+        err_wrap(err, "import");
         goto out;
+    }
 
     if (req->layout_dir) {
         if ((rc = read_layout_index(&imp, err)) < 0 ||
@@ -1339,33 +1109,28 @@ store_image_import(struct store *st, const struct import_request *req, struct me
             goto out;
     }
 
+    /* The names it is stored under, canonical (store/refname.h). */
+    n_names = stored_names(&imp, &names);
     /* One import per image at a time; the second finds it stored. */
-    store_inflight_begin(st, imp.manifest_digest);
+    store_inflight_begin(st, imp.b.manifest_digest);
     inflight = true;
     struct meta_image *stored = NULL;
     struct err lookup = {0};
-    if (meta_image_get(st->meta, imp.manifest_digest, &stored, &lookup) == 0) {
+    if (meta_image_get(st->meta, imp.b.manifest_digest, &stored, &lookup) == 0) {
         *created = false;
-        rc = answer_stored(&imp, stored, out, err);
+        rc = image_build_answer_stored(&imp.b, stored, n_names ? names[0] : NULL, out, err);
         goto out;
     }
     if ((rc = load_manifest_and_config(&imp, err)) < 0 || (rc = unpack_layers(&imp, err)) < 0 ||
-        (rc = commit_image(&imp, out, created, err)) < 0)
+        (rc = image_build_commit(&imp.b, NULL, names, n_names, out, created, err)) < 0)
         goto out;
-    struct import_event ev = {
-        .step = "image", .status = *created ? "created" : "present", .digest = imp.manifest_digest};
+    struct import_event ev = {.step = "image",
+                              .status = *created ? "created" : "present",
+                              .digest = imp.b.manifest_digest};
     emit(&imp, &ev);
 out:
     if (inflight)
-        store_inflight_end(st, imp.manifest_digest);
-    import_cleanup(&imp); /* drops the lease */
-    if (rc < 0 && imp.snapshots_built > 0) {
-        /* Snapshots this failed import unpacked belong to no image: collect
-         * them now rather than at the next prune (another import that
-         * uses one holds a lease on it, which GC respects). */
-        struct gc_result gr = {0};
-        struct err ignored = {0};
-        gc_run(st->blobs, st->meta, st->root, &gr, &ignored);
-    }
+        store_inflight_end(st, imp.b.manifest_digest);
+    import_cleanup(&imp, rc < 0);
     return rc;
 }

@@ -418,8 +418,8 @@ overlay_mount(const struct layer_list *l, const char *scratch_dir, const char *t
     if (!opts) {
         r = -(err && err->code ? err->code : ENOMEM);
     } else if ((long)strlen(opts) >= page) {
-        r = err_set(err, E2BIG, "mount layers: %zu layers do not fit in a mount option string",
-                    l->count);
+        r = err_set(err, ERR_INVALID_CONTENT,
+                    "mount layers: %zu layers do not fit in a mount option string", l->count);
     } else if (mount("overlay", target, "overlay", 0, opts) < 0) {
         r = err_errno(err, errno, "mount overlay of %zu layers at %s", l->count, target);
     }

@@ -85,7 +85,9 @@ struct mounted_layers;
  * can load it (mounted_layers_load) and unmount. When the option string
  * would not fit in a page (mount(2)'s limit, about 60 lower layers with
  * long paths), each directory is opened and named as /proc/self/fd/N,
- * which fits some 200 layers; more fail with E2BIG. A single layer with
+ * which fits some 200 layers; more fail with ERR_INVALID_CONTENT (the
+ * image is at fault, not the host; imports refuse images of more than
+ * OCI_LAYERS_MAX layers). A single layer with
  * no scratch_dir (NULL) is used as it is: no mount, rootfs is the layer
  * directory, which the caller must not write to. Several layers need a
  * scratch_dir (EINVAL otherwise).

@@ -20,16 +20,20 @@
  */
 #include "store/meta.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
 #include "common/randid.h"
 #include "store/db.h"
 
@@ -194,6 +198,21 @@ meta_open(const char *root, struct meta **out, struct err *err)
         return err_set(err, ENOMEM, "open metadata: out of memory");
     }
     pthread_mutex_init(&m->lock, NULL);
+    /* SQLite creates the database with 0644 less the umask, and its -wal
+     * and -shm files with the database's mode: make it 0600 first (and
+     * take back what an older daemon left readable). */
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        cleanup_free char *p = NULL;
+        if (asprintf(&p, "%s%s", path, suffixes[i]) < 0) {
+            p = NULL;
+            continue;
+        }
+        cleanup_close int fd =
+            open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (i == 0 ? O_CREAT : 0), 0600);
+        if (fd >= 0 && fchmod(fd, 0600) < 0)
+            log_warn("open metadata: chmod %s: %s", p, strerror(errno));
+    }
     int rc = sqlite3_open_v2(
         path, &m->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {

@@ -48,7 +48,7 @@ json_putp(json_object **o)
 #define cleanup_json __attribute__((cleanup(json_putp)))
 
 static int doc_fail(const struct doc *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+    __attribute__((format(gnu_printf, 2, 3)));
 
 static int
 doc_fail(const struct doc *d, const char *fmt, ...)
@@ -648,6 +648,9 @@ oci_manifest_parse(const char *buf, size_t len, const char *name, struct oci_man
     if ((r = doc_field(&d, root, "", "layers", json_type_array, true, &arr)) < 0)
         return r;
     size_t n = json_object_array_length(arr);
+    if (n > OCI_LAYERS_MAX)
+        return doc_fail(&d, "lists %zu layers, more than the %d that a container can stack", n,
+                        OCI_LAYERS_MAX);
     if (n && !(m->layers = calloc(n, sizeof(*m->layers))))
         return doc_nomem(&d);
     for (size_t i = 0; i < n; i++) {
@@ -1127,7 +1130,7 @@ docker_manifest_parse(const char *buf, size_t len, const char *name, struct dock
 
 /* Appends to buf at *o; once full, *o stays >= cap and nothing more is written. */
 static void buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    __attribute__((format(gnu_printf, 4, 5)));
 
 static void
 buf_append(char *buf, size_t cap, size_t *o, const char *fmt, ...)

@@ -24,6 +24,14 @@
 #include "common/err.h"
 #include "store/platform.h"
 
+/*
+ * The most layers one container can stack: an overlay option string of
+ * /proc/self/fd/N lower directories must fit in a page (mount(2)), which
+ * holds some 210 with four-digit descriptors. Images with more are
+ * refused at import (oci_manifest_parse) rather than stored and never runnable.
+ */
+#define OCI_LAYERS_MAX 200
+
 /* The largest JSON document accepted (index, manifest, config, manifest.json). */
 #define OCI_DOC_MAX (4 << 20)
 

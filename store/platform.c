@@ -1,7 +1,7 @@
 /*
  * Platforms and the platform check. Pure functions on caller-owned
- * structs, any thread; host_platform() calls uname(2), nothing else here
- * touches the system.
+ * structs, any thread; nothing here touches the system (what the host is
+ * comes from platform_host.c).
  *
  * The Windows rules follow what the Windows containerd runtime for
  * Concourse found on real hosts (seeds/windows-containerd-runtime-pr.txt):
@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 
 /* Copies src into a fixed field; false when it does not fit. */
 static bool
@@ -140,63 +139,6 @@ oci_platform_parse(const char *s, struct oci_platform *out, struct err *err)
     }
     oci_platform_normalize(&p);
     *out = p;
-    return 0;
-}
-
-struct machine_map {
-    const char *machine;
-    const char *arch;
-    const char *variant;
-};
-
-static const struct machine_map machines[] = {
-    {"x86_64", "amd64", ""},
-    {"aarch64", "arm64", "v8"},
-    {"arm64", "arm64", "v8"},
-    {"armv8l", "arm", "v7"},
-    {"armv7l", "arm", "v7"},
-    {"armv6l", "arm", "v6"},
-    {"armv5tel", "arm", "v5"},
-    {"i386", "386", ""},
-    {"i486", "386", ""},
-    {"i586", "386", ""},
-    {"i686", "386", ""},
-    {"ppc64le", "ppc64le", ""},
-    {"ppc64", "ppc64", ""},
-    {"s390x", "s390x", ""},
-    {"riscv64", "riscv64", ""},
-    {"mips64", "mips64", ""},
-    {"loongarch64", "loong64", ""},
-};
-
-int
-host_platform(struct oci_platform *out, struct err *err)
-{
-    struct utsname u;
-    if (uname(&u) < 0)
-        return err_errno(err, errno, "uname");
-    for (size_t i = 0; i < sizeof(machines) / sizeof(machines[0]); i++) {
-        if (strcmp(u.machine, machines[i].machine) == 0) {
-            struct oci_platform p = {0};
-            strcpy(p.os, "linux");
-            strcpy(p.architecture, machines[i].arch);
-            strcpy(p.variant, machines[i].variant);
-            *out = p;
-            return 0;
-        }
-    }
-    return err_set(err, ERR_UNAVAILABLE, "host platform: unknown machine \"%.64s\"", u.machine);
-}
-
-int
-host_caps_detect(struct host_caps *out, struct err *err)
-{
-    struct host_caps caps = {0};
-    int r = host_platform(&caps.platform, err);
-    if (r < 0)
-        return r;
-    caps.isolations = ISOLATION_PROCESS;
-    *out = caps;
     return 0;
 }
 

@@ -4,8 +4,9 @@
  * an image can run here and under which isolation.
  *
  * Everything here is pure computation on caller-owned structs (only
- * host_platform() and host_caps_detect() ask the kernel), so it is safe
- * from any thread and platform_check() can be tested with made-up hosts.
+ * host_platform() and host_caps_detect(), in platform_host.c, ask the
+ * kernel), so it is safe from any thread and platform_check() can be
+ * tested with made-up hosts.
  */
 #ifndef BERTH_STORE_PLATFORM_H
 #define BERTH_STORE_PLATFORM_H

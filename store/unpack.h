@@ -44,6 +44,10 @@ typedef void (*unpack_progress_cb)(void *ctx, uint64_t bytes_done);
  */
 struct unpack_opts {
     const char *target_dir;
+    /* Where the entries will be seen once in place (a volume's upload is
+     * extracted into staging, then moved): the PATH_MAX check counts from
+     * here. NULL: target_dir. */
+    const char *shown_dir;
     const char *const *lower_dirs;
     bool allow_device_nodes;
     /* Volumes, not layers: ".wh." names are ordinary files (no whiteout
@@ -74,14 +78,20 @@ struct unpack_result {
  * ".." component, a name whose parent component is a symlink (in this
  * layer, or in the merged view of lower_dirs that an overlay mount would
  * show), a hard link whose target is absolute, has "..", goes through a
- * symlink or is not an earlier entry of this layer: all fail with
- * ERR_INVALID_CONTENT and a message naming the entry. Nothing is ever
- * created outside target_dir.
+ * symlink or is not an earlier entry of this layer; a component over
+ * NAME_MAX; a path that under shown_dir (or target_dir) reaches PATH_MAX,
+ * and the same for a hard link's target; a symlink target of PATH_MAX
+ * bytes or more: all fail with ERR_INVALID_CONTENT and a message naming
+ * the entry (its first 120 bytes). Nothing is ever created outside
+ * target_dir, and nothing depends on or changes the working directory:
+ * every entry is made relative to a descriptor of its parent directory
+ * (common/rootdir.h).
  *
  * Whiteouts ("overlayfs format", so a snapshot is one overlay lower dir):
  * ".wh.<name>" becomes a 0/0 character device <name>, and ".wh..wh..opq"
  * sets trusted.overlay.opaque="y" on its directory, wherever it appears
- * in the stream. Missing parents of a whiteout are created (0755). They
+ * in the stream; ".wh.", ".wh.." and ".wh..." (naming the directory or
+ * its parent) fail with ERR_INVALID_CONTENT. Missing parents of a whiteout are created (0755). They
  * hide lower layers only; an entry of this layer keeps its data:
  * - a whiteout for a name this layer already wrote leaves the entry; if
  *   the entry is a directory it is made opaque (what the lower layers had
@@ -97,9 +107,12 @@ struct unpack_result {
  * and created again.
  *
  * Metadata: owners (numeric ids, never mapped through the host's user
- * names), modes, times, xattrs and ACLs are kept. File flags (chattr) are
- * not: an immutable file would make the snapshot impossible to remove
- * and to copy up.
+ * names), modes, times, xattrs and POSIX ACLs are kept (an owner that
+ * cannot be set drops setuid and setgid); sparse files stay sparse.
+ * NFSv4 ACLs and file flags (chattr) are not: an immutable file would
+ * make the snapshot impossible to remove and to copy up. Sockets are
+ * skipped. An entry of another type in the way is replaced; a directory
+ * only when it is empty (else ERR_INVALID_CONTENT).
  *
  * Returns 0 with *res filled, or a negative errno with err set:
  * ERR_INVALID_CONTENT for a bad blob (compression, tar, path, media type

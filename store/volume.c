@@ -31,10 +31,13 @@
 #include "common/fsutil.h"
 #include "common/randid.h"
 #include "common/log.h"
+#include "common/rootdir.h"
+#include "store/volume_merge.h"
 
-#define STAGING_PREFIX ".staging-"
 #define TRASH_PREFIX ".trash-"
 #define OVERLAY_OPTS_MAX 4096
+/* As many frozen layers as an option string of /proc/self/fd/N fits. */
+#define VOLUME_LAYERS_MAX 200
 
 struct volume_writer {
     char handle[VOLUME_HANDLE_MAX + 1];
@@ -106,16 +109,38 @@ unmount_fs(const char *fs)
         log_warn("unmount volume %s: %s", fs, strerror(errno));
 }
 
-/* Removes fs/.staging-* directories left by uploads that died. */
+/* Rolls back the uploads that a crash cut short in their merge (their
+ * journals), then removes fs/.staging-* left by uploads that died; all
+ * of it stays when a journal could not be undone (the next start tries
+ * again). */
 static void
 clean_staging(const char *fs)
 {
+    int fs_fd = rootdir_open(fs);
     DIR *d = opendir(fs);
-    if (!d)
+    if (!d || fs_fd < 0) {
+        if (d)
+            closedir(d);
+        rootdir_close(fs_fd);
         return;
+    }
     struct dirent *e;
+    size_t jlen = strlen(VOLUME_JOURNAL_SUFFIX);
+    bool stuck = false;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0)
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0 ||
+            n <= jlen || strcmp(e->d_name + n - jlen, VOLUME_JOURNAL_SUFFIX) != 0)
+            continue;
+        struct err err = {0};
+        if (volume_merge_recover(fs_fd, e->d_name, &err) < 0) {
+            log_error("volume clean-up: %s: %s", fs, err.msg);
+            stuck = true;
+        }
+    }
+    rewinddir(d);
+    while (!stuck && (e = readdir(d))) {
+        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0)
             continue;
         cleanup_free char *p = fs_path_join(fs, e->d_name);
         struct err err = {0};
@@ -123,6 +148,7 @@ clean_staging(const char *fs)
             log_warn("volume clean-up: %s", err.msg);
     }
     closedir(d);
+    rootdir_close(fs_fd);
 }
 
 /*
@@ -139,9 +165,13 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
     if (!fs || !up || !wk)
         return err_set(err, ENOMEM, "mount volume %s: out of memory", handle);
     int ret;
-    if ((ret = mkdir_if_missing(fs, 0755, err)) < 0 ||
-        (ret = mkdir_if_missing(up, 0755, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
+    /* The store's own directories are 0700 (the overlay's root takes the
+     * upper's mode); only data/ inside is the volume's content. */
+    if ((ret = mkdir_if_missing(fs, 0700, err)) < 0 ||
+        (ret = mkdir_if_missing(up, 0700, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
         return err_wrap(err, "mount volume %s", handle);
+    if (chmod(up, 0700) < 0)
+        log_warn("mount volume %s: chmod %s: %s", handle, up, strerror(errno));
     int *fds = calloc(n ? n : 1, sizeof(int));
     cleanup_free char *opts = malloc(OVERLAY_OPTS_MAX);
     if (!fds || !opts) {
@@ -167,8 +197,8 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
         off += (size_t)snprintf(opts + off, off < OVERLAY_OPTS_MAX ? OVERLAY_OPTS_MAX - off : 0,
                                 ",upperdir=%s,workdir=%s,index=off,redirect_dir=on", up, wk);
         if (off >= OVERLAY_OPTS_MAX - 1)
-            ret =
-                err_set(err, E2BIG, "mount volume %s: %zu layers do not fit in a mount", handle, n);
+            ret = err_set(err, ERR_INVALID_CONTENT,
+                          "mount volume %s: %zu layers do not fit in a mount", handle, n);
     }
     if (ret == 0 && mount("overlay", fs, "overlay", 0, opts) < 0)
         ret = err_errno(err, errno, "mount volume %s: overlay on %s", handle, fs);
@@ -254,7 +284,7 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
             if ((ret = mount_overlay(vs, v->handle, v->layers, v->n_layers, err)) < 0)
                 return ret;
         }
-    } else if ((ret = mkdir_if_missing(fs, 0755, err)) < 0) {
+    } else if ((ret = mkdir_if_missing(fs, 0700, err)) < 0) {
         return ret;
     }
     clean_staging(fs);
@@ -504,6 +534,11 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
         if (ret == 0 && writers_locked(vs, o->parent) > 0)
             ret = err_set(err, ERR_CONFLICT, "parent volume %s: an upload into it is in progress",
                           o->parent);
+        if (ret == 0 && p->n_layers + 1 > VOLUME_LAYERS_MAX)
+            ret = err_set(err, ERR_INVALID_CONTENT,
+                          "parent volume %s: %zu generations of children deep, and an overlay "
+                          "stacks at most %d",
+                          o->parent, p->n_layers, VOLUME_LAYERS_MAX);
         if (ret == 0 && p->mounts > 0)
             ret = err_set(err, ERR_CONFLICT,
                           "parent volume %s: mounted by %lld container%s; a child can only be "

@@ -8,7 +8,10 @@
  *   fs/data/   the volume's content: the stable host path that the API
  *              shows and that containers bind-mount;
  *   fs/.staging-<rand>/  tar uploads being extracted (same filesystem as
- *              data/, so moving them into place is a rename);
+ *              data/, so moving them into place is a rename), with
+ *              .staging-<rand>.wrap/ (the missing directories of a target
+ *              path) and .staging-<rand>.journal (a merge in progress,
+ *              rolled back at start-up: store/volume_merge.h);
  *   l/<rand>/  frozen layers (read-only from then on), u/ and w/ the
  *              overlay's upper and work directories.
  *
@@ -140,9 +143,13 @@ struct volume_tar_in_result {
  * a parent that is a symlink in the tar or in the volume, a hard link
  * to anything but an earlier entry: ERR_INVALID_CONTENT) and moved into
  * place only when all of it was good: a failed, truncated or cut upload
- * leaves the volume as it was. Moving into place renames each staged
- * entry over the volume's (directories are merged; an existing entry of
- * another type is replaced), so readers see every file either old or new.
+ * leaves the volume as it was. Moving into place (volume_merge) merges
+ * directories and replaces anything else, all or nothing: a failure
+ * part-way (ERR_CONFLICT when a container changed the target meanwhile)
+ * and a crash (rolled back at the next start) leave the old tree. Readers
+ * meanwhile see every file either old or new. A path whose entries would
+ * reach PATH_MAX under the volume's data, or a component over NAME_MAX:
+ * ERR_INVALID_CONTENT.
  */
 int volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
                       const struct volume_tar_in *in, struct volume_tar_in_result *res,

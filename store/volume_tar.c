@@ -4,13 +4,16 @@
  * In: the stream is extracted by layer_unpack (the same secure extraction
  * that unpacks image layers, with whiteout conversion and hashing turned
  * off) into a staging directory beside the volume's data, on the same
- * filesystem. Only when the whole stream was read and extracted are the
- * staged entries renamed into place, under the store's lock: a directory
- * that exists on both sides is merged, anything else replaces what was
- * there (with RENAME_EXCHANGE when the types differ, so the old entry
- * lands in the staging area and goes with it). Nothing is ever followed
- * through a symlink: every step is openat(O_NOFOLLOW) or *at() on a
- * directory descriptor.
+ * filesystem, and synced. Only when the whole stream was read and
+ * extracted is it moved into place, under the store's lock, by
+ * volume_merge (store/volume_merge.c): planned, journaled, carried out
+ * step by step, undone on failure, and rolled back at the next start
+ * after a crash, so the volume is either the old tree or the new one,
+ * never a mix. A target path that does not exist yet is built in the
+ * staging area too (the staged tree wrapped in the missing directories),
+ * so that nothing of the upload touches the volume before the merge.
+ * Nothing is ever followed through a symlink: every step is relative to
+ * a directory descriptor (common/rootdir.h).
  *
  * Out: a walk of the tree with openat/fstatat (never chdir, which is
  * process-wide) feeding libarchive's pax writer, with hard links found
@@ -24,9 +27,11 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -34,186 +39,123 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/rootdir.h"
 #include "store/unpack.h"
+#include "store/volume_merge.h"
 
-#define STAGING_PREFIX ".staging-"
 #define EXPORT_BUF (256 * 1024)
 #define OVERLAY_XATTR_PREFIX "trusted.overlay."
 #define MAX_DEPTH 1024
+#define NEW_DIR_MODE 0755
 
 static int
 hex8(char out[17])
 {
     unsigned char raw[8];
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f)
-        return -errno;
-    size_t n = fread(raw, 1, sizeof(raw), f);
-    fclose(f);
-    if (n != sizeof(raw))
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
         return -EIO;
     for (int i = 0; i < 8; i++)
         snprintf(out + 2 * i, 3, "%02x", raw[i]);
     return 0;
 }
 
-/* ---- xattrs ---------------------------------------------------------------- */
-
-/* Copies src's xattrs (but overlay's own) onto dst. Best effort. */
-static void
-xattrs_copy(int src, int dst)
-{
-    char names[8192];
-    ssize_t len = flistxattr(src, names, sizeof(names));
-    for (ssize_t off = 0; len > 0 && off < len; off += (ssize_t)strlen(names + off) + 1) {
-        const char *name = names + off;
-        if (strncmp(name, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) == 0)
-            continue;
-        char value[65536];
-        ssize_t vlen = fgetxattr(src, name, value, sizeof(value));
-        if (vlen >= 0 && fsetxattr(dst, name, value, (size_t)vlen, 0) < 0)
-            log_debug("volume merge: set xattr %s: %s", name, strerror(errno));
-    }
-}
-
-/* ---- merge ----------------------------------------------------------------- */
-
-struct merge {
-    int trash_fd; /* where replaced entries go, removed with the staging area */
-    unsigned long trash_n;
-    struct err *err;
-};
-
-/* Moves tfd/name out of the way into the trash. */
-static int
-to_trash(struct merge *m, int tfd, const char *name)
-{
-    char t[32];
-    snprintf(t, sizeof(t), "%lu", m->trash_n++);
-    if (renameat(tfd, name, m->trash_fd, t) < 0)
-        return err_errno(m->err, errno, "move %s out of the way", name);
-    return 0;
-}
-
-static int merge_dir(struct merge *m, int sfd, int tfd, int depth);
-
-static int
-merge_entry(struct merge *m, int sfd, int tfd, const char *name, int depth)
-{
-    struct stat ss, ts;
-    if (fstatat(sfd, name, &ss, AT_SYMLINK_NOFOLLOW) < 0)
-        return err_errno(m->err, errno, "stat staged %s", name);
-    if (fstatat(tfd, name, &ts, AT_SYMLINK_NOFOLLOW) < 0) {
-        if (errno != ENOENT)
-            return err_errno(m->err, errno, "stat %s", name);
-        if (renameat(sfd, name, tfd, name) < 0)
-            return err_errno(m->err, errno, "move %s into place", name);
-        return 0;
-    }
-    if (S_ISDIR(ss.st_mode) && S_ISDIR(ts.st_mode)) {
-        int s2 = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int t2 = openat(tfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int ret = 0;
-        if (s2 < 0 || t2 < 0)
-            ret = err_errno(m->err, errno, "open %s", name);
-        if (ret == 0)
-            ret = merge_dir(m, s2, t2, depth + 1);
-        if (ret == 0) {
-            /* The directory takes the tar's metadata, times last. */
-            if (fchown(t2, ss.st_uid, ss.st_gid) < 0 || fchmod(t2, ss.st_mode & 07777) < 0)
-                log_debug("volume merge: metadata of %s: %s", name, strerror(errno));
-            xattrs_copy(s2, t2);
-            struct timespec times[2] = {ss.st_atim, ss.st_mtim};
-            futimens(t2, times);
-        }
-        if (s2 >= 0)
-            close(s2);
-        if (t2 >= 0)
-            close(t2);
-        return ret;
-    }
-    if (S_ISDIR(ss.st_mode) != S_ISDIR(ts.st_mode)) {
-        /* A directory replaces a file or the other way round: swap them in
-         * one step where the filesystem can, else two renames. */
-        if (renameat2(sfd, name, tfd, name, RENAME_EXCHANGE) == 0)
-            return 0;
-        int ret = to_trash(m, tfd, name);
-        if (ret == 0 && renameat(sfd, name, tfd, name) < 0)
-            ret = err_errno(m->err, errno, "move %s into place", name);
-        return ret;
-    }
-    if (renameat(sfd, name, tfd, name) < 0)
-        return err_errno(m->err, errno, "move %s into place", name);
-    return 0;
-}
-
-static int
-merge_dir(struct merge *m, int sfd, int tfd, int depth)
-{
-    if (depth > MAX_DEPTH)
-        return err_set(m->err, ERR_INVALID_CONTENT, "tree deeper than %d levels", MAX_DEPTH);
-    int dfd = dup(sfd);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
-        return err_errno(m->err, errno, "read staging directory");
-    }
-    /* Entries renamed away while reading do not disturb readdir. */
-    int ret = 0;
-    struct dirent *e;
-    while (ret == 0 && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        ret = merge_entry(m, sfd, tfd, e->d_name, depth);
-    }
-    closedir(d);
-    return ret;
-}
+/* ---- in -------------------------------------------------------------------- */
 
 /*
- * Opens data/<rel>, creating missing directories (0755) when create;
- * never through a symlink. With !create, a missing component gives
- * *fd_out = -1 and 0.
+ * The deepest existing directory of data/<rel> (*have components of rel,
+ * as a path below fs/ in *base) and, when it opens, its descriptor in
+ * *fd (-1 when rel exists only in part). A symlink or a non-directory on
+ * the way is ERR_INVALID_CONTENT.
  */
 static int
-open_target(const char *fs, const char *rel, bool create, int *fd_out, struct err *err)
+target_find(int fs_fd, const char *rel, char **base, size_t *have, int *fd, struct err *err)
 {
-    cleanup_free char *data = fs_path_join(fs, "data");
-    cleanup_free char *p = strdup(rel);
-    if (!data || !p)
+    *fd = -1;
+    *have = 0;
+    cleanup_free char *path = malloc(strlen(rel) + 8);
+    if (!path)
         return err_set(err, ENOMEM, "volume: out of memory");
-    int fd = open(data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return err_errno(err, errno, "open %s", data);
-    char *save = NULL;
-    for (char *c = strtok_r(p, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (nfd < 0 && errno == ENOENT) {
-            if (!create) {
-                close(fd);
-                *fd_out = -1;
-                return 0;
-            }
-            if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
-                int e = errno;
-                close(fd);
-                return err_errno(err, e, "create %s in the volume", c);
-            }
-            nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    strcpy(path, "data");
+    int dfd = rootdir_open_dir(fs_fd, "data");
+    if (dfd < 0)
+        return err_errno(err, -dfd, "open the volume's data");
+    size_t n = 0;
+    for (const char *p = rel; *p;) {
+        size_t len = strcspn(p, "/");
+        char name[NAME_MAX + 1];
+        if (len > NAME_MAX) {
+            rootdir_close(dfd);
+            return err_set(err, ERR_INVALID_CONTENT, "path /%s: a component of %zu bytes", rel,
+                           len);
         }
-        int e = errno;
-        close(fd);
-        if (nfd < 0) {
-            if (e == ELOOP || e == ENOTDIR)
-                return err_set(err, ERR_INVALID_CONTENT,
-                               "path /%s: %s is a symlink or not a directory", rel, c);
-            return err_errno(err, e, "open /%s in the volume", rel);
-        }
-        fd = nfd;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        int nfd = rootdir_open_dir(dfd, name);
+        if (nfd == -ENOENT)
+            break;
+        rootdir_close(dfd);
+        if (nfd == -ELOOP || nfd == -ENOTDIR)
+            return err_set(err, ERR_INVALID_CONTENT, "path /%s: %s is a symlink or not a directory",
+                           rel, name);
+        if (nfd < 0)
+            return err_errno(err, -nfd, "open /%s in the volume", rel);
+        dfd = nfd;
+        strcat(path, "/");
+        strncat(path, p, len);
+        n++;
+        p += len;
+        p += strspn(p, "/");
     }
-    *fd_out = fd;
+    *have = n;
+    *base = steal_ptr(&path);
+    *fd = dfd;
     return 0;
+}
+
+/* Puts staging under the missing directories tail of the target (the
+ * components after the first have of rel), in wrap: the merge then moves
+ * the first missing directory in, whole. */
+static int
+wrap_build(int fs_fd, const char *staging, const char *wrap, const char *rel, size_t have,
+           struct err *err)
+{
+    const char *p = rel;
+    for (size_t i = 0; i < have; i++) {
+        p += strcspn(p, "/");
+        p += strspn(p, "/");
+    }
+    /* p: the missing tail, "a/b/c". */
+    cleanup_free char *chain = malloc(strlen(wrap) + strlen(p) + 2);
+    if (!chain)
+        return err_set(err, ENOMEM, "volume: out of memory");
+    int r = rootdir_mkdir(fs_fd, wrap, 0700);
+    strcpy(chain, wrap);
+    const char *last = p;
+    for (const char *q = p; r == 0 && *q;) {
+        size_t len = strcspn(q, "/");
+        if (q[len] == '\0') {
+            last = q;
+            break;
+        }
+        strcat(chain, "/");
+        strncat(chain, q, len);
+        int dfd = -1;
+        if ((r = rootdir_mkdir(fs_fd, chain, NEW_DIR_MODE)) == 0 &&
+            (dfd = rootdir_open_dir(fs_fd, chain)) >= 0)
+            r = rootdir_fd_set_mode(dfd, NEW_DIR_MODE); /* whatever the umask */
+        rootdir_close(dfd);
+        q += len + 1;
+    }
+    int pfd = -1, sfd = -1;
+    if (r == 0 && (pfd = rootdir_open_dir(fs_fd, chain)) < 0)
+        r = pfd;
+    if (r == 0)
+        r = rootdir_rename(fs_fd, staging, pfd, last);
+    if (r == 0 && (sfd = rootdir_open_dir(pfd, last)) >= 0)
+        r = rootdir_fd_set_mode(sfd, NEW_DIR_MODE);
+    rootdir_close(sfd);
+    rootdir_close(pfd);
+    return r < 0 ? err_errno(err, -r, "build the missing directories of /%s", rel) : 0;
 }
 
 int
@@ -233,22 +175,47 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
         return ret;
 
     char hex[17] = "";
-    cleanup_free char *staging = NULL, *trash = NULL;
-    int tfd = -1, sfd = -1, trash_fd = -1;
-    /* The target as it is now: the symlink checks look at it. */
-    ret = open_target(fs, rel, false, &tfd, err);
-    if (ret == 0 && (ret = hex8(hex)) < 0)
-        err_errno(err, -ret, "random name");
-    if (ret == 0 && (asprintf(&staging, "%s/%s%s", fs, STAGING_PREFIX, hex) < 0 ||
-                     asprintf(&trash, "%s/%s%s-old", fs, STAGING_PREFIX, hex) < 0)) {
-        staging = trash = NULL;
+    char staging[64], wrap[64], journal[64];
+    cleanup_free char *shown = NULL, *base = NULL;
+    int fs_fd = rootdir_open(fs);
+    int tfd = -1;
+    bool made = false;
+    if (fs_fd < 0)
+        ret = err_errno(err, -fs_fd, "open volume %s", handle);
+    if (ret == 0 && hex8(hex) < 0)
+        ret = err_set(err, EIO, "volume %s: no random name", handle);
+    snprintf(staging, sizeof(staging), "%s%s", VOLUME_STAGING_PREFIX, hex);
+    snprintf(wrap, sizeof(wrap), "%s%s", staging, VOLUME_WRAP_SUFFIX);
+    snprintf(journal, sizeof(journal), "%s%s", staging, VOLUME_JOURNAL_SUFFIX);
+    if (ret == 0 && asprintf(&shown, "%s/data%s%s", fs, rel[0] ? "/" : "", rel) < 0) {
+        shown = NULL;
         ret = err_set(err, ENOMEM, "volume: out of memory");
     }
-    if (ret == 0 && (mkdir(staging, 0700) < 0 || mkdir(trash, 0700) < 0))
-        ret = err_errno(err, errno, "create staging directory in volume %s", handle);
+    if (ret == 0 && strlen(shown) >= PATH_MAX - 1)
+        ret = err_set(err, ERR_INVALID_CONTENT,
+                      "path /%.100s...: %zu bytes in the volume, "
+                      "reaching PATH_MAX",
+                      rel, strlen(rel));
+    /* The target as it is now: the symlink checks look at it. */
+    size_t have = 0, ncomp = 0;
+    for (const char *p = rel; *p; ncomp++) {
+        size_t n = strcspn(p, "/");
+        if (n > NAME_MAX && ret == 0)
+            ret = err_set(err, ERR_INVALID_CONTENT,
+                          "path /%.100s...: a component of %zu bytes, over NAME_MAX (%d)", rel, n,
+                          NAME_MAX);
+        p += n;
+        p += strspn(p, "/");
+    }
+    if (ret == 0)
+        ret = target_find(fs_fd, rel, &base, &have, &tfd, err);
+    if (ret == 0 && (ret = rootdir_mkdir(fs_fd, staging, 0700)) < 0)
+        ret = err_errno(err, -ret, "create staging directory in volume %s", handle);
+    made = ret == 0;
     if (ret == 0) {
-        char lower[64];
+        char lower[64], target[sizeof(staging) + 64];
         snprintf(lower, sizeof(lower), "/proc/self/fd/%d", tfd);
+        snprintf(target, sizeof(target), "/proc/self/fd/%d/%s", fs_fd, staging);
         const char *lowers[] = {lower, NULL};
         const char *mt = NULL;
         if (in->encoding && strcmp(in->encoding, "gzip") == 0)
@@ -256,8 +223,10 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
         else if (in->encoding && strcmp(in->encoding, "zstd") == 0)
             mt = "application/x-tar+zstd";
         struct unpack_input uin = {.read = in->read, .ctx = in->ctx, .media_type = mt};
-        struct unpack_opts opts = {.target_dir = staging,
-                                   .lower_dirs = tfd >= 0 ? lowers : NULL,
+        /* Only an existing target has entries to check against. */
+        struct unpack_opts opts = {.target_dir = target,
+                                   .shown_dir = shown,
+                                   .lower_dirs = have == ncomp ? lowers : NULL,
                                    .allow_device_nodes = privileged,
                                    .no_whiteouts = true,
                                    .no_digests = true};
@@ -267,38 +236,37 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
             res->entries = ur.entries;
             res->bytes = ur.uncompressed_size;
         }
-    }
-    if (tfd >= 0)
-        close(tfd);
-    tfd = -1;
-    if (ret == 0) {
-        /* The whole stream was good: move it into place. */
-        volume_store_lock(vs);
-        ret = open_target(fs, rel, true, &tfd, err);
+        /* The staged data durable before any of it is moved in, outside
+         * the lock: the commit's own sync then has little left to do. */
+        if (ret == 0 && (ret = rootdir_fd_sync_fs(fs_fd)) < 0)
+            ret = err_errno(err, -ret, "sync the upload into volume %s", handle);
         if (ret == 0) {
-            sfd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            trash_fd = open(trash, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sfd < 0 || trash_fd < 0)
-                ret = err_errno(err, errno, "open staging directory");
+            volume_store_lock(vs);
+            /* Look again: another upload may have made the path meanwhile. */
+            rootdir_close(tfd);
+            free(base);
+            base = NULL;
+            ret = target_find(fs_fd, rel, &base, &have, &tfd, err);
+            const char *src = staging;
+            if (ret == 0 && have < ncomp) {
+                ret = wrap_build(fs_fd, staging, wrap, rel, have, err);
+                src = wrap;
+            }
+            if (ret == 0)
+                ret = volume_merge(fs_fd, src, base, journal, err);
+            volume_store_unlock(vs);
+            if (ret < 0)
+                err_wrap(err, "move the upload into volume %s", handle);
         }
-        if (ret == 0) {
-            struct merge m = {.trash_fd = trash_fd, .err = err};
-            ret = merge_dir(&m, sfd, tfd, 0);
-        }
-        volume_store_unlock(vs);
-        if (ret < 0)
-            err_wrap(err, "move the upload into volume %s", handle);
     }
-    if (tfd >= 0)
-        close(tfd);
-    if (sfd >= 0)
-        close(sfd);
-    if (trash_fd >= 0)
-        close(trash_fd);
+    rootdir_close(tfd);
+    rootdir_close(fs_fd);
     struct err rerr = {0};
-    if (staging && fs_remove_tree(staging, &rerr) < 0)
+    cleanup_free char *sp = made ? fs_path_join(fs, staging) : NULL;
+    cleanup_free char *wp = made ? fs_path_join(fs, wrap) : NULL;
+    if (sp && fs_remove_tree(sp, &rerr) < 0)
         log_warn("volume %s: %s", handle, rerr.msg);
-    if (trash && fs_remove_tree(trash, &rerr) < 0)
+    if (wp && fs_remove_tree(wp, &rerr) < 0)
         log_warn("volume %s: %s", handle, rerr.msg);
     volume_write_end(vs, handle);
     return ret;

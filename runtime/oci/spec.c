@@ -7,8 +7,8 @@
  * to the init as an open fd (see driver.c). Any thread; no I/O except
  * rt_oci_spec_write.
  *
- * No network namespace yet: the network issue brings one, with its setup
- * between `runc create` and `runc start`.
+ * The network namespace is the one the spec names (made and set up by the
+ * daemon's network service before the runtime runs), or a new one.
  */
 #include "runtime/oci/spec.h"
 
@@ -77,6 +77,8 @@ rt_oci_spec_validate(const struct rt_container_spec *spec, struct err *err)
                        spec->rootfs ? spec->rootfs : "(null)");
     if (spec->hostname && (strlen(spec->hostname) == 0 || strlen(spec->hostname) > 63))
         return err_set(err, EINVAL, "hostname %s: must be 1 to 63 characters", spec->hostname);
+    if (spec->netns_path && !path_ok(spec->netns_path))
+        return err_set(err, EINVAL, "network namespace %s: not an absolute path", spec->netns_path);
     if (spec->cwd && !path_ok(spec->cwd))
         return err_set(err, EINVAL, "working directory %s: not an absolute path", spec->cwd);
     const struct rt_limits *l = &spec->limits;
@@ -217,16 +219,18 @@ build_linux(const struct rt_container_spec *spec, const char *cgroups_path)
         json_object_object_add(lx, "cgroupsPath", json_object_new_string(cgroups_path));
     struct json_object *ns = json_object_new_array();
     /*
-     * A network namespace of its own (runc gives it a loopback interface
-     * and nothing else) until the network issue wires real networking:
-     * on the host's network a container could reach berthd's API on
-     * 127.0.0.1, which has no authentication, and have it start a
-     * privileged container with the host's / mounted.
+     * Always a network namespace of its own: on the host's network a
+     * container could reach berthd's API on 127.0.0.1, which has no
+     * authentication, and have it start a privileged container with the
+     * host's / mounted. Either the one the network service made (with the
+     * container's interface in it), or a new one with only lo.
      */
     const char *types[] = {"pid", "ipc", "uts", "mount", "network", NULL};
     for (size_t i = 0; types[i]; i++) {
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "type", json_object_new_string(types[i]));
+        if (strcmp(types[i], "network") == 0 && spec->netns_path)
+            json_object_object_add(o, "path", json_object_new_string(spec->netns_path));
         json_object_array_add(ns, o);
     }
     json_object_object_add(lx, "namespaces", ns);

@@ -282,6 +282,10 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
             unsetenv(*e);
         for (int i = 0; opts->env[i]; i++)
             putenv((char *)opts->env[i]);
+        if (opts->cwd && chdir(opts->cwd) < 0) {
+            dprintf(STDERR_FILENO, "chdir %s: %s\n", opts->cwd, strerror(errno));
+            _exit(126);
+        }
         execv(argv[0], (char *const *)argv);
         dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);

@@ -46,6 +46,7 @@ struct berthd_opts {
     const char *root;                   /* --root; default tmp/root */
     bool no_listen_flag;                /* leave --listen out (BERTH_LISTEN tests) */
     bool no_root_flag;                  /* leave --root out */
+    const char *cwd;                    /* the daemon's start-up directory; default the test's */
 };
 
 /* The berthd binary the suites run. */

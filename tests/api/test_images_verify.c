@@ -11,6 +11,7 @@
  * unchanged).
  */
 #include <ctype.h>
+#include <sys/xattr.h>
 
 #include "tests/fixtures/imgfix.h"
 
@@ -598,6 +599,378 @@ START_TEST(hard_link_through_a_symlink_is_422)
 }
 END_TEST
 
+/* ---- long paths, odd whiteouts, long names (issue 8) ----------------------------------- */
+
+/* The daemon's start-up directory, fresh and empty for each test that
+ * checks nothing lands there. */
+static char startdir[PATH_MAX];
+
+static void
+start_in_fresh_dir(struct berthd *b)
+{
+    memset(b, 0, sizeof(*b));
+    harness_mkdtemp(startdir, sizeof(startdir));
+    struct berthd_opts o = {.cwd = startdir};
+    berthd_start(b, &o);
+}
+
+static void
+end_in_fresh_dir(struct berthd *b)
+{
+    berthd_finish(b);
+    rmdir(startdir);
+}
+
+/* The daemon's working directory now (caller frees). */
+static char *
+daemon_cwd(const struct berthd *b)
+{
+    char link[64], *out = calloc(1, PATH_MAX + 1);
+    snprintf(link, sizeof(link), "/proc/%d/cwd", (int)b->pid);
+    ck_assert_int_gt(readlink(link, out, PATH_MAX), 0);
+    return out;
+}
+
+/* The working directory is still the start-up directory, and nothing
+ * was written there. */
+static void
+assert_cwd_untouched(const struct berthd *b)
+{
+    char *cwd = daemon_cwd(b);
+    ck_assert_msg(strcmp(cwd, startdir) == 0, "berthd's cwd moved to %s", cwd);
+    free(cwd);
+    ck_assert_msg(fx_count_entries(startdir, NULL) == 0, "written into the start-up directory: %s",
+                  fx_names(startdir));
+}
+
+/* Every stored snapshot's tree, one listing (caller frees). */
+static char *
+snapshot_trees(const struct berthd *b)
+{
+    char *names = fx_names(fx_root_path(b, "snapshots"));
+    struct fx_buf out = {0};
+    fx_buf_add(&out, "", 0);
+    for (char *save = NULL, *n = strtok_r(names, "\n", &save); n; n = strtok_r(NULL, "\n", &save)) {
+        char dir[PATH_MAX + 128];
+        snprintf(dir, sizeof(dir), "%s/snapshots/%s", b->root, n);
+        char *t = fx_tree(dir, NULL);
+        fx_buf_add(&out, n, strlen(n));
+        fx_buf_add(&out, ":\n", 2);
+        fx_buf_add(&out, t, strlen(t));
+        free(t);
+    }
+    free(names);
+    return out.data;
+}
+
+/* A layer: "<c>-marker", then n files whose names are len bytes long,
+ * under directories of 200 times c. */
+static void
+build_deep_layer(struct fx_buf *l, char c, size_t len, int n)
+{
+    char marker[16];
+    snprintf(marker, sizeof(marker), "%c-marker", c);
+    fx_tar_file(l, marker, "marker\n");
+    for (int i = 0; i < n; i++) {
+        char leaf[32];
+        snprintf(leaf, sizeof(leaf), "%c-%03d", c, i);
+        char *name = fx_deep_name(c, len, leaf);
+        fx_tar_add_long(l, name, '0', NULL, "deep\n", 5, 0644);
+        free(name);
+    }
+    fx_tar_end(l);
+}
+
+START_TEST(layer_entry_reaching_path_max_is_422_and_moves_no_cwd)
+{
+    struct berthd b;
+    start_in_fresh_dir(&b);
+    struct hresp r;
+    fx_import_layout(&b, NULL, fx_path("base"), NULL, &r);
+    ck_assert_msg(r.status == 201, "base import: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    sentinel_make(&b);
+    char *trees = snapshot_trees(&b);
+    /* 4,049 bytes under a snapshot directory reach PATH_MAX: libarchive
+     * used to chdir() the daemon down the tree to write them. */
+    struct fx_buf l1 = {0};
+    build_deep_layer(&l1, 'p', 4049, 20);
+    struct fx_layout s = {.layers = {&l1}};
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/L", b.tmp);
+    fx_write_layout(dir, &s);
+    struct fx_buf tar = {0};
+    fx_tar_dir(&tar, dir);
+    struct before st;
+    take_before(&b, &st);
+    fx_import_layout(&b, NULL, dir, NULL, &r);
+    assert_refused(&r, "PATH_MAX");
+    ck_assert_msg(strstr(json_object_get_string(json_at(r.json, "error.message")), "pppp"),
+                  "the message does not name the entry: %s", r.body);
+    hresp_free(&r);
+    assert_nothing_left(&b, &st);
+    take_before(&b, &st);
+    struct fx_src src = {.data = tar.data, .len = tar.len};
+    fx_post(&b, "/v1/images", "application/x-tar", NULL, &src, false, 30000, &r);
+    assert_refused(&r, "PATH_MAX");
+    hresp_free(&r);
+    assert_nothing_left(&b, &st);
+    assert_cwd_untouched(&b);
+    char *after = snapshot_trees(&b);
+    ck_assert_msg(strcmp(trees, after) == 0, "the stored snapshot changed:\n%s\nwas:\n%s", after,
+                  trees);
+    free(after);
+    free(trees);
+    free(tar.data);
+    free(l1.data);
+    end_in_fresh_dir(&b);
+}
+END_TEST
+
+/* Imports the layouts at dirs[0] and dirs[1] at the same time. */
+static void
+import_two_at_once(struct berthd *b, char dirs[2][PATH_MAX + 16], struct hresp out[2])
+{
+    struct bg_req bg[2];
+    char *bodies[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert(asprintf(&bodies[i], "{\"source\":{\"layout\":\"%s\"}}", dirs[i]) > 0);
+        bg_start(
+            &bg[i], b,
+            &(struct hreq){
+                .method = "POST", .path = "/v1/images", .body = bodies[i], .timeout_ms = 60000});
+    }
+    for (int i = 0; i < 2; i++) {
+        bg_join(&bg[i]);
+        out[i] = bg[i].resp;
+        free(bodies[i]);
+    }
+}
+
+START_TEST(concurrent_imports_with_deep_names_write_only_their_own_snapshots)
+{
+    struct berthd b;
+    start_in_fresh_dir(&b);
+    sentinel_make(&b);
+    const char letters[2] = {'a', 'b'};
+    /* Past PATH_MAX under the snapshot: both refused, neither wrote. */
+    struct fx_buf l[2] = {{0}};
+    char dirs[2][PATH_MAX + 16];
+    for (int i = 0; i < 2; i++) {
+        build_deep_layer(&l[i], letters[i], 4049, 30);
+        struct fx_layout s = {.layers = {&l[i]}, .ref_name = i ? "b" : "a"};
+        snprintf(dirs[i], sizeof(dirs[i]), "%s/L%c", b.tmp, letters[i]);
+        fx_write_layout(dirs[i], &s);
+        free(l[i].data);
+        l[i] = (struct fx_buf){0};
+    }
+    struct before st;
+    take_before(&b, &st);
+    struct hresp r[2];
+    import_two_at_once(&b, dirs, r);
+    for (int i = 0; i < 2; i++) {
+        assert_refused(&r[i], "PATH_MAX");
+        hresp_free(&r[i]);
+    }
+    assert_nothing_left(&b, &st);
+    assert_cwd_untouched(&b);
+
+    /* Deep, but inside PATH_MAX: both stored, each with its own files. */
+    size_t len = PATH_MAX - strlen(b.root) - 200;
+    for (int i = 0; i < 2; i++) {
+        build_deep_layer(&l[i], letters[i], len, 30);
+        struct fx_layout s = {.layers = {&l[i]}, .ref_name = i ? "b" : "a"};
+        snprintf(dirs[i], sizeof(dirs[i]), "%s/M%c", b.tmp, letters[i]);
+        fx_write_layout(dirs[i], &s);
+        free(l[i].data);
+    }
+    import_two_at_once(&b, dirs, r);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(r[i].status == 201, "import %c: %ld %s", letters[i], r[i].status, r[i].body);
+        hresp_free(&r[i]);
+    }
+    char *names = fx_names(fx_root_path(&b, "snapshots"));
+    int seen = 0;
+    for (char *save = NULL, *n = strtok_r(names, "\n", &save); n; n = strtok_r(NULL, "\n", &save)) {
+        char dir[PATH_MAX + 128];
+        snprintf(dir, sizeof(dir), "%s/snapshots/%s/fs", b.root, n);
+        char *t = fx_tree(dir, NULL);
+        bool a = strstr(t, "a-marker") != NULL, bb = strstr(t, "b-marker") != NULL;
+        ck_assert_msg(a != bb, "snapshot %s holds %s markers:\n%.2000s", n, a ? "both" : "no", t);
+        char own = a ? 'a' : 'b', other = a ? 'b' : 'a';
+        char pat[16];
+        snprintf(pat, sizeof(pat), "/%c-0", other);
+        ck_assert_msg(!strstr(t, pat), "snapshot of %c holds files of %c", own, other);
+        int files = 0;
+        snprintf(pat, sizeof(pat), "/%c-0", own);
+        for (const char *p = t; (p = strstr(p, pat)); p++)
+            files++;
+        ck_assert_msg(files == 30, "snapshot of %c holds %d of its 30 deep files", own, files);
+        seen |= a ? 1 : 2;
+        free(t);
+    }
+    ck_assert_int_eq(seen, 3);
+    free(names);
+    assert_cwd_untouched(&b);
+    end_in_fresh_dir(&b);
+}
+END_TEST
+
+static void
+build_whiteout_dotdot(struct fx_buf *l1, struct fx_buf *l2)
+{
+    (void)l2;
+    fx_tar_file(l1, "ok", "fine\n");
+    fx_tar_file(l1, ".wh...", "");
+    fx_tar_end(l1);
+}
+
+static void
+build_whiteout_dotdot_below(struct fx_buf *l1, struct fx_buf *l2)
+{
+    (void)l2;
+    fx_tar_add(l1, "etc/", '5', NULL, NULL, 0, 0755);
+    fx_tar_file(l1, "etc/.wh...", "");
+    fx_tar_end(l1);
+}
+
+static void
+build_whiteout_dot(struct fx_buf *l1, struct fx_buf *l2)
+{
+    (void)l2;
+    fx_tar_add(l1, "etc/", '5', NULL, NULL, 0, 0755);
+    fx_tar_file(l1, "etc/.wh..", "");
+    fx_tar_end(l1);
+}
+
+static bool
+has_opaque(const char *path)
+{
+    char v[4];
+    return lgetxattr(path, "trusted.overlay.opaque", v, sizeof(v)) >= 0;
+}
+
+static void
+refuse_whiteout(void (*build)(struct fx_buf *, struct fx_buf *))
+{
+    struct berthd b;
+    start_with_base(&b);
+    struct fx_buf l1 = {0}, l2 = {0};
+    build(&l1, &l2);
+    struct fx_layout s = {.layers = {&l1}};
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/L", b.tmp);
+    fx_write_layout(dir, &s);
+    struct before st;
+    take_before(&b, &st);
+    struct hresp r;
+    fx_import_layout(&b, NULL, dir, NULL, &r);
+    assert_refused(&r, "whiteout");
+    hresp_free(&r);
+    assert_nothing_left(&b, &st);
+    /* Above the layer's root: the snapshots directory and the store. */
+    ck_assert(!has_opaque(fx_root_path(&b, "snapshots")));
+    ck_assert(!has_opaque(b.root));
+    char *names = fx_names(fx_root_path(&b, "snapshots"));
+    for (char *save = NULL, *n = strtok_r(names, "\n", &save); n; n = strtok_r(NULL, "\n", &save)) {
+        char p[PATH_MAX + 128];
+        snprintf(p, sizeof(p), "%s/snapshots/%s", b.root, n);
+        ck_assert_msg(!has_opaque(p), "%s became opaque", p);
+        snprintf(p, sizeof(p), "%s/snapshots/%s/fs", b.root, n);
+        ck_assert_msg(!has_opaque(p), "%s became opaque", p);
+    }
+    free(names);
+    free(l1.data);
+    berthd_finish(&b);
+}
+
+START_TEST(whiteout_named_dotdot_is_422)
+{
+    refuse_whiteout(build_whiteout_dotdot);
+}
+END_TEST
+
+START_TEST(whiteout_named_dotdot_below_the_root_is_422)
+{
+    refuse_whiteout(build_whiteout_dotdot_below);
+}
+END_TEST
+
+START_TEST(whiteout_named_dot_is_422)
+{
+    refuse_whiteout(build_whiteout_dot);
+}
+END_TEST
+
+static void
+build_long_component(struct fx_buf *l1, struct fx_buf *l2)
+{
+    (void)l2;
+    char name[400];
+    memset(name, 'n', 300);
+    snprintf(name + 300, sizeof(name) - 300, "/x");
+    fx_tar_add_long(l1, name, '0', NULL, "x\n", 2, 0644);
+    fx_tar_end(l1);
+}
+
+START_TEST(layer_entry_with_a_component_over_name_max_is_422)
+{
+    /* ENAMETOOLONG from the filesystem used to answer 500. */
+    struct berthd b;
+    start_with_base(&b);
+    struct fx_buf l1 = {0}, l2 = {0};
+    build_long_component(&l1, &l2);
+    struct fx_layout s = {.layers = {&l1}};
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/L", b.tmp);
+    fx_write_layout(dir, &s);
+    struct before st;
+    take_before(&b, &st);
+    struct hresp r;
+    fx_import_layout(&b, NULL, dir, NULL, &r);
+    assert_refused(&r, "NAME_MAX");
+    hresp_free(&r);
+    assert_nothing_left(&b, &st);
+    free(l1.data);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(image_with_more_layers_than_a_mount_can_stack_is_422)
+{
+    /* Stored, it could never run: the overlay mount fails with E2BIG,
+     * which used to answer 500 at container create. */
+    enum { N = 260 };
+    struct fx_buf *ls = calloc(N, sizeof(*ls));
+    const struct fx_buf **lp = calloc(N + 1, sizeof(*lp));
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%03d", i);
+        fx_tar_file(&ls[i], name, name);
+        fx_tar_end(&ls[i]);
+        lp[i] = &ls[i];
+    }
+    struct fx_layout s = {.layer_list = lp};
+    struct berthd b;
+    start_with_base(&b);
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/L", b.tmp);
+    fx_write_layout(dir, &s);
+    struct before st;
+    take_before(&b, &st);
+    struct hresp r;
+    fx_import_layout(&b, NULL, dir, NULL, &r);
+    assert_refused(&r, "260 layers");
+    hresp_free(&r);
+    assert_nothing_left(&b, &st);
+    for (int i = 0; i < N; i++)
+        free(ls[i].data);
+    free(ls);
+    free(lp);
+    berthd_finish(&b);
+}
+END_TEST
+
 /* ---- bad uploads --------------------------------------------------------------------- */
 
 static void
@@ -722,6 +1095,13 @@ verify_suite(void)
     tcase_add_test(tc, hard_link_to_a_target_outside_is_422);
     tcase_add_test(tc, hard_link_to_an_absolute_path_then_overwritten_is_422);
     tcase_add_test(tc, hard_link_through_a_symlink_is_422);
+    tcase_add_test(tc, layer_entry_reaching_path_max_is_422_and_moves_no_cwd);
+    tcase_add_test(tc, concurrent_imports_with_deep_names_write_only_their_own_snapshots);
+    tcase_add_test(tc, whiteout_named_dotdot_is_422);
+    tcase_add_test(tc, whiteout_named_dotdot_below_the_root_is_422);
+    tcase_add_test(tc, whiteout_named_dot_is_422);
+    tcase_add_test(tc, layer_entry_with_a_component_over_name_max_is_422);
+    tcase_add_test(tc, image_with_more_layers_than_a_mount_can_stack_is_422);
     tcase_add_test(tc, truncated_tar_upload_is_refused_and_leaves_nothing);
     tcase_add_test(tc, truncated_gzip_upload_is_refused_and_leaves_nothing);
     tcase_add_test(tc, garbage_upload_is_refused_and_leaves_nothing);

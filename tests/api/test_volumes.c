@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,13 +69,15 @@ put_tar(struct berthd *b, const char *vol, const char *path, const char *file, c
     return st;
 }
 
-/* A fingerprint of a volume's tree (names, types, sizes, modes, contents). */
+/* A fingerprint of a volume's tree (names, types, modes, contents, and
+ * sizes but of directories, which ext4 never shrinks). */
 static char *
 fingerprint(struct berthd *b, const char *vol)
 {
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "cd %s/volumes/%s/fs/data && find . -printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
+             "cd %s/volumes/%s/fs/data && find . \\( -type d -printf '%%p %%y %%m\\n' \\) -o "
+             "-printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
              "find . -type f -exec md5sum {} + | sort | md5sum",
              b->root, vol);
     FILE *p = popen(cmd, "r");
@@ -405,6 +408,128 @@ START_TEST(restart_keeps_volumes_and_children)
 }
 END_TEST
 
+/* ---- long paths (issue 8) -------------------------------------------------------- */
+
+/* Writes a tar at file: "<c>-marker", then n files of c at names of len
+ * bytes (python3's tarfile writes pax names of any length). */
+static void
+deep_tar(const char *file, char c, size_t len, int n)
+{
+    ck_assert_int_eq(
+        sh("python3 -c \"import tarfile, io\n"
+           "t=tarfile.open('%s','w',format=tarfile.PAX_FORMAT)\n"
+           "def add(n, d):\n  i=tarfile.TarInfo(n); i.size=len(d); t.addfile(i, io.BytesIO(d))\n"
+           "add('%c-marker', b'm')\n"
+           "for k in range(%d):\n"
+           "  leaf='%c-%%03d' %% k; rem=%zu-len(leaf); parts=[]\n"
+           "  while rem > 0:\n"
+           "    m=min(200, rem-1)\n"
+           "    if rem-(m+1) == 1: m -= 1\n"
+           "    parts.append('%c'*m); rem -= m+1\n"
+           "  add('/'.join(parts+[leaf]), b'deep')\n"
+           "t.close()\"",
+           file, c, n, c, len, c),
+        0);
+}
+
+/* PUTs file1 to vol1 and file2 to vol2 at the same time; the statuses. */
+static void
+put_two(struct berthd *b, const char *vol1, const char *file1, const char *vol2, const char *file2,
+        long st[2])
+{
+    ck_assert_int_eq(sh("cd %s && (curl -s -o put1.body -w '%%{http_code}' -X PUT -H 'Expect:' "
+                        "--data-binary @%s '%s/v1/volumes/%s/files?path=/' > put1.status &"
+                        " curl -s -o put2.body -w '%%{http_code}' -X PUT -H 'Expect:' "
+                        "--data-binary @%s '%s/v1/volumes/%s/files?path=/' > put2.status &"
+                        " wait)",
+                        b->tmp, file1, b->base_url, vol1, file2, b->base_url, vol2),
+                     0);
+    for (int i = 0; i < 2; i++) {
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof(p), "%s/put%d.status", b->tmp, i + 1);
+        FILE *f = fopen(p, "r");
+        ck_assert_ptr_nonnull(f);
+        if (fscanf(f, "%ld", &st[i]) != 1)
+            st[i] = 0;
+        fclose(f);
+    }
+}
+
+START_TEST(concurrent_uploads_with_deep_names_stay_in_their_own_volumes)
+{
+    char start[PATH_MAX];
+    harness_mkdtemp(start, sizeof(start));
+    struct berthd b = {0};
+    struct berthd_opts o = {.cwd = start};
+    berthd_start(&b, &o);
+    create(&b, "{\"handle\": \"va\"}", 201);
+    create(&b, "{\"handle\": \"vb\"}", 201);
+    ck_assert_int_eq(sh("echo keep > %s/volumes/va/fs/data/keep && echo keep > "
+                        "%s/volumes/vb/fs/data/keep",
+                        b.root, b.root),
+                     0);
+    char *fa = fingerprint(&b, "va"), *fb = fingerprint(&b, "vb");
+    /* 4,049 bytes under fs/data reach PATH_MAX: refused, nothing written. */
+    char ta[PATH_MAX + 16], tb[PATH_MAX + 16];
+    snprintf(ta, sizeof(ta), "%s/a.tar", b.tmp);
+    snprintf(tb, sizeof(tb), "%s/b.tar", b.tmp);
+    deep_tar(ta, 'a', 4049, 30);
+    deep_tar(tb, 'b', 4049, 30);
+    long st[2];
+    put_two(&b, "va", ta, "vb", tb, st);
+    ck_assert_msg(st[0] == 422 && st[1] == 422, "statuses %ld %ld", st[0], st[1]);
+    ck_assert_int_eq(
+        sh("grep -q PATH_MAX %s/put1.body && grep -q PATH_MAX %s/put2.body", b.tmp, b.tmp), 0);
+    char *a2 = fingerprint(&b, "va"), *b2 = fingerprint(&b, "vb");
+    ck_assert_str_eq(fa, a2);
+    ck_assert_str_eq(fb, b2);
+    free(a2), free(b2);
+    char link[64], cwd[PATH_MAX + 1] = "";
+    snprintf(link, sizeof(link), "/proc/%d/cwd", (int)b.pid);
+    ck_assert_int_gt(readlink(link, cwd, PATH_MAX), 0);
+    ck_assert_str_eq(cwd, start);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s)\"", start), 0);
+
+    /* Deep, but inside PATH_MAX: each volume gets exactly its own files. */
+    size_t len = PATH_MAX - strlen(b.root) - 100;
+    deep_tar(ta, 'a', len, 30);
+    deep_tar(tb, 'b', len, 30);
+    put_two(&b, "va", ta, "vb", tb, st);
+    ck_assert_msg(st[0] == 200 && st[1] == 200, "statuses %ld %ld", st[0], st[1]);
+    ck_assert_int_eq(sh("cd %s/volumes && test $(find va/fs/data -type f -name 'a-*' | wc -l) = 31 "
+                        "&& test $(find va/fs/data -type f | wc -l) = 32 && "
+                        "test $(find vb/fs/data -type f -name 'b-*' | wc -l) = 31 && "
+                        "test $(find vb/fs/data -type f | wc -l) = 32",
+                        b.root),
+                     0);
+    ck_assert_int_gt(readlink(link, cwd, PATH_MAX), 0);
+    ck_assert_str_eq(cwd, start);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s)\"", start), 0);
+    free(fa), free(fb);
+    berthd_finish(&b);
+    rmdir(start);
+}
+END_TEST
+
+START_TEST(upload_path_with_a_component_over_name_max_is_422)
+{
+    /* ENAMETOOLONG from mkdirat used to answer 500. */
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    create(&b, "{\"handle\": \"n\"}", 201);
+    char f[PATH_MAX + 16];
+    snprintf(f, sizeof(f), "%s/in.tar", b.tmp);
+    ck_assert_int_eq(sh("mkdir -p %s/src && echo x > %s/src/x && tar -C %s/src -cf %s .", b.tmp,
+                        b.tmp, b.tmp, f),
+                     0);
+    char path[400] = "/a/";
+    memset(path + 3, 'n', 300);
+    ck_assert_int_eq(put_tar(&b, "n", path, f, NULL), 422);
+    ck_assert_int_eq(sh("test -z \"$(ls -A %s/volumes/n/fs/data)\"", b.root), 0);
+    berthd_finish(&b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -420,6 +545,8 @@ main(void)
     tcase_add_test(tc, client_disconnect_during_upload_and_download);
     tcase_add_test(tc, ttl_expiry_deletes_the_volume);
     tcase_add_test(tc, restart_keeps_volumes_and_children);
+    tcase_add_test(tc, concurrent_uploads_with_deep_names_stay_in_their_own_volumes);
+    tcase_add_test(tc, upload_path_with_a_component_over_name_max_is_422);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }

@@ -22,6 +22,12 @@ clear_env(void)
     unsetenv("BERTH_LOG_FORMAT");
     unsetenv("BERTH_STORE_MAX_BYTES");
     unsetenv("BERTH_MAX_OUTPUT_BYTES");
+    unsetenv("BERTH_NETWORK");
+    unsetenv("BERTH_NETWORK_NAME");
+    unsetenv("BERTH_NETWORK_POOL");
+    unsetenv("BERTH_NETWORK_GATEWAY");
+    unsetenv("BERTH_DNS");
+    unsetenv("BERTH_CNI_CONFIG");
 }
 
 START_TEST(config_defaults)
@@ -90,6 +96,22 @@ START_TEST(config_bad_values_give_one_line_errors)
         {"--store-max-bytes", "10Q", "expected a byte count"},
         {"--max-output-bytes", "-5", "--max-output-bytes -5: expected a byte count"},
         {"--max-output-bytes", "1X", "expected a byte count"},
+        {"--network", "host", "--network host: expected bridge or none"},
+        {"--network-name", "a-name-too-long-x",
+         "--network-name a-name-too-long-x: expected 1 to 15"},
+        {"--network-name", "-dash", "--network-name -dash: expected 1 to 15"},
+        {"--network-pool", "10.88.0.1/16",
+         "--network-pool 10.88.0.1/16: has host bits set (the "
+         "network is 10.88.0.0/16)"},
+        {"--network-pool", "10.88.0.0/31", "the prefix length must be a number from 1 to 30"},
+        {"--network-pool", "fd00::/64", "--network-pool fd00::/64: expected an IPv4 CIDR"},
+        {"--network-gateway", "10.89.0.1",
+         "--network-gateway 10.89.0.1: not inside the pool "
+         "10.88.0.0/16"},
+        {"--network-gateway", "10.88.255.255", "the network or broadcast address"},
+        {"--network-gateway", "gw", "--network-gateway gw: expected an IPv4 address"},
+        {"--dns", "resolver", "--dns resolver: expected an IPv4 or IPv6 address"},
+        {"--cni-config", "net.d", "--cni-config net.d: must be an absolute path"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct config cfg;
@@ -99,6 +121,100 @@ START_TEST(config_bad_values_give_one_line_errors)
         ck_assert_msg(strstr(err.msg, cases[i].expect) != NULL, "%s: got \"%s\"", cases[i].flag,
                       err.msg);
         ck_assert_ptr_null(strchr(err.msg, '\n'));
+        config_close(&cfg);
+    }
+}
+END_TEST
+
+START_TEST(config_network_defaults)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv), CONFIG_RUN);
+    ck_assert(!cfg.network_disabled);
+    ck_assert_str_eq(cfg.network_name, "berth0");
+    ck_assert_str_eq(cfg.network_pool, "10.88.0.0/16");
+    ck_assert_ptr_null(cfg.network_gateway);
+    ck_assert_ptr_null(cfg.dns);
+    ck_assert_ptr_null(cfg.cni_config);
+    config_close(&cfg);
+}
+END_TEST
+
+START_TEST(config_network_flags_are_parsed)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd",         "--network-name", "ci0",
+                    "--network-pool", "10.1.2.0/24",    "--network-gateway",
+                    "10.1.2.254",     "--dns",          "1.1.1.1",
+                    "--dns",          "2001:db8::53",   NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 11, argv), CONFIG_RUN);
+    ck_assert_str_eq(cfg.network_name, "ci0");
+    ck_assert_str_eq(cfg.network_pool, "10.1.2.0/24");
+    ck_assert_str_eq(cfg.network_gateway, "10.1.2.254");
+    ck_assert_str_eq(cfg.dns[0], "1.1.1.1");
+    ck_assert_str_eq(cfg.dns[1], "2001:db8::53");
+    ck_assert_ptr_null(cfg.dns[2]);
+    config_close(&cfg);
+
+    char *argv2[] = {"berthd", "--network", "none", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv2), CONFIG_RUN);
+    ck_assert(cfg.network_disabled);
+    config_close(&cfg);
+
+    char *argv3[] = {"berthd", "--cni-config", "/etc/cni/net.d", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv3), CONFIG_RUN);
+    ck_assert_str_eq(cfg.cni_config, "/etc/cni/net.d");
+    config_close(&cfg);
+}
+END_TEST
+
+START_TEST(config_dns_flags_replace_the_environment_list)
+{
+    clear_env();
+    setenv("BERTH_DNS", "9.9.9.9, 149.112.112.112", 1);
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv), CONFIG_RUN);
+    ck_assert_str_eq(cfg.dns[0], "9.9.9.9");
+    ck_assert_str_eq(cfg.dns[1], "149.112.112.112");
+    ck_assert_ptr_null(cfg.dns[2]);
+    config_close(&cfg);
+    char *argv2[] = {"berthd", "--dns", "1.0.0.1", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv2), CONFIG_RUN);
+    ck_assert_str_eq(cfg.dns[0], "1.0.0.1");
+    ck_assert_ptr_null(cfg.dns[1]);
+    config_close(&cfg);
+    setenv("BERTH_DNS", "1.1.1.1,bad", 1);
+    ck_assert_int_lt(parse(&cfg, &err, 1, argv), 0);
+    ck_assert_msg(strstr(err.msg, "BERTH_DNS: --dns bad: expected an IPv4 or IPv6 address"), "%s",
+                  err.msg);
+    config_close(&cfg);
+    clear_env();
+}
+END_TEST
+
+START_TEST(config_cni_config_excludes_the_generated_network_flags)
+{
+    clear_env();
+    const char *cases[][3] = {
+        {"--network-pool", "10.1.0.0/16", "--network-pool: not with --cni-config /etc/cni"},
+        {"--network-name", "x0", "--network-name: not with --cni-config /etc/cni"},
+        {"--network-gateway", "10.88.0.9", "--network-gateway: not with --cni-config /etc/cni"},
+        {"--network", "none", "--cni-config /etc/cni: networking is off (--network none)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        struct err err = {0};
+        char *argv[] = {
+            "berthd", "--cni-config", "/etc/cni", (char *)cases[i][0], (char *)cases[i][1], NULL};
+        ck_assert_int_lt(parse(&cfg, &err, 5, argv), 0);
+        ck_assert_msg(strstr(err.msg, cases[i][2]) != NULL, "%s: got \"%s\"", cases[i][0], err.msg);
         config_close(&cfg);
     }
 }
@@ -184,6 +300,10 @@ main(void)
     tcase_add_test(tc, config_parses_ipv6_listen);
     tcase_add_test(tc, config_bad_values_give_one_line_errors);
     tcase_add_test(tc, config_unknown_flag_and_stray_argument);
+    tcase_add_test(tc, config_network_defaults);
+    tcase_add_test(tc, config_network_flags_are_parsed);
+    tcase_add_test(tc, config_dns_flags_replace_the_environment_list);
+    tcase_add_test(tc, config_cni_config_excludes_the_generated_network_flags);
     tcase_add_test(tc, config_bad_environment_names_the_variable);
     tcase_add_test(tc, config_byte_counts_take_suffixes);
     tcase_add_test(tc, config_max_output_bytes_from_flag_and_environment);

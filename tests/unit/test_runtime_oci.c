@@ -541,6 +541,52 @@ START_TEST(delete_leaves_no_runtime_state_or_cgroup)
 }
 END_TEST
 
+START_TEST(container_joins_the_given_network_namespace_with_its_etc_files)
+{
+    /* A namespace made outside the runtime, with an interface of its own,
+     * as the network service makes one (bound at a file). */
+    char handle[64];
+    snprintf(handle, sizeof(handle), "bt%d-netns", (int)getpid());
+    register_handle(handle);
+    char *dir = NULL, *netns = NULL, *hosts = NULL;
+    ck_assert_int_ge(asprintf(&dir, "%s/containers/%s", base, handle), 0);
+    ck_assert_int_ge(asprintf(&netns, "%s/netns-%s", base, handle), 0);
+    ck_assert_int_ge(asprintf(&hosts, "%s/hosts", dir), 0);
+    struct err err = {0};
+    ck_assert_int_eq(fs_mkdir_p(dir, 0700, &err), 0);
+    ck_assert_int_eq(tu_sh("touch %s && unshare --net=%s sh -c 'ip link set lo up && "
+                           "ip link add btnsv0 type veth peer name btnsv1'",
+                           netns, netns),
+                     0);
+    const char *text = "10.88.0.9\tnetns-test\n";
+    tu_write(hosts, text, strlen(text));
+    struct rt_mount m = {.source = hosts, .target = "/etc/hosts", .readonly = true};
+    struct rt_container_spec spec = {.handle = handle,
+                                     .dir = dir,
+                                     .rootfs = rootfs,
+                                     .mounts = &m,
+                                     .nmounts = 1,
+                                     .netns_path = netns};
+    ck_assert_msg(drv->container_create(ctx, &spec, &err) == 0, "create: %s", err.msg);
+    char *argv[] = {"cat", "/proc/net/dev", "/etc/hosts", NULL};
+    spawn_in(dir, "look", argv, false, 0, 0);
+    struct rt_proc_status st = wait_exit(dir, "look");
+    ck_assert_int_eq(st.exit_code, 0);
+    char *out = output(dir, "look", RT_PROC_STDOUT);
+    ck_assert_msg(strstr(out, "btnsv0:") && strstr(out, "10.88.0.9\tnetns-test"), "%s", out);
+    free(out);
+    char *argv2[] = {"sh", "-c", "echo x >> /etc/hosts", NULL};
+    spawn_in(dir, "write", argv2, false, 0, 0);
+    st = wait_exit(dir, "write");
+    ck_assert_int_ne(st.exit_code, 0);
+    ck_assert_msg(drv->container_delete(ctx, handle, dir, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(tu_sh("umount %s && rm %s", netns, netns), 0);
+    free(hosts);
+    free(netns);
+    free(dir);
+}
+END_TEST
+
 START_TEST(create_reports_the_runtime_error)
 {
     char handle[64];
@@ -582,6 +628,7 @@ main(void)
     tcase_add_test(tc, init_survives_when_nothing_reads);
     tcase_add_test(tc, output_past_the_cap_stops_the_process);
     tcase_add_test(tc, stats_read_the_container_cgroup);
+    tcase_add_test(tc, container_joins_the_given_network_namespace_with_its_etc_files);
     tcase_add_test(tc, memory_limit_kills_with_137);
     tcase_add_test(tc, pids_and_cpu_limits_apply);
     tcase_add_test(tc, containers_keep_same_process_ids_apart);

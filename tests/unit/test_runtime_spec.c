@@ -202,6 +202,40 @@ START_TEST(spec_rejects_invalid_requests)
 }
 END_TEST
 
+/* The "network" entry of linux.namespaces. */
+static struct json_object *
+netns_entry(struct json_object *j)
+{
+    struct json_object *ns = at(j, "linux.namespaces");
+    for (size_t i = 0; ns && i < json_object_array_length(ns); i++) {
+        struct json_object *o = json_object_array_get_idx(ns, i);
+        if (strcmp(json_object_get_string(at(o, "type")), "network") == 0)
+            return o;
+    }
+    return NULL;
+}
+
+START_TEST(spec_joins_the_network_namespace_it_is_given)
+{
+    struct rt_container_spec s = base_spec();
+    struct json_object *j = build(&s);
+    /* Without one, a new namespace (runc gives it only lo). */
+    ck_assert_ptr_nonnull(netns_entry(j));
+    ck_assert_ptr_null(at(netns_entry(j), "path"));
+    json_object_put(j);
+    s.netns_path = "/var/lib/berth/network/netns/c1";
+    j = build(&s);
+    ck_assert_str_eq(json_object_get_string(at(netns_entry(j), "path")),
+                     "/var/lib/berth/network/netns/c1");
+    json_object_put(j);
+    struct err err = {0};
+    s.netns_path = "netns/c1";
+    ck_assert_ptr_null(rt_oci_spec_build(&s, "/i", "berth/c1", &err));
+    ck_assert_msg(strstr(err.msg, "network namespace netns/c1: not an absolute path"), "%s",
+                  err.msg);
+}
+END_TEST
+
 START_TEST(driver_lookup_names_unavailable_drivers)
 {
     struct err err = {0};
@@ -245,6 +279,7 @@ main(void)
     tcase_add_test(tc, spec_has_security_defaults);
     tcase_add_test(tc, spec_maps_limits_and_mounts);
     tcase_add_test(tc, spec_rejects_invalid_requests);
+    tcase_add_test(tc, spec_joins_the_network_namespace_it_is_given);
     tcase_add_test(tc, driver_lookup_names_unavailable_drivers);
     tcase_add_test(tc, driver_probe_reports_missing_runtime);
     suite_add_tcase(s, tc);

@@ -1,11 +1,11 @@
-/* Unit tests for store/digest.c: validation, streaming SHA-256, chain IDs. */
+/* Unit tests for store/digest.c: validation, streaming SHA-256, chain IDs.
+ * The cross-check against sha256sum is in test_store_tools.c. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store/digest.h"
-#include "tests/unit/testutil.h"
 
 #define D_A "sha256:ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
 #define D_B "sha256:3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d"
@@ -84,27 +84,6 @@ START_TEST(chain_id_rejects_invalid_digests)
 }
 END_TEST
 
-START_TEST(chain_id_matches_sha256sum)
-{
-    /* An independent computation through the shell's sha256sum. */
-    char *tmp = tu_tmpdir("digest");
-    char path[512], c2[DIGEST_STR_LEN], buf[128] = {0};
-    struct err err = {0};
-    snprintf(path, sizeof(path), "%s/out", tmp);
-    ck_assert_int_eq(tu_sh("printf '%%s' '%s %s' | sha256sum | cut -c1-64 > %s", D_B, D_C, path),
-                     0);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
-    fclose(f);
-    buf[strcspn(buf, "\n")] = '\0';
-    ck_assert_int_eq(digest_chain_id(D_B, D_C, c2, &err), 0);
-    ck_assert_str_eq(digest_hex(c2), buf);
-    tu_rmtree(tmp);
-    free(tmp);
-}
-END_TEST
-
 static Suite *
 digest_suite(void)
 {
@@ -115,7 +94,6 @@ digest_suite(void)
     tcase_add_test(tc, sha256_streaming_matches_known_values);
     tcase_add_test(tc, chain_id_matches_known_value);
     tcase_add_test(tc, chain_id_rejects_invalid_digests);
-    tcase_add_test(tc, chain_id_matches_sha256sum);
     suite_add_tcase(s, tc);
     return s;
 }

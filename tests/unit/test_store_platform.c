@@ -1,5 +1,5 @@
 /*
- * store/platform: parsing "os/arch[/variant]", the host's platform, and
+ * store/platform: parsing "os/arch[/variant]", matching, and
  * platform_check() against a table of made-up Linux and Windows hosts.
  */
 #include "store/platform.h"
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 
 START_TEST(platform_parse_accepts_and_normalises)
 {
@@ -81,28 +80,6 @@ START_TEST(platform_match_uses_default_variants)
     ck_assert(!oci_platform_match(&arm, &armv6));
     ck_assert(!oci_platform_match(&amd64, &i386));
     ck_assert(!oci_platform_match(&amd64, &arm64));
-}
-END_TEST
-
-START_TEST(host_platform_follows_uname)
-{
-    struct utsname u;
-    struct oci_platform p;
-    struct host_caps caps;
-    struct err err = {0};
-    ck_assert_int_eq(uname(&u), 0);
-    ck_assert_msg(host_platform(&p, &err) == 0, "%s", err.msg);
-    ck_assert_str_eq(p.os, "linux");
-    if (strcmp(u.machine, "x86_64") == 0) {
-        ck_assert_str_eq(p.architecture, "amd64");
-        ck_assert_str_eq(p.variant, "");
-    } else if (strcmp(u.machine, "aarch64") == 0) {
-        ck_assert_str_eq(p.architecture, "arm64");
-        ck_assert_str_eq(p.variant, "v8");
-    }
-    ck_assert_msg(host_caps_detect(&caps, &err) == 0, "%s", err.msg);
-    ck_assert_uint_eq(caps.isolations, ISOLATION_PROCESS);
-    ck_assert_str_eq(caps.platform.architecture, p.architecture);
 }
 END_TEST
 
@@ -376,7 +353,6 @@ platform_suite(void)
     tcase_add_test(tc, platform_parse_accepts_and_normalises);
     tcase_add_test(tc, platform_parse_rejects_bad_input);
     tcase_add_test(tc, platform_match_uses_default_variants);
-    tcase_add_test(tc, host_platform_follows_uname);
     tcase_add_test(tc, isolation_mode_parse_names_modes);
     tcase_add_test(tc, windows_version_compare_uses_the_build);
     tcase_add_loop_test(tc, platform_check_table, 0,

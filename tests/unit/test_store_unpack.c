@@ -11,6 +11,8 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/rootdir.h"
 #include "store/layer.h"
 #include "store/unpack.h"
 #include "tests/unit/testutil.h"
@@ -682,6 +685,285 @@ START_TEST(unpack_reports_read_errors_as_errno)
 }
 END_TEST
 
+/* --- long names, the working directory, odd whiteouts (issue 8) ------------ */
+
+/* A relative name of exactly len bytes: directories of up to 200 times
+ * c, then leaf. */
+static char *
+deep_name(char c, size_t len, const char *leaf)
+{
+    size_t leaf_len = strlen(leaf), o = 0, rem = len - leaf_len;
+    char *p = malloc(len + 1);
+    ck_assert_ptr_nonnull(p);
+    while (rem > 0) {
+        size_t n = rem - 1 > 200 ? 200 : rem - 1;
+        if (rem - (n + 1) == 1)
+            n--;
+        memset(p + o, c, n);
+        o += n;
+        p[o++] = '/';
+        rem -= n + 1;
+    }
+    memcpy(p + o, leaf, leaf_len + 1);
+    ck_assert_uint_eq(strlen(p), len);
+    return p;
+}
+
+static void
+assert_cwd(const char *want)
+{
+    char now[PATH_MAX];
+    ck_assert_ptr_nonnull(getcwd(now, sizeof(now)));
+    ck_assert_str_eq(now, want);
+}
+
+START_TEST(unpack_refuses_names_reaching_path_max_and_keeps_the_cwd)
+{
+    char cwd[PATH_MAX];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+    /* target + "/" + name is exactly PATH_MAX bytes: one too many with
+     * the NUL. _i picks the entry: a file, a hard link to a deep target,
+     * a symlink with a target of PATH_MAX bytes. */
+    size_t len = PATH_MAX - strlen(target) - 1;
+    char *name = deep_name('d', len, "x");
+    char *sym = malloc(PATH_MAX + 1);
+    memset(sym, 's', PATH_MAX);
+    sym[PATH_MAX] = '\0';
+    struct tent ents[2] = {{"ok", 'f', "fine"}};
+    if (_i == 0)
+        ents[1] = (struct tent){name, 'f', "pwned"};
+    else if (_i == 1)
+        ents[1] = (struct tent){"h", 'h', name};
+    else
+        ents[1] = (struct tent){"l", 'l', sym};
+    char *tar = path_in(base, "l.tar");
+    tar_write(tar, ents, 2);
+    struct unpack_result res;
+    struct err err = {0};
+    int r = unpack_file(tar, target, NULL, NULL, &res, &err);
+    ck_assert_msg(r == -ERR_INVALID_CONTENT, "case %d: %d %s", _i, r, err.msg);
+    ck_assert_msg(strstr(err.msg, "PATH_MAX"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "layer entry"), "%s", err.msg);
+    ck_assert_msg(strlen(err.msg) < 400, "the message quotes all of the name: %zu bytes",
+                  strlen(err.msg));
+    assert_cwd(cwd);
+    ck_assert(!exists_in(target, "dddd"));
+    ck_assert(!exists_in(target, "h") && !exists_in(target, "l"));
+
+    /* One byte shorter fits, and lands in the target. */
+    if (_i == 0) {
+        free(name);
+        name = deep_name('d', len - 1, "x");
+        ents[1].name = name;
+        tar_write(tar, ents, 2);
+        char *t2 = path_in(base, "other1"); /* as long as "target" */
+        ck_assert_int_eq(mkdir(t2, 0755), 0);
+        ck_assert_msg(unpack_file(tar, t2, NULL, NULL, &res, &err) == 0, "%s", err.msg);
+        char *p = path_in(t2, name);
+        ck_assert_uint_eq(strlen(p), PATH_MAX - 1);
+        char *c = file_read(p);
+        ck_assert_str_eq(c, "pwned");
+        free(c), free(p), free(t2);
+        assert_cwd(cwd);
+    }
+    free(sym), free(name), free(tar);
+}
+END_TEST
+
+START_TEST(unpack_refuses_a_component_over_name_max)
+{
+    char name[400] = "a/";
+    memset(name + 2, 'n', 300);
+    strcpy(name + 302, "/x");
+    const struct tent ents[] = {{name, 'f', "x"}};
+    char *tar = path_in(base, "l.tar");
+    tar_write(tar, ents, 1);
+    struct unpack_result res;
+    struct err err = {0};
+    int r = unpack_file(tar, target, NULL, NULL, &res, &err);
+    ck_assert_msg(r == -ERR_INVALID_CONTENT, "%d %s", r, err.msg);
+    ck_assert_msg(strstr(err.msg, "NAME_MAX"), "%s", err.msg);
+    free(tar);
+}
+END_TEST
+
+static const char *const bad_whiteouts[] = {".wh...", "etc/.wh...", "etc/.wh..", ".wh.."};
+
+START_TEST(unpack_refuses_whiteouts_naming_dot_or_dotdot)
+{
+    const struct tent ents[] = {{"etc/", 'd'}, {bad_whiteouts[_i], 'f', ""}};
+    char *tar = path_in(base, "l.tar");
+    tar_write(tar, ents, 2);
+    struct unpack_result res;
+    struct err err = {0};
+    int r = unpack_file(tar, target, NULL, NULL, &res, &err);
+    ck_assert_msg(r == -ERR_INVALID_CONTENT, "%s: %d %s", bad_whiteouts[_i], r, err.msg);
+    ck_assert_msg(strstr(err.msg, "whiteout"), "%s", err.msg);
+    /* Nothing became opaque: not the layer, not what is above it. */
+    ck_assert(!is_opaque(base));
+    ck_assert(!is_opaque(target));
+    ck_assert(!opaque_in(target, "etc"));
+    free(tar);
+}
+END_TEST
+
+struct unpack_thread {
+    pthread_t t;
+    const char *tar, *dir;
+    int rc;
+    struct err err;
+};
+
+static void *
+unpack_thread_main(void *arg)
+{
+    struct unpack_thread *ut = arg;
+    struct unpack_result res;
+    ut->rc = unpack_file(ut->tar, ut->dir, NULL, NULL, &res, &ut->err);
+    return NULL;
+}
+
+/* A tar of "<c>-marker" and 40 files at names of len bytes. */
+static void
+deep_tar(const char *path, char c, size_t len)
+{
+    struct tent ents[41];
+    char *names[41];
+    char marker[16];
+    snprintf(marker, sizeof(marker), "%c-marker", c);
+    ents[0] = (struct tent){marker, 'f', "m"};
+    for (int i = 1; i < 41; i++) {
+        char leaf[16];
+        snprintf(leaf, sizeof(leaf), "%c-%02d", c, i);
+        names[i] = deep_name(c, len, leaf);
+        ents[i] = (struct tent){names[i], 'f', "deep"};
+    }
+    tar_write(path, ents, 41);
+    for (int i = 1; i < 41; i++)
+        free(names[i]);
+}
+
+START_TEST(unpack_concurrent_deep_trees_stay_in_their_own_targets)
+{
+    /* _i == 1: without openat2, by the component walk. */
+    rootdir_test_force_walk(_i == 1);
+    char cwd[PATH_MAX];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+    char *t1 = path_in(base, "t1"), *t2 = path_in(base, "t2");
+    ck_assert_int_eq(mkdir(t1, 0755), 0);
+    ck_assert_int_eq(mkdir(t2, 0755), 0);
+    size_t len = PATH_MAX - strlen(t1) - 8;
+    char *a = path_in(base, "a.tar"), *b = path_in(base, "b.tar");
+    deep_tar(a, 'a', len);
+    deep_tar(b, 'b', len);
+    struct unpack_thread th[2] = {{.tar = a, .dir = t1}, {.tar = b, .dir = t2}};
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i].t, NULL, unpack_thread_main, &th[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i].t, NULL);
+        ck_assert_msg(th[i].rc == 0, "unpack %d: %s", i, th[i].err.msg);
+    }
+    rootdir_test_force_walk(false);
+    assert_cwd(cwd);
+    ck_assert_int_eq(tu_sh("test $(find %s -type f -name 'a-*' | wc -l) = 41 && "
+                           "test $(find %s -type f | wc -l) = 41 && "
+                           "test $(find %s -type f -name 'b-*' | wc -l) = 41 && "
+                           "test $(find %s -type f | wc -l) = 41",
+                           t1, t1, t2, t2),
+                     0);
+    free(a), free(b), free(t1), free(t2);
+}
+END_TEST
+
+START_TEST(unpack_keeps_sparse_files_sparse)
+{
+    char *src = path_in(base, "src");
+    char *tar = path_in(base, "sparse.tar");
+    ck_assert_int_eq(tu_sh("mkdir -p %s && truncate -s 64M %s/big && printf x | dd of=%s/big "
+                           "bs=1 seek=33554432 conv=notrunc status=none && "
+                           "tar --sparse -C %s -cf %s big",
+                           src, src, src, src, tar),
+                     0);
+    struct unpack_result res;
+    struct err err = {0};
+    ck_assert_msg(unpack_file(tar, target, NULL, NULL, &res, &err) == 0, "%s", err.msg);
+    char *big = path_in(target, "big");
+    struct stat st;
+    ck_assert_int_eq(stat(big, &st), 0);
+    ck_assert_int_eq(st.st_size, 64 << 20);
+    ck_assert_msg((long long)st.st_blocks * 512 < (1 << 20), "%lld bytes allocated",
+                  (long long)st.st_blocks * 512);
+    ck_assert_int_eq(tu_sh("cmp -s %s/big %s", src, big), 0);
+    free(big), free(tar), free(src);
+}
+END_TEST
+
+START_TEST(unpack_keeps_acls_setuid_and_file_capabilities)
+{
+    /* security.capability v2: CAP_NET_BIND_SERVICE permitted + effective. */
+    static const unsigned char cap[20] = {0x01, 0, 0, 0x02, 0x00, 0x04};
+    char *tar = path_in(base, "l.tar");
+    struct archive *a = archive_write_new();
+    archive_write_set_format_pax(a);
+    ck_assert_int_eq(archive_write_open_filename(a, tar), ARCHIVE_OK);
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, "d");
+    archive_entry_set_filetype(e, AE_IFDIR);
+    archive_entry_set_perm(e, 0750);
+    archive_entry_acl_add_entry(e, ARCHIVE_ENTRY_ACL_TYPE_DEFAULT,
+                                ARCHIVE_ENTRY_ACL_READ | ARCHIVE_ENTRY_ACL_EXECUTE,
+                                ARCHIVE_ENTRY_ACL_USER, 1234, "u1234");
+    ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
+    archive_entry_clear(e);
+    archive_entry_set_pathname(e, "d/ping");
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 04755);
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    archive_entry_set_size(e, 4);
+    archive_entry_acl_add_entry(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS,
+                                ARCHIVE_ENTRY_ACL_READ | ARCHIVE_ENTRY_ACL_WRITE,
+                                ARCHIVE_ENTRY_ACL_USER, 1234, "u1234");
+    /* As tar --acls writes it: the mask is the mode's group bits. */
+    archive_entry_acl_add_entry(e, ARCHIVE_ENTRY_ACL_TYPE_ACCESS,
+                                ARCHIVE_ENTRY_ACL_READ | ARCHIVE_ENTRY_ACL_EXECUTE,
+                                ARCHIVE_ENTRY_ACL_MASK, -1, NULL);
+    archive_entry_xattr_add_entry(e, "security.capability", cap, sizeof(cap));
+    ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
+    ck_assert_int_eq(archive_write_data(a, "ping", 4), 4);
+    archive_entry_free(e);
+    archive_write_close(a);
+    archive_write_free(a);
+
+    struct unpack_result res;
+    struct err err = {0};
+    ck_assert_msg(unpack_file(tar, target, NULL, NULL, &res, &err) == 0, "%s", err.msg);
+    char *f = path_in(target, "d/ping"), *d = path_in(target, "d");
+    struct stat st;
+    ck_assert_int_eq(stat(f, &st), 0);
+    ck_assert_msg((st.st_mode & 07777) == 04755, "mode %o", st.st_mode & 07777);
+    unsigned char got[64];
+    ck_assert_int_eq(lgetxattr(f, "security.capability", got, sizeof(got)), sizeof(cap));
+    ck_assert(memcmp(got, cap, sizeof(cap)) == 0);
+    /* system.posix_acl_access: version 2, then {tag, perm, id}; user 1234 rw. */
+    ssize_t n = lgetxattr(f, "system.posix_acl_access", got, sizeof(got));
+    ck_assert_msg(n > 4 && (n - 4) % 8 == 0, "access ACL of %zd bytes", n);
+    bool found = false;
+    for (ssize_t i = 4; i < n; i += 8) {
+        unsigned tag = got[i] | got[i + 1] << 8, perm = got[i + 2] | got[i + 3] << 8;
+        unsigned id = got[i + 4] | got[i + 5] << 8 | got[i + 6] << 16 | (unsigned)got[i + 7] << 24;
+        if (tag == 0x02 && id == 1234 && perm == 6)
+            found = true;
+    }
+    ck_assert_msg(found, "no user:1234:rw- entry");
+    n = lgetxattr(d, "system.posix_acl_default", got, sizeof(got));
+    ck_assert_msg(n > 4, "no default ACL on the directory: %zd", n);
+    ck_assert_int_eq(stat(d, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0750);
+    free(f), free(d), free(tar);
+}
+END_TEST
+
 static Suite *
 unpack_suite(void)
 {
@@ -698,6 +980,12 @@ unpack_suite(void)
     tcase_add_test(tc, unpack_overwrites_read_only_file);
     tcase_add_loop_test(tc, unpack_fails_cleanly_on_truncated_stream, 0, 2);
     tcase_add_test(tc, unpack_reports_read_errors_as_errno);
+    tcase_add_loop_test(tc, unpack_refuses_names_reaching_path_max_and_keeps_the_cwd, 0, 3);
+    tcase_add_test(tc, unpack_refuses_a_component_over_name_max);
+    tcase_add_loop_test(tc, unpack_refuses_whiteouts_naming_dot_or_dotdot, 0, 4);
+    tcase_add_loop_test(tc, unpack_concurrent_deep_trees_stay_in_their_own_targets, 0, 2);
+    tcase_add_test(tc, unpack_keeps_sparse_files_sparse);
+    tcase_add_test(tc, unpack_keeps_acls_setuid_and_file_capabilities);
     suite_add_tcase(s, tc);
     return s;
 }

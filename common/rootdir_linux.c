@@ -1,0 +1,405 @@
+/*
+ * rootdir.h on Linux: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS for multi-component paths (one system call,
+ * whatever the depth), falling back to one openat(O_NOFOLLOW) per
+ * component where the kernel or a seccomp filter refuses openat2; the
+ * *at() calls with AT_SYMLINK_NOFOLLOW for the rest. Xattrs of entries
+ * that must not be opened for reading (symlinks, devices, FIFOs) are set
+ * through /proc/self/fd/N of an O_PATH handle, which names the entry
+ * itself, never what a symlink points to.
+ *
+ * Any thread; blocking.
+ */
+#include "common/rootdir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+
+/* 1: openat2 works, 0: not tried yet, -1: use the walk. */
+static atomic_int openat2_state;
+static atomic_bool force_walk;
+
+void
+rootdir_test_force_walk(bool on)
+{
+    atomic_store(&force_walk, on);
+}
+
+static int
+neg_errno(void)
+{
+    return errno ? -errno : -EIO;
+}
+
+/* openat2 beneath base, or -ENOSYS when the walk must do it. */
+static int
+try_openat2(int base, const char *rel, int flags)
+{
+    if (atomic_load(&force_walk) || atomic_load(&openat2_state) < 0)
+        return -ENOSYS;
+    struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
+                           .resolve = RESOLVE_FLAGS};
+    for (int tries = 0; tries < 3; tries++) {
+        long fd = syscall(SYS_openat2, base, rel, &how, sizeof(how));
+        if (fd >= 0) {
+            atomic_store(&openat2_state, 1);
+            return (int)fd;
+        }
+        if (errno == EAGAIN)
+            continue; /* a rename raced the lookup: try again */
+        if (errno == ENOSYS || errno == E2BIG ||
+            (errno == EPERM && atomic_load(&openat2_state) == 0)) {
+            /* No openat2 here (old kernel, or a seccomp filter). */
+            atomic_store(&openat2_state, -1);
+            return -ENOSYS;
+        }
+        return -errno;
+    }
+    return -ENOSYS;
+}
+
+/* Walks rel from base one component at a time; the last one is opened
+ * with last_flags (never following it). */
+static int
+walk(int base, const char *rel, int last_flags)
+{
+    int fd = base;
+    const char *p = rel;
+    for (;;) {
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        char name[NAME_MAX + 1];
+        if (n > NAME_MAX) {
+            if (fd != base)
+                close(fd);
+            return -ENAMETOOLONG;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        bool last = *end == '\0' || end[strspn(end, "/")] == '\0';
+        if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            /* Not a cleaned path: refuse rather than guess. */
+            if (fd != base)
+                close(fd);
+            return -EINVAL;
+        }
+        int flags = last ? last_flags : O_RDONLY | O_DIRECTORY;
+        int nfd = openat(fd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+        int e = neg_errno();
+        struct stat st;
+        /* O_DIRECTORY | O_NOFOLLOW on a symlink says ENOTDIR: tell them apart. */
+        if (nfd < 0 && e == -ENOTDIR && fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode))
+            e = -ELOOP;
+        if (fd != base)
+            close(fd);
+        if (nfd < 0)
+            return e;
+        fd = nfd;
+        if (last)
+            return fd;
+        p = end + strspn(end, "/");
+    }
+}
+
+static int
+open_beneath(int base, const char *rel, int flags)
+{
+    if (rel[0] == '\0') {
+        int fd = openat(base, ".", flags | O_CLOEXEC);
+        return fd < 0 ? neg_errno() : fd;
+    }
+    int fd = try_openat2(base, rel, flags | O_NOFOLLOW);
+    /* ENOTDIR does not say which component, nor whether it is a symlink
+     * (that is ELOOP here): the walk finds out. */
+    if (fd != -ENOSYS && fd != -ENOTDIR)
+        return fd;
+    return walk(base, rel, flags);
+}
+
+int
+rootdir_open(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return fd < 0 ? neg_errno() : fd;
+}
+
+int
+rootdir_open_dir(int base, const char *rel)
+{
+    return open_beneath(base, rel, O_RDONLY | O_DIRECTORY);
+}
+
+int
+rootdir_open_node(int base, const char *rel)
+{
+    return open_beneath(base, rel, O_PATH);
+}
+
+int
+rootdir_open_or_make_dir(int dir, const char *name, mode_t mode, bool *created)
+{
+    *created = false;
+    for (int tries = 0; tries < 3; tries++) {
+        int fd = walk(dir, name, O_RDONLY | O_DIRECTORY);
+        if (fd != -ENOENT)
+            return fd;
+        if (mkdirat(dir, name, mode) == 0)
+            *created = true;
+        else if (errno != EEXIST)
+            return neg_errno();
+    }
+    return -ENOENT;
+}
+
+int
+rootdir_open_file(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return fd < 0 ? neg_errno() : fd;
+}
+
+int
+rootdir_create_file(int dir, const char *name, mode_t mode)
+{
+    int fd =
+        openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, mode);
+    return fd < 0 ? neg_errno() : fd;
+}
+
+int
+rootdir_stat(int dir, const char *name, struct stat *st)
+{
+    int flags = AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH);
+    return fstatat(dir, name, st, flags) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_mkdir(int dir, const char *name, mode_t mode)
+{
+    return mkdirat(dir, name, mode) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_symlink(int dir, const char *name, const char *target)
+{
+    return symlinkat(target, dir, name) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_mknod(int dir, const char *name, mode_t mode, dev_t dev)
+{
+    return mknodat(dir, name, mode, dev) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_link(int from_dir, const char *from_name, int dir, const char *name)
+{
+    /* No AT_SYMLINK_FOLLOW: a symlink is linked as itself. */
+    return linkat(from_dir, from_name, dir, name, 0) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_remove(int dir, const char *name, bool is_dir)
+{
+    return unlinkat(dir, name, is_dir ? AT_REMOVEDIR : 0) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_rename(int from_dir, const char *from, int to_dir, const char *to)
+{
+    return renameat2(from_dir, from, to_dir, to, RENAME_NOREPLACE) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_exchange(int dir_a, const char *a, int dir_b, const char *b)
+{
+    return renameat2(dir_a, a, dir_b, b, RENAME_EXCHANGE) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_set_owner(int dir, const char *name, uid_t uid, gid_t gid)
+{
+    int flags = AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH);
+    return fchownat(dir, name, uid, gid, flags) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_set_mode(int dir, const char *name, mode_t mode)
+{
+    if (name[0] == '\0')
+        return rootdir_fd_set_mode(dir, mode);
+    /* glibc does AT_SYMLINK_NOFOLLOW through an O_PATH handle. */
+    return fchmodat(dir, name, mode & 07777, AT_SYMLINK_NOFOLLOW) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_set_times(int dir, const char *name, const struct timespec ts[2])
+{
+    if (name[0] == '\0')
+        return futimens(dir, ts) < 0 ? neg_errno() : 0;
+    return utimensat(dir, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? neg_errno() : 0;
+}
+
+/* /proc/self/fd/N of an O_PATH handle on dir/name. */
+static int
+proc_handle(int dir, const char *name, char path[32])
+{
+    int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return neg_errno();
+    snprintf(path, 32, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+int
+rootdir_set_xattr(int dir, const char *name, const char *key, const void *value, size_t len)
+{
+    if (name[0] == '\0')
+        return rootdir_fd_set_xattr(dir, key, value, len);
+    char path[32];
+    int fd = proc_handle(dir, name, path);
+    if (fd < 0)
+        return fd;
+    int r = setxattr(path, key, value, len, 0) < 0 ? neg_errno() : 0;
+    close(fd);
+    return r;
+}
+
+ssize_t
+rootdir_get_xattr(int dir, const char *name, const char *key, void *buf, size_t len)
+{
+    if (name[0] == '\0')
+        return rootdir_fd_get_xattr(dir, key, buf, len);
+    char path[32];
+    int fd = proc_handle(dir, name, path);
+    if (fd < 0)
+        return fd;
+    ssize_t n = getxattr(path, key, buf, len);
+    ssize_t r = n < 0 ? neg_errno() : n;
+    close(fd);
+    return r;
+}
+
+int
+rootdir_fd_write_at(int fd, const void *buf, size_t len, int64_t off)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return neg_errno();
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+int
+rootdir_fd_truncate(int fd, int64_t size)
+{
+    return ftruncate(fd, (off_t)size) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_close(int fd)
+{
+    if (fd < 0)
+        return 0;
+    return close(fd) < 0 && errno != EINTR ? neg_errno() : 0;
+}
+
+int
+rootdir_fd_set_mode(int fd, mode_t mode)
+{
+    return fchmod(fd, mode & 07777) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_fd_set_owner(int fd, uid_t uid, gid_t gid)
+{
+    return fchown(fd, uid, gid) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_fd_set_times(int fd, const struct timespec ts[2])
+{
+    return futimens(fd, ts) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_fd_set_xattr(int fd, const char *key, const void *value, size_t len)
+{
+    return fsetxattr(fd, key, value, len, 0) < 0 ? neg_errno() : 0;
+}
+
+ssize_t
+rootdir_fd_get_xattr(int fd, const char *key, void *buf, size_t len)
+{
+    ssize_t n = fgetxattr(fd, key, buf, len);
+    return n < 0 ? neg_errno() : n;
+}
+
+int
+rootdir_fd_remove_xattr(int fd, const char *key)
+{
+    return fremovexattr(fd, key) < 0 ? neg_errno() : 0;
+}
+
+ssize_t
+rootdir_fd_list_xattrs(int fd, char *buf, size_t len)
+{
+    ssize_t n = flistxattr(fd, buf, len);
+    return n < 0 ? neg_errno() : n;
+}
+
+int
+rootdir_fd_clear_flags(int fd)
+{
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0)
+        return neg_errno();
+    if ((flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) == 0)
+        return 0;
+    flags &= ~(FS_IMMUTABLE_FL | FS_APPEND_FL);
+    return ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[128];
+    int ret = -1;
+    while (f && ret < 0 && fgets(line, sizeof(line), f)) {
+        unsigned m;
+        if (sscanf(line, "Umask: %o", &m) == 1)
+            ret = (int)(m & 0777);
+    }
+    if (f)
+        fclose(f);
+    return ret;
+}
+
+int
+rootdir_fd_sync_fs(int fd)
+{
+    return syncfs(fd) < 0 ? neg_errno() : 0;
+}

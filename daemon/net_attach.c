@@ -1,0 +1,705 @@
+/*
+ * Attach and detach: ports chosen on the loop, then the jobs (record,
+ * namespace, files: net_record.c's steps) and the plugin chains
+ * (net_cni.c) one after the other. Loop thread.
+ *
+ * An attach goes: ports chosen and the entry made (loop) -> record and
+ * namespace (job) -> CNI ADD (children) -> files and record (job). When
+ * anything after the namespace fails, DEL runs with whatever ADD left,
+ * then the namespace and the files go (job), and the caller gets the
+ * first error. A detach goes: DEL -> namespace, files, record (job).
+ */
+#include "daemon/net_internal.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "daemon/net_cni.h"
+
+/* ---- ports ------------------------------------------------------------------ */
+
+/* Is the host port forwarded already (the entry being made included), or the API's? */
+static bool
+port_taken(struct net *n, uint16_t port, enum net_proto proto)
+{
+    for (struct net_entry *e = n->entries; e; e = e->next) {
+        for (size_t i = 0; i < e->nports; i++) {
+            if (e->ports[i].host == port && e->ports[i].proto == proto)
+                return true;
+        }
+    }
+    return port == n->rules.api_port && proto == NET_PROTO_TCP;
+}
+
+/*
+ * Binds port (0: any) on every IPv4 address to see that nothing on the
+ * host has it; *out gets the port bound. socket and bind do not block.
+ */
+static int
+port_probe(uint16_t port, enum net_proto proto, uint16_t *out)
+{
+    int fd = socket(AF_INET, (proto == NET_PROTO_UDP ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int rc = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        rc = -errno;
+    } else {
+        socklen_t len = sizeof(sa);
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+            rc = -errno;
+        else
+            *out = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return rc;
+}
+
+/* Fills e->ports from the request, choosing host ports for 0. */
+static int
+ports_choose(struct net *n, struct net_entry *e, const struct net_port *req, size_t nreq,
+             struct err *err)
+{
+    if (nreq == 0)
+        return 0;
+    e->ports = calloc(nreq, sizeof(*e->ports));
+    if (!e->ports)
+        return err_set(err, ENOMEM, "ports: out of memory");
+    for (size_t i = 0; i < nreq; i++) {
+        struct net_port p = req[i];
+        const char *proto = net_proto_name(p.proto);
+        if (p.host) {
+            uint16_t bound;
+            if (port_taken(n, p.host, p.proto))
+                return err_set(err, ERR_CONFLICT, "host port %u/%s: already forwarded", p.host,
+                               proto);
+            int rc = port_probe(p.host, p.proto, &bound);
+            if (rc == -EADDRINUSE)
+                return err_set(err, ERR_CONFLICT, "host port %u/%s: in use on the host", p.host,
+                               proto);
+            if (rc < 0)
+                return err_errno(err, -rc, "host port %u/%s", p.host, proto);
+        } else {
+            int tries = 0;
+            for (;;) {
+                uint16_t bound = 0;
+                int rc = port_probe(0, p.proto, &bound);
+                if (rc < 0)
+                    return err_errno(err, -rc, "choose a host port for %u/%s", p.container, proto);
+                if (!port_taken(n, bound, p.proto)) {
+                    p.host = bound;
+                    break;
+                }
+                if (++tries == 64)
+                    return err_set(err, ERR_CONFLICT, "choose a host port for %u/%s: none free",
+                                   p.container, proto);
+            }
+        }
+        e->ports[e->nports++] = p;
+    }
+    return 0;
+}
+
+/* ---- attach ----------------------------------------------------------------- */
+
+static int
+validate_req(const struct net_attach_req *req, struct err *err)
+{
+    if (!req->handle || !rt_handle_valid(req->handle))
+        return err_set(err, EINVAL, "network: container handle %s is invalid",
+                       req->handle ? req->handle : "(null)");
+    if (!req->dir || req->dir[0] != '/')
+        return err_set(err, EINVAL, "network: container directory %s is not absolute",
+                       req->dir ? req->dir : "(null)");
+    if (req->hostname) {
+        /* It goes into /etc/hosts: nothing but a name. */
+        size_t len = strlen(req->hostname);
+        bool ok = len > 0 && len <= 63;
+        for (size_t i = 0; ok && i < len; i++) {
+            char c = req->hostname[i];
+            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '.' || c == '_';
+        }
+        if (!ok)
+            return err_set(err, EINVAL, "hostname %s: expected 1 to 63 of [A-Za-z0-9_.-]",
+                           req->hostname);
+    }
+    if (req->nports > NET_PORTS_MAX)
+        return err_set(err, EINVAL, "ports: at most %d, not %zu", NET_PORTS_MAX, req->nports);
+    for (size_t i = 0; i < req->nports; i++) {
+        const struct net_port *p = &req->ports[i];
+        if (p->container == 0)
+            return err_set(err, EINVAL, "ports[%zu].container: must be from 1 to 65535", i);
+        if (p->proto != NET_PROTO_TCP && p->proto != NET_PROTO_UDP)
+            return err_set(err, EINVAL, "ports[%zu].protocol: expected tcp or udp", i);
+        for (size_t j = 0; j < i && p->host; j++)
+            if (req->ports[j].host == p->host && req->ports[j].proto == p->proto)
+                return err_set(err, EINVAL, "ports[%zu].host %u: given twice", i, p->host);
+    }
+    return 0;
+}
+
+static void
+waiter_free(struct net_waiter *w)
+{
+    net_step_free(w->step);
+    free(w);
+}
+
+/* Ends an attach that failed: the entry goes (its ports with it). */
+void
+net_attach_fail(struct net_waiter *w, const struct err *err)
+{
+    struct net *n = w->n;
+    if (w->e)
+        net_entry_remove(n, w->e);
+    n->inflight--;
+    w->cb(w->arg, NULL, err);
+    waiter_free(w);
+}
+
+static struct net_step *
+step_new(struct net *n, struct net_entry *e, const char *state)
+{
+    struct net_step *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->record_path = strdup(e->record_path);
+    s->record_text = state ? net_rec_render(e, state) : NULL;
+    s->netns_dir = strdup(n->netns_dir);
+    s->netns_path = strdup(e->netns_path);
+    s->attach_dir = strdup(n->attach_dir);
+    if (e->dir && asprintf(&s->files_dir, "%s/net", e->dir) < 0)
+        s->files_dir = NULL;
+    for (size_t i = 0; i < 3; i++)
+        s->file_paths[i] = e->files[i] ? strdup(e->files[i]) : NULL;
+    if (!s->record_path || (state && !s->record_text) || !s->netns_dir || !s->netns_path ||
+        !s->attach_dir || (e->dir && !s->files_dir)) {
+        net_step_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* The /etc files' contents for e (with its address when it has one). */
+static int
+step_set_texts(struct net *n, struct net_step *s, const struct net_entry *e)
+{
+    s->file_texts[0] = net_hosts_render(e->hostname, e->disabled ? NULL : e->res.ip);
+    if (asprintf(&s->file_texts[1], "%s\n", e->hostname) < 0)
+        s->file_texts[1] = NULL;
+    s->file_texts[2] = net_resolv_render(&n->dns, e->disabled);
+    return s->file_texts[0] && s->file_texts[1] && s->file_texts[2] ? 0 : -ENOMEM;
+}
+
+static void chain_add_done(void *arg, struct json_object *result, const struct err *err);
+static void attach_undo(struct net_waiter *w);
+
+static void
+prepare_done(void *ctx, bool cancelled)
+{
+    struct net_waiter *w = ctx;
+    struct net *n = w->n;
+    struct net_entry *e = w->e;
+    struct net_step *s = w->step;
+    w->step = NULL;
+    if (cancelled || s->rc < 0) {
+        struct err err = {0};
+        if (cancelled)
+            err_set(&err, ECANCELED, "network for %s: cancelled (shutting down)", e->handle);
+        else
+            err_copy(&err, &s->err);
+        net_step_free(s);
+        net_attach_fail(w, &err);
+        return;
+    }
+    net_step_free(s);
+    if (e->disabled) {
+        e->state = NE_ATTACHED;
+        net_entry_publish(e);
+        n->inflight--;
+        w->cb(w->arg, &e->pub, NULL);
+        waiter_free(w);
+        return;
+    }
+    struct cni_chain_req req = {
+        .cmd = CNI_ADD,
+        .list = e->list,
+        .plugin_dir = n->plugin_dir,
+        .container_id = e->handle,
+        .netns = e->netns_path,
+        .ifname = NET_IFNAME,
+        .ports = e->ports,
+        .nports = e->nports,
+        .timeout_ms = n->timeout_ms,
+    };
+    if (cni_chain_run(n->loop, &req, chain_add_done, w) < 0) {
+        err_set(&w->err, ENOMEM, "network for %s: out of memory", e->handle);
+        attach_undo(w);
+    }
+}
+
+static void
+prepare_work(void *ctx)
+{
+    struct net_waiter *w = ctx;
+    net_step_prepare(w->step);
+}
+
+/* After the first setup: the record, the namespace, then the plugins. */
+void
+net_attach_begin(struct net_waiter *w)
+{
+    struct net *n = w->n;
+    struct net_entry *e = w->e;
+    struct net_step *s = step_new(n, e, "attaching");
+    if (s && e->disabled && step_set_texts(n, s, e) < 0) {
+        net_step_free(s);
+        s = NULL;
+    }
+    if (s && !e->disabled) {
+        const char **types = net_conflist_types(e->list);
+        size_t k = 0;
+        while (types && types[k])
+            k++;
+        s->plugins = calloc(k + 1, sizeof(char *));
+        for (size_t i = 0; s->plugins && i < k; i++)
+            if (asprintf(&s->plugins[i], "%s/%s", n->plugin_dir, types[i]) < 0)
+                s->plugins[i] = NULL;
+        if (!types || !s->plugins) {
+            net_step_free(s);
+            s = NULL;
+        }
+        free(types);
+    }
+    struct err err = {0};
+    if (!s) {
+        err_set(&err, ENOMEM, "network for %s: out of memory", e->handle);
+        net_attach_fail(w, &err);
+        return;
+    }
+    w->step = s;
+    int rc = job_submit(n->jobs, "net.attach", prepare_work, prepare_done, w);
+    if (rc < 0) {
+        err_set(&err, -rc, "network for %s: %s", e->handle,
+                rc == -ECANCELED ? "shutting down" : "cannot queue the job");
+        net_attach_fail(w, &err);
+    }
+}
+
+int
+net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
+           struct err *err)
+{
+    if (n->shutting_down)
+        return err_set(err, ECANCELED, "network: shutting down");
+    if (validate_req(req, err) < 0)
+        return -err->code;
+    if (net_entry_find(n, req->handle))
+        return err_set(err, EEXIST, "network of %s: exists already", req->handle);
+    bool disabled = req->disabled || n->disabled;
+    if (!disabled && req->nports && !n->generated && !net_conflist_has_portmap(n->operator_list))
+        return err_set(err, ENOTSUP, "ports: no plugin of the network %s (%s) takes port mappings",
+                       n->name, n->operator_path);
+    struct net_waiter *w = calloc(1, sizeof(*w));
+    struct net_entry *e = w ? net_entry_add(n, req->handle, NE_ATTACHING) : NULL;
+    if (!e) {
+        free(w);
+        return err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
+    }
+    w->n = n;
+    w->e = e;
+    w->cb = cb;
+    w->arg = arg;
+    e->disabled = disabled;
+    if (req->hostname)
+        snprintf(e->hostname, sizeof(e->hostname), "%s", req->hostname);
+    e->dir = strdup(req->dir);
+    int rc = e->dir && net_entry_set_files(e) == 0
+                 ? 0
+                 : err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
+    if (rc == 0 && !disabled)
+        rc = ports_choose(n, e, req->ports, req->nports, err);
+    if (rc == 0 && !disabled && !(e->list = net_list_for(n, e->nports > 0)))
+        rc = err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
+    if (rc < 0) {
+        net_entry_remove(n, e);
+        free(w);
+        return rc;
+    }
+    n->inflight++;
+    if (disabled || n->setup == NET_SETUP_DONE) {
+        net_attach_begin(w);
+        return 0;
+    }
+    /* The setup has not finished, or not started, or failed last time (the
+     * operator may have fixed what it tripped on): wait for one. */
+    if (n->setup != NET_SETUP_RUNNING && (rc = net_setup_start(n, NULL, NULL, err)) < 0) {
+        n->inflight--;
+        net_entry_remove(n, e);
+        free(w);
+        return rc;
+    }
+    *n->waiters_tail = w;
+    n->waiters_tail = &w->next;
+    return 0;
+}
+
+/* ---- the undo after ADD ----------------------------------------------------- */
+
+static void
+undo_remove_done(void *ctx, bool cancelled)
+{
+    struct net_waiter *w = ctx;
+    struct net_step *s = w->step;
+    w->step = NULL;
+    if (!cancelled && s->rc < 0)
+        log_warn("net: undo network of %s: %s", w->e->handle, s->err.msg);
+    net_step_free(s);
+    net_attach_fail(w, &w->err);
+}
+
+static void
+undo_remove_work(void *ctx)
+{
+    struct net_waiter *w = ctx;
+    net_step_remove(w->step);
+}
+
+static void
+undo_del_done(void *arg, struct json_object *result, const struct err *err)
+{
+    struct net_waiter *w = arg;
+    struct net *n = w->n;
+    json_object_put(result);
+    struct net_step *s = step_new(n, w->e, NULL);
+    if (s && err) {
+        /* Keep the record: the next start-up runs DEL again. */
+        log_warn("net: undo network of %s: %s", w->e->handle, err->msg);
+        free(s->record_path);
+        s->record_path = NULL;
+    }
+    w->step = s;
+    if (!s || job_submit(n->jobs, "net.undo", undo_remove_work, undo_remove_done, w) < 0) {
+        /* The record says "attaching": the next start-up undoes the rest. */
+        net_step_free(s);
+        w->step = NULL;
+        net_attach_fail(w, &w->err);
+    }
+}
+
+/* DEL with whatever ADD left (w->e->result), then the namespace and files. */
+static void
+attach_undo(struct net_waiter *w)
+{
+    struct net *n = w->n;
+    struct net_entry *e = w->e;
+    struct cni_chain_req req = {
+        .cmd = CNI_DEL,
+        .list = e->list,
+        .plugin_dir = n->plugin_dir,
+        .container_id = e->handle,
+        .netns = e->netns_path,
+        .ifname = NET_IFNAME,
+        .prev = e->result,
+        .ports = e->ports,
+        .nports = e->nports,
+        .timeout_ms = n->timeout_ms,
+    };
+    if (cni_chain_run(n->loop, &req, undo_del_done, w) < 0)
+        net_attach_fail(w, &w->err);
+}
+
+static void
+commit_done(void *ctx, bool cancelled)
+{
+    struct net_waiter *w = ctx;
+    struct net *n = w->n;
+    struct net_entry *e = w->e;
+    struct net_step *s = w->step;
+    w->step = NULL;
+    if (cancelled || s->rc < 0) {
+        if (cancelled)
+            err_set(&w->err, ECANCELED, "network for %s: cancelled (shutting down)", e->handle);
+        else
+            err_copy(&w->err, &s->err);
+        net_step_free(s);
+        attach_undo(w);
+        return;
+    }
+    net_step_free(s);
+    e->state = NE_ATTACHED;
+    net_entry_publish(e);
+    n->inflight--;
+    w->cb(w->arg, &e->pub, NULL);
+    waiter_free(w);
+}
+
+static void
+commit_work(void *ctx)
+{
+    struct net_waiter *w = ctx;
+    net_step_commit(w->step);
+}
+
+static void
+chain_add_done(void *arg, struct json_object *result, const struct err *err)
+{
+    struct net_waiter *w = arg;
+    struct net *n = w->n;
+    struct net_entry *e = w->e;
+    json_object_put(e->result);
+    e->result = result;
+    if (err) {
+        err_copy(&w->err, err);
+        err_wrap(&w->err, "network for %s", e->handle);
+        attach_undo(w);
+        return;
+    }
+    if (net_result_parse(result, n->generated ? n->name : NULL, &e->res, &w->err) < 0) {
+        err_wrap(&w->err, "network for %s", e->handle);
+        attach_undo(w);
+        return;
+    }
+    struct net_step *s = step_new(n, e, "attached");
+    if (!s || step_set_texts(n, s, e) < 0) {
+        net_step_free(s);
+        err_set(&w->err, ENOMEM, "network for %s: out of memory", e->handle);
+        attach_undo(w);
+        return;
+    }
+    w->step = s;
+    int rc = job_submit(n->jobs, "net.attach", commit_work, commit_done, w);
+    if (rc < 0) {
+        w->step = NULL;
+        net_step_free(s);
+        err_set(&w->err, -rc, "network for %s: %s", e->handle,
+                rc == -ECANCELED ? "shutting down" : "cannot queue the job");
+        attach_undo(w);
+    }
+}
+
+/* ---- detach ----------------------------------------------------------------- */
+
+struct detach_op {
+    struct net *n;
+    struct net_entry *e; /* NULL while the record is looked up */
+    char handle[NET_HANDLE_MAX + 1];
+    net_done_cb cb;
+    void *arg;
+    struct net_step *step;
+    char *lookup_path; /* the record to read */
+    char *lookup_text;
+    char *netns_path; /* the namespace it would have */
+    bool netns_gone;
+    struct err err;
+};
+
+static void
+detach_end(struct detach_op *op, const struct err *err)
+{
+    struct net *n = op->n;
+    n->inflight--;
+    op->cb(op->arg, err);
+    net_step_free(op->step);
+    free(op->lookup_path);
+    free(op->lookup_text);
+    free(op->netns_path);
+    free(op);
+}
+
+static void
+detach_remove_done(void *ctx, bool cancelled)
+{
+    struct detach_op *op = ctx;
+    struct net_step *s = op->step;
+    struct err err = {0};
+    if (cancelled)
+        err_set(&err, ECANCELED, "network of %s: detach cancelled (shutting down)", op->handle);
+    else if (s->rc < 0)
+        err_copy(&err, &s->err);
+    if (err.code) {
+        /* DEL ran already; a retry runs it again, which does no harm. */
+        if (op->e)
+            op->e->state = NE_ATTACHED;
+        detach_end(op, &err);
+        return;
+    }
+    if (op->e)
+        net_entry_remove(op->n, op->e);
+    detach_end(op, NULL);
+}
+
+static void
+detach_remove_work(void *ctx)
+{
+    struct detach_op *op = ctx;
+    net_step_remove(op->step);
+}
+
+static void
+detach_remove(struct detach_op *op)
+{
+    struct net *n = op->n;
+    struct err err = {0};
+    if (op->e)
+        op->step = step_new(n, op->e, NULL);
+    int rc = op->step
+                 ? job_submit(n->jobs, "net.detach", detach_remove_work, detach_remove_done, op)
+                 : -ENOMEM;
+    if (rc < 0) {
+        if (op->e)
+            op->e->state = NE_ATTACHED;
+        err_set(&err, -rc, "network of %s: %s", op->handle,
+                rc == -ECANCELED ? "shutting down" : "out of memory");
+        detach_end(op, &err);
+    }
+}
+
+static void
+detach_del_done(void *arg, struct json_object *result, const struct err *err)
+{
+    struct detach_op *op = arg;
+    json_object_put(result);
+    if (err) {
+        struct err e = {0};
+        err_copy(&e, err);
+        err_wrap(&e, "network of %s", op->handle);
+        op->e->state = NE_ATTACHED;
+        detach_end(op, &e);
+        return;
+    }
+    detach_remove(op);
+}
+
+static void
+detach_del(struct detach_op *op)
+{
+    struct net *n = op->n;
+    struct net_entry *e = op->e;
+    if (e->disabled || !e->list) {
+        detach_remove(op);
+        return;
+    }
+    struct cni_chain_req req = {
+        .cmd = CNI_DEL,
+        .list = e->list,
+        .plugin_dir = n->plugin_dir,
+        .container_id = e->handle,
+        /* A namespace gone with a reboot: the plugins release what is
+         * on the host and skip the rest. */
+        .netns = e->netns_gone ? "" : e->netns_path,
+        .ifname = NET_IFNAME,
+        .prev = e->result,
+        .ports = e->ports,
+        .nports = e->nports,
+        .timeout_ms = n->timeout_ms,
+    };
+    if (cni_chain_run(n->loop, &req, detach_del_done, op) < 0) {
+        struct err err = {0};
+        err_set(&err, ENOMEM, "network of %s: out of memory", op->handle);
+        e->state = NE_ATTACHED;
+        detach_end(op, &err);
+    }
+}
+
+static void
+lookup_work(void *ctx)
+{
+    struct detach_op *op = ctx;
+    size_t len = 0;
+    struct err ignored = {0};
+    if (fs_read_file(op->lookup_path, 1 << 20, &op->lookup_text, &len, &ignored) < 0)
+        op->lookup_text = NULL;
+    op->netns_gone = !nethost_netns_mounted(op->netns_path);
+}
+
+static void
+lookup_done(void *ctx, bool cancelled)
+{
+    struct detach_op *op = ctx;
+    struct net *n = op->n;
+    struct err err = {0};
+    if (cancelled) {
+        err_set(&err, ECANCELED, "network of %s: detach cancelled (shutting down)", op->handle);
+        detach_end(op, &err);
+        return;
+    }
+    if (net_entry_find(n, op->handle)) {
+        err_set(&err, EBUSY, "network of %s: an attach started meanwhile", op->handle);
+        detach_end(op, &err);
+        return;
+    }
+    struct net_rec rec;
+    struct net_entry *e = NULL;
+    if (op->lookup_text && net_rec_parse(op->lookup_text, &rec, &err) == 0) {
+        e = net_entry_add(n, op->handle, NE_DETACHING);
+        if (e) {
+            net_rec_to_entry(&rec, e);
+            net_entry_set_files(e);
+        }
+        net_rec_close(&rec);
+    }
+    if (!e) {
+        /* No record (or one that cannot be read): only a namespace file a
+         * crash may have left. */
+        if (op->lookup_text)
+            log_warn("net: %s: %s; removed", op->lookup_path, err.msg);
+        op->step = calloc(1, sizeof(*op->step));
+        if (op->step && asprintf(&op->step->netns_path, "%s/%s", n->netns_dir, op->handle) < 0)
+            op->step->netns_path = NULL;
+        if (op->step && op->lookup_text)
+            op->step->record_path = strdup(op->lookup_path);
+        detach_remove(op);
+        return;
+    }
+    e->netns_gone = op->netns_gone;
+    op->e = e;
+    detach_del(op);
+}
+
+int
+net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct err *err)
+{
+    if (n->shutting_down)
+        return err_set(err, ECANCELED, "network: shutting down");
+    if (!handle || !rt_handle_valid(handle))
+        return err_set(err, EINVAL, "network: container handle %s is invalid",
+                       handle ? handle : "(null)");
+    struct net_entry *e = net_entry_find(n, handle);
+    if (e && e->state != NE_ATTACHED)
+        return err_set(err, EBUSY, "network of %s: an attach or detach is running", handle);
+    struct detach_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return err_set(err, ENOMEM, "network of %s: out of memory", handle);
+    op->n = n;
+    op->cb = cb;
+    op->arg = arg;
+    snprintf(op->handle, sizeof(op->handle), "%s", handle);
+    n->inflight++;
+    if (e) {
+        op->e = e;
+        e->state = NE_DETACHING;
+        detach_del(op);
+        return 0;
+    }
+    if (asprintf(&op->lookup_path, "%s/%s.json", n->attach_dir, handle) < 0 ||
+        asprintf(&op->netns_path, "%s/%s", n->netns_dir, handle) < 0 ||
+        job_submit(n->jobs, "net.detach", lookup_work, lookup_done, op) < 0) {
+        n->inflight--;
+        free(op->lookup_path);
+        free(op);
+        return err_set(err, ENOMEM, "network of %s: cannot queue the job", handle);
+    }
+    return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * Moving a staged upload into a volume, all or nothing across failures
+ * and crashes (store/volume_merge.c). For store/volume_tar.c and
+ * store/volume.c only.
+ *
+ * Blocking (disk); the caller holds the volume store's lock.
+ */
+#ifndef BERTH_STORE_VOLUME_MERGE_H
+#define BERTH_STORE_VOLUME_MERGE_H
+
+#include "common/err.h"
+
+/* Names in a volume's fs/ for upload <hex>: the staged tree, the source
+ * of the merge when the target path is missing (staged tree wrapped in
+ * the missing directories), and the merge's journal. */
+#define VOLUME_STAGING_PREFIX ".staging-"
+#define VOLUME_WRAP_SUFFIX ".wrap"
+#define VOLUME_JOURNAL_SUFFIX ".journal"
+
+/*
+ * Merges the tree src (a path below fs_fd) into base (likewise): an entry
+ * missing in base moves in, a directory on both sides is merged (and
+ * takes src's owner, mode, xattrs and times), anything else is exchanged
+ * with renameat2(RENAME_EXCHANGE), so what it replaced ends up in src.
+ *
+ * First every step is planned and written to the journal (fs_fd/journal,
+ * fsynced), then carried out; a failure part-way undoes the steps done,
+ * in reverse, and a crash leaves the journal for volume_merge_recover.
+ * Once every step is done the filesystem is synced and the journal
+ * removed: that is the commit. Afterwards src holds only what was
+ * replaced; the caller removes it.
+ *
+ * ERR_CONFLICT when the target changed between the plan and a step (a
+ * container writing into the volume); the volume is then as it was.
+ */
+int volume_merge(int fs_fd, const char *src, const char *base, const char *journal,
+                 struct err *err);
+
+/*
+ * Undoes what the merge of journal (a name in fs_fd) did, from its
+ * record, then removes the journal. For start-up, before the staging
+ * directories are removed.
+ */
+int volume_merge_recover(int fs_fd, const char *journal, struct err *err);
+
+#endif
