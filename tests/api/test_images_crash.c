@@ -88,7 +88,7 @@ START_TEST(garbage_left_by_a_crash_is_collected_at_start_up)
     hresp_free(&r);
     ck_assert_msg(now_ms() - t0 < 15000, "ready after %.0f ms", now_ms() - t0);
     bool gone = false;
-    for (int i = 0; i < 100 && !gone; i++) {
+    for (int i = 0; i < 600 && !gone; i++) {
         gone = access(blob, F_OK) != 0;
         if (!gone)
             sleep_ms(50);
