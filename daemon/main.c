@@ -169,6 +169,16 @@ main(int argc, char **argv)
         exit_code = 1;
         goto teardown;
     }
+    /* The handlers are in place before the line that tells the world we
+     * listen: a SIGTERM sent the moment it appears is a clean shutdown. */
+    uv_signal_init(&loop, &b.sigterm);
+    uv_signal_init(&loop, &b.sigint);
+    b.sigterm.data = b.sigint.data = &b;
+    uv_signal_start(&b.sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&b.sigint, signal_cb, SIGINT);
+    uv_timer_init(&loop, &b.shutdown_timer);
+    b.shutdown_timer.data = &b;
+
     log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
              BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
              strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root, b.cfg.runtime,
@@ -179,14 +189,6 @@ main(int argc, char **argv)
     /* What a crash during a prune left goes now, in a job: health is
      * ready at once. */
     images_gc_start(d);
-
-    uv_signal_init(&loop, &b.sigterm);
-    uv_signal_init(&loop, &b.sigint);
-    b.sigterm.data = b.sigint.data = &b;
-    uv_signal_start(&b.sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&b.sigint, signal_cb, SIGINT);
-    uv_timer_init(&loop, &b.shutdown_timer);
-    b.shutdown_timer.data = &b;
 
     uv_run(&loop, UV_RUN_DEFAULT);
 
