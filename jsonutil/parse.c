@@ -149,20 +149,32 @@ scan_literal(struct scan *sc, const char *word)
     return 0;
 }
 
+/* A copy of n bytes of s (strndup, which mingw lacks). */
+static char *
+copy_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
 /* The key as json-c decodes it (escapes resolved), for the duplicate check. */
 static char *
 key_text(const struct scan *sc, size_t start, size_t end, bool escaped)
 {
     if (!escaped)
-        return strndup(sc->s + start, end - start);
-    char *quoted = strndup(sc->s + start - 1, end - start + 2);
+        return copy_n(sc->s + start, end - start);
+    char *quoted = copy_n(sc->s + start - 1, end - start + 2);
     if (!quoted)
         return NULL;
     json_object *v = json_tokener_parse(quoted);
     free(quoted);
     char *r = v && json_object_is_type(v, json_type_string)
-                  ? strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v))
-                  : strndup(sc->s + start, end - start);
+                  ? copy_n(json_object_get_string(v), (size_t)json_object_get_string_len(v))
+                  : copy_n(sc->s + start, end - start);
     json_object_put(v);
     return r;
 }
