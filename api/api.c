@@ -6,6 +6,8 @@
  */
 #include "api/api.h"
 
+#include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
+#include "jsonutil/jsonutil.h"
 #include "daemon/daemon.h"
 
 /* Deadline for the request line and headers of every request. */
@@ -46,10 +49,62 @@ api_req_param(const struct api_req *req, const char *name)
     return route_param(&req->match, name);
 }
 
+int
+api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out, struct err *err)
+{
+    int ret =
+        jsonutil_parse_object(req->body ? req->body : "", req->body_len, allow_empty, out, err);
+    return ret < 0 ? err_wrap(err, "request body") : 0;
+}
+
 const char *
 api_req_query(const struct api_req *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int
+api_req_query_seconds(const struct api_req *req, const char *name, double max, int64_t *ms,
+                      struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || *end || errno == ERANGE || !isfinite(v) || v < 0 || v > max)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a number of seconds (0 to %.0f)",
+                       name, t, max);
+    *ms = (int64_t)(v * 1000.0);
+    return 1;
+}
+
+int
+api_req_query_offset(const struct api_req *req, const char *name, int64_t *out, struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (end == t || *end || v < 0 || t[0] == '-' || t[0] == '+' || t[0] == ' ')
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a byte offset", name, t);
+    if (errno == ERANGE)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is out of range (at most %lld)", name, t,
+                       (long long)INT64_MAX);
+    *out = v;
+    return 1;
+}
+
+bool
+api_req_query_flag(const struct api_req *req, const char *name, bool dflt)
+{
+    const char *v = api_req_query(req, name);
+    if (!v)
+        return dflt;
+    return strcmp(v, "0") != 0 && strcmp(v, "false") != 0;
 }
 
 const char *
@@ -74,8 +129,7 @@ api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, jo
     if (rc < 0) {
         req->weak_ref = NULL;
         *weak = NULL;
-        api_reply_error(req, 503, "unavailable", "cannot start the job %s: %s", name,
-                        strerror(-rc));
+        api_reply_fail(req, ECANCELED, "cannot start the job %s: %s", name, strerror(-rc));
         return rc;
     }
     api_req_suspend(req);
@@ -98,6 +152,48 @@ rate_account(struct api_req *req, uint64_t now)
     req->rate_active_ms = to;
     req->rate_since_ms = now;
     req->rate_seen_then = req->body_seen;
+}
+
+void
+api_req_wait_call(struct api_req *req, struct svc_call *call)
+{
+    req->call = call;
+    api_req_suspend(req);
+}
+
+void
+api_req_call_done(struct api_req *req)
+{
+    req->call = NULL;
+}
+
+void
+api_req_wait_or_fail(struct api_req *req, int rc, struct svc_call *call, const struct err *err)
+{
+    if (rc < 0)
+        api_reply_err(req, err);
+    else
+        api_req_wait_call(req, call);
+}
+
+bool
+api_req_call_failed(struct api_req *req, const struct err *err)
+{
+    api_req_call_done(req);
+    if (!err)
+        return false;
+    api_reply_err_resume(req, err);
+    return true;
+}
+
+void
+api_reply_204_cb(void *arg, const struct err *err)
+{
+    struct api_req *req = arg;
+    if (api_req_call_failed(req, err))
+        return;
+    api_reply_text(req, 204, "application/json", "", 0);
+    api_req_resume(req);
 }
 
 void
@@ -265,7 +361,7 @@ begin_request(struct api_req *req, const char *url, const char *version)
     if (refuse_bad_framing(req, version))
         return;
     if (api->shutting_down) {
-        api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         return;
     }
     if (http_server_conn_reserved(api->http, req->conn) &&
@@ -284,12 +380,12 @@ begin_request(struct api_req *req, const char *url, const char *version)
                                         &req->match, allow, sizeof(allow));
     switch (rr) {
     case ROUTE_NOT_FOUND:
-        api_reply_error(req, 404, "not_found", "no route for %s", req->path);
+        api_reply_fail(req, ENOENT, "no route for %s", req->path);
         return;
     case ROUTE_BAD_PATH:
-        api_reply_error(req, 400, "bad_request",
-                        "path %s: a parameter is empty, too long or badly percent-encoded",
-                        req->path);
+        api_reply_fail(req, EINVAL,
+                       "path %s: a parameter is empty, too long or badly percent-encoded",
+                       req->path);
         return;
     case ROUTE_METHOD_NOT_ALLOWED: {
         api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
@@ -350,8 +446,8 @@ dispatch(struct api_req *req)
     req->dispatched = true;
     if (req->body_too_large) {
         if (req->body_mode == BODY_NONE)
-            api_reply_error(req, 400, "bad_request", "%s %s takes no request body", req->method,
-                            req->match.route->pattern);
+            api_reply_fail(req, EINVAL, "%s %s takes no request body", req->method,
+                           req->match.route->pattern);
         else
             api_reply_error(req, 413, "payload_too_large",
                             "request body is over the limit of %d bytes for JSON",
@@ -450,7 +546,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         /* A handler must reply or suspend; anything else is a bug, and the
          * client still deserves an answer rather than a hang. */
         log_error("%s %s: handler neither replied nor suspended", req->method, req->path);
-        api_reply_error(req, 500, "internal", "the handler did not answer");
+        api_reply_fail(req, EIO, "the handler did not answer");
     }
     return queue_reply(req);
 }
@@ -478,10 +574,18 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
         log_debug("%s %s: connection ended before the reply was complete (%d)", req->method,
                   req->path, (int)toe);
-    log_request(req->method, req->path, status, seconds * 1000.0);
+    const char *raw = req->raw_uri ? req->raw_uri : "";
+    const char *q = strchr(raw, '?');
+    struct log_req lr = {.method = req->method,
+                         .path = req->path,
+                         .query = q && q[1] ? q + 1 : NULL,
+                         .status = status,
+                         .duration_ms = seconds * 1000.0,
+                         .code = req->err_code[0] ? req->err_code : NULL,
+                         .error = req->err_msg};
+    log_request(&lr);
     metrics_observe_request(api->metrics, req->method,
-                            req->match.route ? req->match.route->pattern : "unmatched", status,
-                            seconds);
+                            req->match.pattern ? req->match.pattern : "unmatched", status, seconds);
     if (req->suspended) {
         /* MHD does not complete suspended connections; be safe anyway. */
         if (req->susp_prev)
@@ -503,6 +607,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     req->stream = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
+    if (req->call)
+        svc_call_detach(req->call);
     if (req->ctx_free)
         req->ctx_free(req->ctx);
     if (req->response)
@@ -510,6 +616,7 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req->body);
     free(req->path);
     free(req->raw_uri);
+    free(req->err_msg);
     free(req);
 }
 
@@ -822,7 +929,7 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
             continue;
         }
         if (!req->response)
-            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+            api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         api_req_resume(req);
     }
     /* Give MHD a moment to write the 503s, then stop it. */

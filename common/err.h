@@ -12,9 +12,28 @@
 #define ERR_MSG_MAX 512
 
 /*
- * code is a positive errno value (EINVAL, ENOENT, EEXIST...) or one of the
- * berth-specific codes below, chosen so that the API can map each to one
- * HTTP status without parsing the message.
+ * code is a positive errno value or one of the berth-specific codes
+ * below, set where the error happens, so that every front end can map it
+ * to its own status without parsing the message. The meanings:
+ *
+ *   EINVAL               the request itself is malformed (a field, a query)
+ *   ENOENT               what it names does not exist
+ *   EEXIST, EBUSY,       it conflicts with the current state (a name taken,
+ *   ERR_CONFLICT           a process still running, a container deleting)
+ *   ERR_INVALID_CONTENT  well formed, but what it carries is unusable (an
+ *                          image, a tar stream, a program that cannot run)
+ *   ENOTSUP              asks for something this host does not offer
+ *   EFBIG                larger than a limit allows
+ *   ERR_MEDIA_TYPE       a body of a type the operation does not take
+ *   ERR_DEADLINE         the caller's own time limit passed (a wait)
+ *   ETIMEDOUT            something the daemon waited on did not answer
+ *   ERR_UNAUTHORIZED     a registry refused or wants credentials
+ *   ERR_BAD_GATEWAY,     a server the daemon depends on failed, or did not
+ *   ERR_GATEWAY_TIMEOUT    answer in time
+ *   ERR_UNAVAILABLE,     the daemon cannot do it now (no store, no runtime,
+ *   ECANCELED              shutting down)
+ *   ENOSPC, EDQUOT       out of storage
+ *   anything else        an internal error
  */
 struct err {
     int code;
@@ -37,6 +56,10 @@ enum {
     ERR_BAD_GATEWAY = 10005,
     /* A server we depend on did not answer in time (HTTP 504, naming the host). */
     ERR_GATEWAY_TIMEOUT = 10006,
+    /* The caller's own deadline passed before the result (HTTP 408). */
+    ERR_DEADLINE = 10007,
+    /* A body of a media type the operation does not take (HTTP 415). */
+    ERR_MEDIA_TYPE = 10008,
 };
 
 /*

@@ -382,6 +382,29 @@ START_TEST(two_daemons_give_the_same_handle_different_cgroups)
 }
 END_TEST
 
+/* Once its containers are deleted and it stopped, a daemon leaves no
+ * cgroup of its own (berth-<hash of its root>) in any hierarchy. */
+START_TEST(no_cgroup_is_left_after_the_last_container_and_the_daemon)
+{
+    struct berthd b = {0};
+    ctr_require_runtime();
+    berthd_start(&b, NULL);
+    ctr_create_raw(&b, "c-cg1");
+    ctr_create_raw(&b, "c-cg2");
+    char parent[64];
+    snprintf(parent, sizeof(parent), "berth-%.12s",
+             ctr_sh_out("printf %%s '%s' | sha256sum", b.root));
+    const char *found = ctr_sh_out(
+        "find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null | wc -l", parent);
+    ck_assert_msg(atoi(found) > 0, "no %s cgroup while containers run", parent);
+    ctr_delete(&b, "c-cg1");
+    ctr_delete(&b, "c-cg2");
+    berthd_finish(&b);
+    found = ctr_sh_out("find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null", parent);
+    ck_assert_msg(found[0] == '\0', "left behind: %s", found);
+}
+END_TEST
+
 START_TEST(container_list_filters_by_property)
 {
     struct berthd b = {0};
@@ -587,6 +610,7 @@ containers_suite(void)
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
     tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
     tcase_add_test(tc, daemon_stop_removes_its_empty_cgroup_parent);
+    tcase_add_test(tc, no_cgroup_is_left_after_the_last_container_and_the_daemon);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -168,6 +168,42 @@ START_TEST(malformed_json_is_400_naming_the_problem)
 }
 END_TEST
 
+/* What json-c's lenient parser takes is refused, naming what and where;
+ * integer fields take integral exponents. */
+START_TEST(json_bodies_are_parsed_strictly)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    static const struct {
+        const char *body, *why;
+    } cases[] = {
+        {"{\"handle\":\"t1\",\"properties\":{\"a\":\"1\"},}", "at byte 38: trailing comma"},
+        {"{'handle':\"t1\"}", "at byte 1: single-quoted string"},
+        {"{\"handle\":\"t1\" /* c */}", "at byte 15: comment"},
+        {"{\"handle\":\"t1\",\"handle\":\"t2\"}", "at byte 15: duplicate key \"handle\""},
+        {"{\"ttl_s\":NaN}", "at byte 9"},
+        {"{\"ttl_s\":Infinity}", "at byte 9"},
+        {"{\"ttl_s\":1.5}", "expected an integer"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hresp r;
+        http_post_json(&b, "/v1/volumes", cases[i].body, &r);
+        ck_assert_error_reply(&r, 400, "bad_request", cases[i].why);
+        hresp_free(&r);
+    }
+    /* Nothing was made by any of them. */
+    struct hresp r;
+    http_get(&b, "/v1/volumes", &r);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "volumes")), 0);
+    hresp_free(&r);
+    http_post_json(&b, "/v1/volumes", "{\"handle\":\"e\",\"ttl_s\":1e2}", &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    ck_assert_int_eq(json_object_get_int64(json_at(r.json, "ttl_s")), 100);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(wrong_field_type_is_400_naming_the_field)
 {
     struct berthd b = {0};
@@ -177,6 +213,7 @@ START_TEST(wrong_field_type_is_400_naming_the_field)
         const char *route, *body, *field;
     } known[] = {
         {"/v1/debug/hash", "{\"bytes\": \"lots\"}", "bytes"},
+        {"/v1/images/prune", "{\"keep_bytes\": \"lots\"}", "keep_bytes"},
     };
     const char *route = json_route_or_skip(&b, "wrong_field_type_is_400_naming_the_field");
     bool ran = false;
@@ -468,6 +505,7 @@ errors_suite(void)
     tcase_add_test(tc, json_body_over_1mib_chunked_is_413);
     tcase_add_test(tc, malformed_json_is_400_naming_the_problem);
     tcase_add_test(tc, wrong_field_type_is_400_naming_the_field);
+    tcase_add_test(tc, json_bodies_are_parsed_strictly);
     tcase_add_test(tc, body_on_a_route_that_takes_none_is_400);
     tcase_add_test(tc, uri_path_of_10kib_is_414);
     tcase_add_test(tc, uri_query_of_10kib_is_414);

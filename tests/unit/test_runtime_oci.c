@@ -136,7 +136,7 @@ teardown(void)
 static char *
 state_of(const char *dir)
 {
-    return rt_container_state_dir(dir);
+    return rt_proc_state_dir(dir);
 }
 
 /* Spawns in the shared (or given) container; asserts it started. */
