@@ -151,9 +151,27 @@ lookup(struct walk *w, const char *name, bool create_file, bool replace, struct 
     return err_set(err, EAGAIN, "%s keeps changing", name);
 }
 
+/* The mount of fences (or NULL) at path, a directory the walk passes through. */
+static const char *
+fence_at(const char *path, const char *const *fences, size_t nfences)
+{
+    for (size_t i = 0; i < nfences; i++)
+        if (strcmp(path, fences[i]) == 0)
+            return fences[i];
+    return NULL;
+}
+
 int
 rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **resolved,
                       struct err *err)
+{
+    return rt_oci_target_prepare_fenced(rootfd, target, want_dir, NULL, 0, resolved, err);
+}
+
+int
+rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
+                             const char *const *fences, size_t nfences, char **resolved,
+                             struct err *err)
 {
     if (!target || target[0] != '/' || path_has_dotdot(target) || strcmp(target, "/") == 0)
         return err_set(err, EINVAL, "mount target %s: not an absolute path below /",
@@ -246,6 +264,22 @@ rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **reso
         ret = walk_push(&w, fd, name, &why);
         if (ret < 0)
             break;
+        /* Past a mount point the runtime goes on in that mount's content,
+         * not in the image walked here. */
+        cleanup_free char *at = nfences ? walk_path(&w, NULL) : NULL;
+        const char *fence = at ? fence_at(at, fences, nfences) : NULL;
+        if (fence) {
+            ret = err_set(&why, EXDEV,
+                          "it goes through %s, where another mount is (a mount inside another "
+                          "is not supported: the runtime would resolve it in that mount's "
+                          "content, which containers can change)",
+                          fence);
+            break;
+        }
+        if (nfences && !at) {
+            ret = err_set(&why, ENOMEM, "out of memory");
+            break;
+        }
     }
     if (ret == 0 && w.depth == 0)
         ret = err_set(&why, EINVAL, "it leads to the root itself");
@@ -301,8 +335,18 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
     if (ret < 0)
         return ret;
     struct rt_mount *m = calloc(spec->nmounts ? spec->nmounts : 1, sizeof(*m));
-    if (!m)
+    /* Where the runtime's own mounts below /dev and every earlier mount are:
+     * no later target may be reached through one of them. */
+    const char **fences = calloc(spec->nmounts + 4, sizeof(*fences));
+    size_t nfences = 0;
+    if (!m || !fences) {
+        free(m);
+        free(fences);
         return err_set(err, ENOMEM, "prepare mount targets: out of memory");
+    }
+    static const char *const runtime_below_dev[] = {"/dev/pts", "/dev/shm", "/dev/mqueue", NULL};
+    for (size_t i = 0; runtime_below_dev[i]; i++)
+        fences[nfences++] = runtime_below_dev[i];
     for (size_t i = 0; i < spec->nmounts && ret == 0; i++) {
         const struct rt_mount *um = &spec->mounts[i];
         m[i].readonly = um->readonly;
@@ -315,6 +359,7 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
         }
         if (in_runtime_fs(target)) {
             m[i].target = target;
+            fences[nfences++] = target;
             continue;
         }
         struct stat st;
@@ -328,8 +373,11 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
             break;
         }
         char *resolved = NULL;
-        ret = rt_oci_target_prepare(rootfd, target, S_ISDIR(st.st_mode), &resolved, err);
+        ret = rt_oci_target_prepare_fenced(rootfd, target, S_ISDIR(st.st_mode), fences, nfences,
+                                           &resolved, err);
         m[i].target = resolved;
+        if (ret == 0)
+            fences[nfences++] = resolved;
         /* Where the image's symlinks lead must be as allowed as a target named there. */
         const char *why = ret == 0 ? rt_oci_target_reserved(resolved) : NULL;
         if (!why && ret == 0 &&
@@ -340,6 +388,7 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
                           target, resolved, why);
         free(target);
     }
+    free(fences);
     if (ret < 0) {
         rt_oci_mounts_free(m, spec->nmounts);
         return ret;

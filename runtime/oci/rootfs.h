@@ -35,6 +35,18 @@ int rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **
                           struct err *err);
 
 /*
+ * As rt_oci_target_prepare, where fences (nfences container paths in
+ * normal form) are mount points the runtime will have made by the time
+ * it mounts target: a walk that goes on past one of them fails with
+ * ERR_INVALID_CONTENT, because the runtime would resolve the rest in that
+ * mount's content (a volume any container can change), not in the image.
+ * Ending on one is fine: the mount then stacks on it.
+ */
+int rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
+                                 const char *const *fences, size_t nfences, char **resolved,
+                                 struct err *err);
+
+/*
  * Prepares every target of the container's spec in spec->rootfs: the
  * runtime's own (/proc, /dev, /sys, the init at RT_OCI_INIT_TARGET) and
  * each of spec->mounts (a directory when its source is one, else a file).
