@@ -174,6 +174,68 @@ START_TEST(a_mount_nested_in_a_volume_cannot_be_led_out_by_the_volumes_symlinks)
 }
 END_TEST
 
+/* busybox plus the hostile tool at /bin/hostile, under b's temporary directory; caller frees. */
+static char *
+hostile_raw(const struct berthd *b)
+{
+    char *uri = NULL;
+    ck_assert(asprintf(&uri, "raw://%s/hostile-root", b->tmp) > 0);
+    ck_assert_int_eq(ctr_sh("cp -a '%s' '%s' && cp '%s' '%s/bin/hostile'", ctr_busybox_rootfs(),
+                            uri + strlen("raw://"), HOSTILE_TOOL_PATH, uri + strlen("raw://")),
+                     0);
+    return uri;
+}
+
+/*
+ * prlimit(2) on another process needs only the same real, effective and
+ * saved IDs, not ptrace access: a root process set the init's
+ * RLIMIT_FSIZE to 0, and from then on the init could write no output, no
+ * pid and no exit record for any process (the others' exits were lost
+ * and each later spawn timed out); RLIMIT_NOFILE stopped every spawn, and
+ * RLIMIT_CPU would have the kernel kill the init outright.
+ */
+START_TEST(a_process_cannot_change_the_inits_limits)
+{
+    ctr_require_runtime();
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char *raw = hostile_raw(&b);
+    char body[PATH_MAX + 128];
+    snprintf(body, sizeof(body), "{\"handle\":\"lim\",\"rootfs\":\"%s\"}", raw);
+    struct hresp r;
+    ctr_create(&b, body, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    proc_start(&b, "lim",
+               "{\"id\":\"victim\",\"path\":\"sh\",\"args\":[\"-c\",\"sleep 1; echo victim; "
+               "exit 7\"]}");
+    char *out = NULL;
+    int code = proc_run_sh(&b, "lim", "attacker",
+                           "sleep 0.2; hostile prlimit 1 nofile 4; hostile prlimit 1 cpu 1; "
+                           "hostile prlimit 1 fsize 0",
+                           &out);
+    ck_assert_int_eq(code, 0);
+    const char *tries[] = {"prlimit 1 nofile: Operation not permitted",
+                           "prlimit 1 cpu: Operation not permitted",
+                           "prlimit 1 fsize: Operation not permitted", NULL};
+    for (size_t i = 0; tries[i]; i++)
+        ck_assert_msg(strstr(out, tries[i]), "expected \"%s\" from the attacker: %s", tries[i],
+                      out);
+    free(out);
+    /* The other process's exit and output are recorded, and spawns work. */
+    ck_assert_int_eq(proc_wait(&b, "lim", "victim"), 7);
+    char *victim = proc_output(&b, "lim", "victim", "stdout", "");
+    ck_assert_str_eq(victim, "victim\n");
+    free(victim);
+    ck_assert_int_eq(proc_run_sh(&b, "lim", "after", "echo fine", &out), 0);
+    ck_assert_str_eq(out, "fine\n");
+    free(out);
+    ctr_delete(&b, "lim");
+    free(raw);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -183,6 +245,11 @@ suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, a_mount_nested_in_a_volume_cannot_be_led_out_by_the_volumes_symlinks);
     suite_add_tcase(s, tc);
+    TCase *it = tcase_create("init");
+    tcase_set_timeout(it, 120);
+    ctr_add_fixture(it);
+    tcase_add_test(it, a_process_cannot_change_the_inits_limits);
+    suite_add_tcase(s, it);
     return s;
 }
 
