@@ -196,6 +196,13 @@ START_TEST(spec_rejects_invalid_requests)
         s.mounts = &m;
         expect_reject(&s, "reserved");
     }
+    /* Below the runtime's own filesystems nothing can be made. */
+    const char *below[] = {"/proc/x", "/sys/fs/cgroup/x", "//dev/pts/./x", "/dev/mqueue/q", NULL};
+    for (size_t i = 0; below[i]; i++) {
+        struct rt_mount m = {"/srv", below[i], false};
+        s.mounts = &m;
+        expect_reject(&s, "inside a filesystem the runtime mounts");
+    }
     struct rt_mount root = {"/srv", "//./", false};
     s.mounts = &root;
     expect_reject(&s, "below /");
