@@ -64,6 +64,12 @@ rt_oci_target_reserved(const char *t)
     /* The runtime mounts its own filesystems there and writes into /dev. */
     if (strcmp(t, "/proc") == 0 || strcmp(t, "/dev") == 0 || strcmp(t, "/sys") == 0)
         return "reserved for the runtime's own mount";
+    /* Below them nothing can be made (sysfs is read-only, runc refuses
+     * /proc), so the create would fail in the runtime (500); /dev is a
+     * tmpfs of the runtime's, where a target can be made. */
+    if (path_is_within(t, "/proc") || path_is_within(t, "/sys") || path_is_within(t, "/dev/pts") ||
+        path_is_within(t, "/dev/mqueue"))
+        return "inside a filesystem the runtime mounts";
     return NULL;
 }
 
