@@ -385,8 +385,14 @@ loop_make(const char *dir, uint64_t max_bytes, const char *record_path, const ch
     cleanup_close int ifd = open(image, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ifd < 0)
         return err_errno(err, errno, "create %s", image);
-    if (ftruncate(ifd, (off_t)max_bytes) < 0)
+    if (ftruncate(ifd, (off_t)max_bytes) < 0) {
+        if (errno == EFBIG)
+            return err_set(err, EINVAL,
+                           "limits.disk_bytes %llu: larger than a file on the store's "
+                           "filesystem can be",
+                           (unsigned long long)max_bytes);
         return err_errno(err, errno, "size %s", image);
+    }
     ret = mkfs(image, err);
     if (ret < 0)
         return ret;
