@@ -19,9 +19,11 @@
  * After each attack the host directory is exactly as it was and the
  * daemon answers with a 4xx, never a 500.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,6 +238,110 @@ START_TEST(a_process_cannot_change_the_inits_limits)
 }
 END_TEST
 
+/* An inotify watch for opens of path (a host path); returns the inotify fd. */
+static int
+watch_opens(const char *path)
+{
+    int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ck_assert_int_ge(in, 0);
+    ck_assert_msg(inotify_add_watch(in, path, IN_OPEN) >= 0, "watch %s: %s", path, strerror(errno));
+    return in;
+}
+
+/* How many opens the watch saw (an O_PATH open, which calls no driver, is none). */
+static int
+opens_seen(int in)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int opens = 0;
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        for (char *q = buf; q < buf + n;) {
+            struct inotify_event *e = (struct inotify_event *)q;
+            opens += (e->mask & IN_OPEN) != 0;
+            q += sizeof(*e) + e->len;
+        }
+    close(in);
+    return opens;
+}
+
+/*
+ * A container's root may make device nodes anywhere (the device cgroup
+ * allows mknod of every device, only opening them inside is refused), and
+ * the daemon, root on the host outside any device cgroup, opened the ones
+ * it was given: an /etc/passwd the container replaced with a device node
+ * was opened when a process was started with a user name. Opening is
+ * what arms a watchdog (the host reboots when nobody feeds it), rewinds a
+ * tape or raises a serial line; the null device here only shows that the
+ * open happened. The daemon must look before it opens (O_PATH, fstat).
+ */
+START_TEST(the_daemon_never_opens_a_device_node_the_container_made_for_etc_passwd)
+{
+    ctr_require_runtime();
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    ctr_create_raw(&b, "devpw");
+    char *out = NULL;
+    ck_assert_int_eq(
+        proc_run_sh(&b, "devpw", "mk", "rm -f /etc/passwd && mknod /etc/passwd c 1 3", &out), 0);
+    free(out);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/containers/devpw/rootfs/etc/passwd", b.root);
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));
+    int in = watch_opens(path);
+    struct hresp r;
+    http_post_json(&b, "/v1/containers/devpw/processes",
+                   "{\"id\":\"u\",\"path\":\"/bin/true\",\"user\":\"nobody\"}", &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "/etc/passwd");
+    hresp_free(&r);
+    ck_assert_msg(opens_seen(in) == 0, "the daemon opened the device node at %s", path);
+    ctr_delete(&b, "devpw");
+    berthd_finish(&b);
+}
+END_TEST
+
+/* The same for a layout a task wrote into a volume and the daemon imports. */
+START_TEST(the_daemon_never_opens_a_device_node_in_a_layout_it_imports_from_a_volume)
+{
+    ctr_require_runtime();
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    volume_create(&b, "lay");
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof(body),
+             "{\"handle\":\"layw\",\"rootfs\":\"%s\",\"mounts\":[{\"volume\":\"lay\","
+             "\"target\":\"/out\"}]}",
+             ctr_busybox_raw());
+    struct hresp r;
+    ctr_create(&b, body, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    char *out = NULL;
+    ck_assert_int_eq(proc_run_sh(&b, "layw", "mk",
+                                 "set -e; mkdir -p /out/img/blobs/sha256; "
+                                 "echo '{\"imageLayoutVersion\":\"1.0.0\"}' > /out/img/oci-layout; "
+                                 "mknod /out/img/index.json c 1 3",
+                                 &out),
+                     0);
+    free(out);
+    http_get(&b, "/v1/volumes/lay", &r);
+    ck_assert_int_eq(r.status, 200);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/img/index.json",
+             json_object_get_string(json_at(r.json, "path")));
+    hresp_free(&r);
+    int in = watch_opens(path);
+    http_post_json(&b, "/v1/images", "{\"source\":{\"volume\":\"lay\",\"path\":\"/img\"}}", &r);
+    ck_assert_msg(r.status >= 400 && r.status < 500, "import: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_msg(opens_seen(in) == 0, "the daemon opened the device node at %s", path);
+    ctr_delete(&b, "layw");
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -250,6 +356,12 @@ suite(void)
     ctr_add_fixture(it);
     tcase_add_test(it, a_process_cannot_change_the_inits_limits);
     suite_add_tcase(s, it);
+    TCase *dv = tcase_create("devices");
+    tcase_set_timeout(dv, 120);
+    ctr_add_fixture(dv);
+    tcase_add_test(dv, the_daemon_never_opens_a_device_node_the_container_made_for_etc_passwd);
+    tcase_add_test(dv, the_daemon_never_opens_a_device_node_in_a_layout_it_imports_from_a_volume);
+    suite_add_tcase(s, dv);
     return s;
 }
 
