@@ -161,20 +161,18 @@ fence_at(const char *path, const char *const *fences, size_t nfences)
     return NULL;
 }
 
-int
-rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **resolved,
-                      struct err *err)
+/*
+ * The walk of target (what names it in errors). A symlink as the last
+ * component is replaced by what is wanted there, or, with follow_last,
+ * followed like a parent (and then the target may be the root itself).
+ */
+static int
+walk_target(int rootfd, const char *target, const char *what, bool want_dir, bool follow_last,
+            const char *const *fences, size_t nfences, char **resolved, struct err *err)
 {
-    return rt_oci_target_prepare_fenced(rootfd, target, want_dir, NULL, 0, resolved, err);
-}
-
-int
-rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
-                             const char *const *fences, size_t nfences, char **resolved,
-                             struct err *err)
-{
-    if (!target || target[0] != '/' || path_has_dotdot(target) || strcmp(target, "/") == 0)
-        return err_set(err, EINVAL, "mount target %s: not an absolute path below /",
+    if (!target || target[0] != '/' || path_has_dotdot(target) ||
+        (strcmp(target, "/") == 0 && !follow_last))
+        return err_set(err, EINVAL, "%s %s: not an absolute path below /", what,
                        target ? target : "(null)");
     struct walk w = {.fds = {rootfd}, .depth = 0};
     cleanup_free char *rest = strdup(target);
@@ -209,7 +207,7 @@ rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
             continue;
         }
         struct stat st;
-        ret = lookup(&w, name, last && !want_dir, last, &st, &why);
+        ret = lookup(&w, name, last && !want_dir, last && !follow_last, &st, &why);
         if (ret < 0)
             break;
         if (S_ISLNK(st.st_mode)) {
@@ -281,7 +279,7 @@ rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
             break;
         }
     }
-    if (ret == 0 && w.depth == 0)
+    if (ret == 0 && w.depth == 0 && !follow_last)
         ret = err_set(&why, EINVAL, "it leads to the root itself");
     if (ret == 0) {
         *resolved = walk_path(&w, NULL);
@@ -291,9 +289,25 @@ rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
     walk_close(&w);
     if (ret < 0) {
         int code = why.code == ENOMEM ? ENOMEM : ERR_INVALID_CONTENT;
-        return err_set(err, code, "mount target %s in the image: %s", target, why.msg);
+        return err_set(err, code, "%s %s in the image: %s", what, target, why.msg);
     }
     return 0;
+}
+
+int
+rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **resolved,
+                      struct err *err)
+{
+    return walk_target(rootfd, target, "mount target", want_dir, false, NULL, 0, resolved, err);
+}
+
+int
+rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
+                             const char *const *fences, size_t nfences, char **resolved,
+                             struct err *err)
+{
+    return walk_target(rootfd, target, "mount target", want_dir, false, fences, nfences, resolved,
+                       err);
 }
 
 /* Targets in filesystems the runtime mounts itself: nothing of the image is there. */
@@ -305,6 +319,36 @@ in_runtime_fs(const char *target)
         if (path_is_within(target, roots[i]) && strcmp(target, roots[i]) != 0)
             return true;
     return false;
+}
+
+/*
+ * The working directory. runc makes it after pivot_root, inside the
+ * container, where a symlink of the image leading nowhere or a file in
+ * the way failed the create with a runtime error. It is walked here like
+ * a target, its symlinks followed (a working directory through a symlink
+ * is the image's choice, not replaced), and made where missing; left to
+ * runc inside a mount or a filesystem of the runtime's, where it is made
+ * in what that shows.
+ */
+static int
+cwd_prepare(int rootfd, const struct rt_container_spec *spec, struct err *err)
+{
+    if (!spec->cwd)
+        return 0;
+    cleanup_free char *cwd = path_normalise(spec->cwd, true);
+    if (!cwd)
+        return err_set(err, ENOMEM, "prepare the working directory: out of memory");
+    if (strcmp(cwd, "/") == 0 || in_runtime_fs(cwd) || rt_oci_target_reserved(cwd))
+        return 0;
+    for (size_t i = 0; i < spec->nmounts; i++) {
+        cleanup_free char *t = path_normalise(spec->mounts[i].target, true);
+        if (!t)
+            return err_set(err, ENOMEM, "prepare the working directory: out of memory");
+        if (path_is_within(cwd, t))
+            return 0;
+    }
+    cleanup_free char *resolved = NULL;
+    return walk_target(rootfd, cwd, "working directory", true, true, NULL, 0, &resolved, err);
 }
 
 void
@@ -389,6 +433,8 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
         free(target);
     }
     free(fences);
+    if (ret == 0)
+        ret = cwd_prepare(rootfd, spec, err);
     if (ret < 0) {
         rt_oci_mounts_free(m, spec->nmounts);
         return ret;

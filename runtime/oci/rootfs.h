@@ -51,7 +51,9 @@ int rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
  * runtime's own (/proc, /dev, /sys, the init at RT_OCI_INIT_TARGET) and
  * each of spec->mounts (a directory when its source is one, else a file).
  * A target below /proc, /dev or /sys lies in a filesystem the runtime
- * mounts afresh, not in the image, and is left as it is. Returns in *out
+ * mounts afresh, not in the image, and is left as it is. The working
+ * directory (spec->cwd) is made too, its symlinks followed inside the
+ * rootfs, unless it lies in a mount. Returns in *out
  * a copy of spec->mounts with the resolved targets (free it with
  * rt_oci_mounts_free). The spec must have been validated.
  */
