@@ -379,8 +379,10 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
     if (ret < 0)
         return ret;
     struct rt_mount *m = calloc(spec->nmounts ? spec->nmounts : 1, sizeof(*m));
-    /* Where the runtime's own mounts below /dev and every earlier mount are:
-     * no later target may be reached through one of them. */
+    /* Where every earlier mount is, and the runtime's devpts and mqueue
+     * (nothing can be made in them): no later target may be reached
+     * through one of them. Its /dev/shm is a fresh tmpfs, where runc
+     * makes a target like in /dev itself. */
     const char **fences = calloc(spec->nmounts + 4, sizeof(*fences));
     size_t nfences = 0;
     if (!m || !fences) {
@@ -388,7 +390,7 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
         free(fences);
         return err_set(err, ENOMEM, "prepare mount targets: out of memory");
     }
-    static const char *const runtime_below_dev[] = {"/dev/pts", "/dev/shm", "/dev/mqueue", NULL};
+    static const char *const runtime_below_dev[] = {"/dev/pts", "/dev/mqueue", NULL};
     for (size_t i = 0; runtime_below_dev[i]; i++)
         fences[nfences++] = runtime_below_dev[i];
     for (size_t i = 0; i < spec->nmounts && ret == 0; i++) {
