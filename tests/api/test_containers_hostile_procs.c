@@ -238,6 +238,42 @@ START_TEST(a_process_cannot_change_the_inits_limits)
 }
 END_TEST
 
+/*
+ * A project quota (limits.disk_bytes on a filesystem with quotas) counts
+ * files by their project ID, and root in a container could move its files
+ * to project 0 with FS_IOC_FSSETXATTR (overlayfs passes it to the upper
+ * layer; the kernel refuses it only in a user namespace). The seccomp
+ * profile refuses that request, also with bits above 32 set, which the
+ * kernel drops; other ioctls (the shell's terminal queries) still work.
+ */
+START_TEST(a_process_cannot_move_its_files_out_of_the_quota_project)
+{
+    ctr_require_runtime();
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char *raw = hostile_raw(&b);
+    char body[PATH_MAX + 128];
+    snprintf(body, sizeof(body), "{\"handle\":\"pq\",\"rootfs\":\"%s\"}", raw);
+    struct hresp r;
+    ctr_create(&b, body, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    char *out = NULL;
+    int code = proc_run_sh(&b, "pq", "attacker",
+                           "echo x > /tmp/f; hostile projid /tmp/f 0; "
+                           "[ -t 0 ] || echo not-a-tty",
+                           &out);
+    ck_assert_int_eq(code, 0);
+    ck_assert_msg(strstr(out, "projid: Operation not permitted\n"), "%s", out);
+    ck_assert_msg(strstr(out, "projid-hi: Operation not permitted\n"), "%s", out);
+    ck_assert_msg(strstr(out, "not-a-tty\n"), "other ioctls: %s", out);
+    free(out);
+    ctr_delete(&b, "pq");
+    free(raw);
+    berthd_finish(&b);
+}
+END_TEST
+
 /* An inotify watch for opens of path (a host path); returns the inotify fd. */
 static int
 watch_opens(const char *path)
@@ -355,6 +391,7 @@ suite(void)
     tcase_set_timeout(it, 120);
     ctr_add_fixture(it);
     tcase_add_test(it, a_process_cannot_change_the_inits_limits);
+    tcase_add_test(it, a_process_cannot_move_its_files_out_of_the_quota_project);
     suite_add_tcase(s, it);
     TCase *dv = tcase_create("devices");
     tcase_set_timeout(dv, 120);
