@@ -67,7 +67,14 @@ set(BERTH_WIN_SOURCES
     store/platform.c
     api/router.c
     api/json.c
-    daemon/bpipe.c)
+    daemon/bpipe.c
+    runtime/hcs/admit.c
+    runtime/hcs/cmdline.c
+    runtime/hcs/guid.c
+    runtime/hcs/hresult.c
+    runtime/hcs/pipename.c
+    runtime/hcs/sizing.c
+    runtime/hcs/winpath.c)
 
 # ---- and every other one, with why not yet ----
 set(BERTH_WIN_SKIPPED_SOURCES)
@@ -142,7 +149,14 @@ set(BERTH_WIN_SUITES
     test_store_platform
     test_router
     test_json
-    test_bpipe)
+    test_bpipe
+    test_runtime_hcs_admit
+    test_runtime_hcs_cmdline
+    test_runtime_hcs_guid
+    test_runtime_hcs_hresult
+    test_runtime_hcs_pipename
+    test_runtime_hcs_sizing
+    test_runtime_hcs_winpath)
 
 set(BERTH_WIN_SKIPPED_SUITES)
 macro(berth_win_skip_suite name reason)
@@ -226,4 +240,6 @@ if(BERTH_TESTS)
     set_tests_properties(unit_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
   endforeach()
+  # The command-line suite checks its escaping with the real CommandLineToArgvW.
+  target_link_libraries(unit_test_runtime_hcs_cmdline PRIVATE shell32)
 endif()
