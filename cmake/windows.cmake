@@ -70,9 +70,12 @@ set(BERTH_WIN_SOURCES
     daemon/bpipe.c
     runtime/hcs/admit.c
     runtime/hcs/cmdline.c
+    runtime/hcs/doc_request.c
+    runtime/hcs/doc_system.c
     runtime/hcs/guid.c
     runtime/hcs/hresult.c
     runtime/hcs/pipename.c
+    runtime/hcs/props.c
     runtime/hcs/sizing.c
     runtime/hcs/winpath.c)
 
@@ -152,9 +155,12 @@ set(BERTH_WIN_SUITES
     test_bpipe
     test_runtime_hcs_admit
     test_runtime_hcs_cmdline
+    test_runtime_hcs_doc_request
+    test_runtime_hcs_doc_system
     test_runtime_hcs_guid
     test_runtime_hcs_hresult
     test_runtime_hcs_pipename
+    test_runtime_hcs_props
     test_runtime_hcs_sizing
     test_runtime_hcs_winpath)
 
