@@ -21,8 +21,7 @@ static const struct hcs_hresult_info hresults[] = {
      "the operating system of the container does not match the operating system of the host"},
     /* 409, as the create of a hyperv container on a host without Hyper-V. */
     {0x80370102u, "HCS_E_HYPERV_NOT_INSTALLED", ERR_CONFLICT,
-     "the virtual machine could not be started because a required feature (Hyper-V) is not "
-     "installed"},
+     "the virtual machine could not be started because a required feature is not installed"},
     {0x80370105u, "HCS_E_INVALID_STATE", ERR_CONFLICT,
      "the call is not valid in the current state of the compute system"},
     {0x80370106u, "HCS_E_UNEXPECTED_EXIT", EIO, "the compute system exited unexpectedly"},
