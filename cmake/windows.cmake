@@ -271,7 +271,8 @@ if(BERTH_TESTS)
   # BERTH_TEST_HCS_DLL, honoured in test builds only). A second build of
   # it lacks one export, as a Windows too old for berth would.
   set(dbl_dir ${CMAKE_SOURCE_DIR}/tests/doubles/computecore)
-  set(dbl_src ${dbl_dir}/computecore_double.c ${dbl_dir}/double_process.c)
+  set(dbl_src ${dbl_dir}/computecore_double.c ${dbl_dir}/double_system.c
+              ${dbl_dir}/double_process.c)
   add_library(computecore_double SHARED ${dbl_src} ${dbl_dir}/computecore_double.def)
   add_library(computecore_double_1709 SHARED ${dbl_src} ${dbl_dir}/computecore_double_1709.def)
   foreach(t computecore_double computecore_double_1709)

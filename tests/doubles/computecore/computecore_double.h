@@ -112,8 +112,10 @@ wchar_t *dbl_local_wide(const char *s);
 /* ---- recording ---- */
 void dbl_record(const char *fn, const char *id, const char *doc);
 
-/* ---- threads: each pins the DLL while it runs ---- */
+/* ---- threads ---- */
 void dbl_spawn(DWORD(WINAPI *fn)(void *), void *arg);
+/* Pins the DLL in memory for good, once: the service outlives its clients. */
+void dbl_pin(void);
 
 /* ---- operations ---- */
 enum dop_state { DOP_NEW, DOP_RUNNING, DOP_DONE };
@@ -179,6 +181,9 @@ struct dsys {
     ULONGLONG started;
     struct dsys *next;
 };
+
+/* Drops a reference; the last frees the system and its processes. */
+void dbl_system_release(struct dsys *s);
 
 /* Fires an event to every handle's callback; call without the lock. */
 void dbl_fire(struct dhandle **list, HCS_EVENT_TYPE type, const char *data);
