@@ -137,7 +137,7 @@ find_locked(struct hcs_admit *a, uint64_t ticket)
 }
 
 void
-hcs_admit_started(struct hcs_admit *a, uint64_t ticket)
+hcs_admit_commit(struct hcs_admit *a, uint64_t ticket)
 {
     pthread_mutex_lock(&a->lock);
     struct entry *e = find_locked(a, ticket);

@@ -68,13 +68,17 @@ void hcs_admit_free(struct hcs_admit *a);
 /*
  * Admits a VM of vm_mb: reads the commit, checks it against what is
  * promised, and on success promises vm_mb + overhead until
- * hcs_admit_started() or hcs_admit_release(). *ticket names the promise.
+ * hcs_admit_commit() or hcs_admit_release(). *ticket names the promise.
  * ENOSPC as hcs_admit_check(); the reader's error, wrapped.
  */
 int hcs_admit_reserve(struct hcs_admit *a, uint32_t vm_mb, uint64_t *ticket, struct err *err);
 
-/* The VM of ticket started: its memory is in CommitTotal now, no longer promised. */
-void hcs_admit_started(struct hcs_admit *a, uint64_t ticket);
+/*
+ * The VM of ticket started: its memory is the host's commit now (in
+ * CommitTotal), so it is no longer counted as promised. The ticket stays
+ * until hcs_admit_release() when the VM is gone.
+ */
+void hcs_admit_commit(struct hcs_admit *a, uint64_t ticket);
 
 /* The VM of ticket failed to start or is gone: forget it. Unknown tickets are ignored. */
 void hcs_admit_release(struct hcs_admit *a, uint64_t ticket);

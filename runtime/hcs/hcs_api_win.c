@@ -740,9 +740,9 @@ process_op(struct hcs_process *proc, process_op_fn fn, const char *options, uint
         hr = op_finish(&c, op, fn(proc->h, op, wo));
     free(wo);
     int r = 0;
-    /* A process already gone: HCS says so one way or the other. */
-    bool gone =
-        (uint32_t)hr == HCS_HR_PROCESS_ALREADY_STOPPED || (uint32_t)hr == HCS_HR_E_ACCESSDENIED;
+    /* A process already gone: HCS says so, or (terminating it) denies access. */
+    bool gone = (uint32_t)hr == HCS_HR_PROCESS_ALREADY_STOPPED ||
+                (gone_is_ok && (uint32_t)hr == HCS_HR_E_ACCESSDENIED);
     if (FAILED(hr) && !(gone_is_ok && gone)) {
         char what[64];
         snprintf(what, sizeof(what), "%s process %u in", verb, (unsigned)proc->pid);

@@ -95,7 +95,7 @@ START_TEST(ledger_counts_vms_still_starting)
     ck_assert_ptr_nonnull(strstr(err.msg, "1200 MB of it promised to vms still starting"));
     /* It started: its commit is the host's now, the promise is gone. */
     h.ci.commit_total += PAGES(1200);
-    hcs_admit_started(a, t1);
+    hcs_admit_commit(a, t1);
     ck_assert_uint_eq(hcs_admit_promised_bytes(a), 0);
     ck_assert_uint_eq(hcs_admit_running(a), 1);
     ck_assert_int_eq(hcs_admit_reserve(a, 1024, &t2, &err), -ENOSPC);
@@ -110,7 +110,7 @@ START_TEST(ledger_counts_vms_still_starting)
     hcs_admit_release(a, t2);
     ck_assert_uint_eq(hcs_admit_promised_bytes(a), 0);
     hcs_admit_release(a, 999); /* unknown: ignored */
-    hcs_admit_started(a, 999);
+    hcs_admit_commit(a, 999);
     ck_assert_int_eq(h.reads, 4);
     hcs_admit_free(a);
     hcs_admit_free(NULL);
