@@ -6,22 +6,27 @@
  */
 #include "api/api.h"
 
+#include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/http.h"
 #include "api/metrics.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
+#include "jsonutil/jsonutil.h"
 #include "daemon/daemon.h"
 
-/* Headers-phase timeout for new connections. */
+/* Deadline for the request line and headers of every request. */
 #define HEADER_TIMEOUT_S 10
 
-/* How often uploads in progress are checked for a client that hung up. */
+/* How often uploads in progress are checked for a client that hung up,
+ * and request bodies for their rate. */
 #define PEER_SWEEP_MS 500
 
 struct api {
@@ -44,10 +49,62 @@ api_req_param(const struct api_req *req, const char *name)
     return route_param(&req->match, name);
 }
 
+int
+api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out, struct err *err)
+{
+    int ret =
+        jsonutil_parse_object(req->body ? req->body : "", req->body_len, allow_empty, out, err);
+    return ret < 0 ? err_wrap(err, "request body") : 0;
+}
+
 const char *
 api_req_query(const struct api_req *req, const char *name)
 {
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int
+api_req_query_seconds(const struct api_req *req, const char *name, double max, int64_t *ms,
+                      struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || *end || errno == ERANGE || !isfinite(v) || v < 0 || v > max)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a number of seconds (0 to %.0f)",
+                       name, t, max);
+    *ms = (int64_t)(v * 1000.0);
+    return 1;
+}
+
+int
+api_req_query_offset(const struct api_req *req, const char *name, int64_t *out, struct err *err)
+{
+    const char *t = api_req_query(req, name);
+    if (!t)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(t, &end, 10);
+    if (end == t || *end || v < 0 || t[0] == '-' || t[0] == '+' || t[0] == ' ')
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not a byte offset", name, t);
+    if (errno == ERANGE)
+        return err_set(err, EINVAL, "query \"%s\": %.40s is out of range (at most %lld)", name, t,
+                       (long long)INT64_MAX);
+    *out = v;
+    return 1;
+}
+
+bool
+api_req_query_flag(const struct api_req *req, const char *name, bool dflt)
+{
+    const char *v = api_req_query(req, name);
+    if (!v)
+        return dflt;
+    return strcmp(v, "0") != 0 && strcmp(v, "false") != 0;
 }
 
 const char *
@@ -72,12 +129,71 @@ api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, jo
     if (rc < 0) {
         req->weak_ref = NULL;
         *weak = NULL;
-        api_reply_error(req, 503, "unavailable", "cannot start the job %s: %s", name,
-                        strerror(-rc));
+        api_reply_fail(req, ECANCELED, "cannot start the job %s: %s", name, strerror(-rc));
         return rc;
     }
     api_req_suspend(req);
     return 0;
+}
+
+/*
+ * Counts the time since rate_since_ms as time the request's body was
+ * awaited from its client, and marks body_seen at every
+ * API_BODY_RATE_MARK_MS of that time. Bytes that came during the span are
+ * taken to have come at its end (the lenient reading).
+ */
+static void
+rate_account(struct api_req *req, uint64_t now)
+{
+    uint64_t from = req->rate_active_ms;
+    uint64_t to = from + (now - req->rate_since_ms);
+    for (uint64_t m = from / API_BODY_RATE_MARK_MS + 1; m <= to / API_BODY_RATE_MARK_MS; m++)
+        req->rate_marks[m % API_BODY_RATE_MARKS] = req->rate_seen_then;
+    req->rate_active_ms = to;
+    req->rate_since_ms = now;
+    req->rate_seen_then = req->body_seen;
+}
+
+void
+api_req_wait_call(struct api_req *req, struct svc_call *call)
+{
+    req->call = call;
+    api_req_suspend(req);
+}
+
+void
+api_req_call_done(struct api_req *req)
+{
+    req->call = NULL;
+}
+
+void
+api_req_wait_or_fail(struct api_req *req, int rc, struct svc_call *call, const struct err *err)
+{
+    if (rc < 0)
+        api_reply_err(req, err);
+    else
+        api_req_wait_call(req, call);
+}
+
+bool
+api_req_call_failed(struct api_req *req, const struct err *err)
+{
+    api_req_call_done(req);
+    if (!err)
+        return false;
+    api_reply_err_resume(req, err);
+    return true;
+}
+
+void
+api_reply_204_cb(void *arg, const struct err *err)
+{
+    struct api_req *req = arg;
+    if (api_req_call_failed(req, err))
+        return;
+    api_reply_text(req, 204, "application/json", "", 0);
+    api_req_resume(req);
 }
 
 void
@@ -88,6 +204,9 @@ api_req_suspend(struct api_req *req)
     MHD_suspend_connection(req->conn);
     req->suspended = true;
     struct api *api = req->api;
+    /* The body's rate clock stops: berth, not the client, is the slow one. */
+    if (req->started && !req->body_done)
+        rate_account(req, uv_now(api->daemon->loop));
     req->susp_prev = NULL;
     req->susp_next = api->suspended;
     if (api->suspended)
@@ -109,6 +228,7 @@ api_req_resume(struct api_req *req)
         req->susp_next->susp_prev = req->susp_prev;
     req->susp_prev = req->susp_next = NULL;
     req->suspended = false;
+    req->rate_since_ms = uv_now(api->daemon->loop);
     MHD_resume_connection(req->conn);
     if (api->http)
         http_server_resumed(api->http, req->conn);
@@ -130,6 +250,75 @@ headers_size(struct MHD_Connection *conn)
     return total;
 }
 
+/* What the request's headers say about the framing of its body. */
+struct framing {
+    unsigned n_cl, n_te;
+    const char *cl[2]; /* the first two Content-Length values */
+    const char *te;    /* the first Transfer-Encoding value */
+    const char *bad_name;
+};
+
+static enum MHD_Result
+framing_header_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct framing *f = cls;
+    /* MHD keeps a name as sent up to the colon: "Content-Length " is not
+     * Content-Length to it, but may be to a proxy in front of us. */
+    if (!f->bad_name && key[strcspn(key, " \t")] != '\0')
+        f->bad_name = key;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->n_cl < 2)
+            f->cl[f->n_cl] = value ? value : "";
+        f->n_cl++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        if (!f->n_te)
+            f->te = value ? value : "";
+        f->n_te++;
+    }
+    return MHD_YES;
+}
+
+/*
+ * Refuses (400) the request shapes whose body's length two parsers could
+ * read differently, the stuff of request smuggling: RFC 9112 section 6.3
+ * has a server reject them and close the connection (an answer before the
+ * body makes MHD close it). MHD itself frames by Transfer-Encoding when
+ * there is one, whatever its value, and else by the first Content-Length.
+ * Returns whether it answered.
+ */
+static bool
+refuse_bad_framing(struct api_req *req, const char *version)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, framing_header_cb, &f);
+    if (f.bad_name) {
+        api_reply_error(req, 400, "bad_request",
+                        "header name \"%.64s\" has whitespace in it (before the colon)",
+                        f.bad_name);
+    } else if (f.n_cl > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Content-Length is given %u times (%.32s, %.32s): send exactly one", f.n_cl,
+                        f.cl[0], f.cl[1]);
+    } else if (f.n_te && f.n_cl) {
+        api_reply_error(req, 400, "bad_request",
+                        "both Transfer-Encoding (%.64s) and Content-Length (%.32s) are given: "
+                        "send one of them",
+                        f.te, f.cl[0]);
+    } else if (f.n_te > 1) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is given %u times: send it once, as chunked", f.n_te);
+    } else if (f.n_te && strcasecmp(f.te, "chunked") != 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding %.64s is not supported: only chunked is", f.te);
+    } else if (f.n_te && strcmp(version, MHD_HTTP_VERSION_1_0) == 0) {
+        api_reply_error(req, 400, "bad_request",
+                        "Transfer-Encoding is not allowed in an HTTP/1.0 request");
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* Queues the reply the handler prepared, if there is one. */
 static enum MHD_Result
 queue_reply(struct api_req *req)
@@ -145,15 +334,22 @@ queue_reply(struct api_req *req)
 
 /* Sets up a request on its first callback; may reply at once. */
 static void
-begin_request(struct api_req *req, const char *url)
+begin_request(struct api_req *req, const char *url, const char *version)
 {
     struct api *api = req->api;
     http_server_headers_done(api->http, req->conn);
+    req->rate_since_ms = uv_now(api->daemon->loop);
 
     size_t uri_len = strlen(req->raw_uri ? req->raw_uri : url);
     if (uri_len > API_URI_MAX) {
         api_reply_error(req, 414, "uri_too_long",
                         "request target is %zu bytes, over the limit of %d", uri_len, API_URI_MAX);
+        return;
+    }
+    if (req->query_params > API_QUERY_PARAMS_MAX) {
+        api_reply_error(req, 414, "uri_too_long",
+                        "request target has %u query parameters, over the limit of %d",
+                        req->query_params, API_QUERY_PARAMS_MAX);
         return;
     }
     size_t hs = headers_size(req->conn);
@@ -162,8 +358,20 @@ begin_request(struct api_req *req, const char *url)
                         "request headers are %zu bytes, over the limit of %d", hs, API_HEADERS_MAX);
         return;
     }
+    if (refuse_bad_framing(req, version))
+        return;
     if (api->shutting_down) {
-        api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+        api_reply_fail(req, ECANCELED, "the daemon is shutting down");
+        return;
+    }
+    if (http_server_conn_reserved(api->http, req->conn) &&
+        !(strcmp(req->method, MHD_HTTP_METHOD_GET) == 0 && strcmp(req->path, "/v1/health") == 0)) {
+        api_reply_error(req, 503, "unavailable",
+                        "the connection limit of %u is reached; past it only GET /v1/health is "
+                        "served",
+                        api->daemon->cfg->max_connections);
+        if (req->response)
+            MHD_add_response_header(req->response, "Retry-After", "1");
         return;
     }
 
@@ -172,12 +380,12 @@ begin_request(struct api_req *req, const char *url)
                                         &req->match, allow, sizeof(allow));
     switch (rr) {
     case ROUTE_NOT_FOUND:
-        api_reply_error(req, 404, "not_found", "no route for %s", req->path);
+        api_reply_fail(req, ENOENT, "no route for %s", req->path);
         return;
     case ROUTE_BAD_PATH:
-        api_reply_error(req, 400, "bad_request",
-                        "path %s: a parameter is empty, too long or badly percent-encoded",
-                        req->path);
+        api_reply_fail(req, EINVAL,
+                       "path %s: a parameter is empty, too long or badly percent-encoded",
+                       req->path);
         return;
     case ROUTE_METHOD_NOT_ALLOWED: {
         api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
@@ -238,8 +446,8 @@ dispatch(struct api_req *req)
     req->dispatched = true;
     if (req->body_too_large) {
         if (req->body_mode == BODY_NONE)
-            api_reply_error(req, 400, "bad_request", "%s %s takes no request body", req->method,
-                            req->match.route->pattern);
+            api_reply_fail(req, EINVAL, "%s %s takes no request body", req->method,
+                           req->match.route->pattern);
         else
             api_reply_error(req, 413, "payload_too_large",
                             "request body is over the limit of %d bytes for JSON",
@@ -280,9 +488,13 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->path = strndup(raw, plen);
         if (!req->path)
             return MHD_NO;
-        begin_request(req, url);
+        begin_request(req, url, version);
+        /* An answer this early ends the request: MHD reads no body. */
+        if (req->response)
+            req->body_done = true;
         return queue_reply(req);
     }
+    req->body_seen += *upload_data_size;
     if (*upload_data_size > 0) {
         if (req->response) {
             /* Answered before the body ended (an upload that failed
@@ -304,6 +516,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
             size_t took = req->stream_data(req, upload_data, *upload_data_size);
             *upload_data_size -= took;
             req->body_received += took;
+            /* What is left is offered again: count it then. */
+            req->body_seen -= *upload_data_size;
             return MHD_YES;
         }
         if (req->body_mode == BODY_NONE) {
@@ -316,6 +530,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         *upload_data_size = 0;
         return MHD_YES;
     }
+    req->body_done = true;
     if (req->response)
         return queue_reply(req);
 
@@ -331,7 +546,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         /* A handler must reply or suspend; anything else is a bug, and the
          * client still deserves an answer rather than a hang. */
         log_error("%s %s: handler neither replied nor suspended", req->method, req->path);
-        api_reply_error(req, 500, "internal", "the handler did not answer");
+        api_reply_fail(req, EIO, "the handler did not answer");
     }
     return queue_reply(req);
 }
@@ -345,6 +560,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     *con_cls = NULL;
+    if (api->http)
+        http_server_request_done(api->http, conn);
     if (!req->started) {
         /* MHD refused the request before our handler saw it. */
         free(req->raw_uri);
@@ -352,14 +569,23 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     }
     double seconds = (double)(uv_hrtime() - req->start_ns) / 1e9;
-    unsigned status = req->status ? req->status : 499; /* client went away unanswered */
+    /* 499: the client went away unanswered. */
+    unsigned status = req->closed_status ? req->closed_status : req->status ? req->status : 499;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status)
         log_debug("%s %s: connection ended before the reply was complete (%d)", req->method,
                   req->path, (int)toe);
-    log_request(req->method, req->path, status, seconds * 1000.0);
+    const char *raw = req->raw_uri ? req->raw_uri : "";
+    const char *q = strchr(raw, '?');
+    struct log_req lr = {.method = req->method,
+                         .path = req->path,
+                         .query = q && q[1] ? q + 1 : NULL,
+                         .status = status,
+                         .duration_ms = seconds * 1000.0,
+                         .code = req->err_code[0] ? req->err_code : NULL,
+                         .error = req->err_msg};
+    log_request(&lr);
     metrics_observe_request(api->metrics, req->method,
-                            req->match.route ? req->match.route->pattern : "unmatched", status,
-                            seconds);
+                            req->match.pattern ? req->match.pattern : "unmatched", status, seconds);
     if (req->suspended) {
         /* MHD does not complete suspended connections; be safe anyway. */
         if (req->susp_prev)
@@ -381,6 +607,8 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     req->stream = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
+    if (req->call)
+        svc_call_detach(req->call);
     if (req->ctx_free)
         req->ctx_free(req->ctx);
     if (req->response)
@@ -388,13 +616,35 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(req->body);
     free(req->path);
     free(req->raw_uri);
+    free(req->err_msg);
     free(req);
+}
+
+/* Query parameters as MHD splits them: one more than there are '&'. */
+static unsigned
+query_params_count(const char *query)
+{
+    if (!*query)
+        return 0;
+    unsigned n = 1;
+    for (const char *p = query; (p = strchr(p, '&')); p++)
+        n++;
+    return n;
 }
 
 /*
  * Called by MHD as soon as the request line is parsed, with the target
  * exactly as sent; its return value becomes the request's context, so
  * every request gets its api_req here.
+ *
+ * It is also the one moment before MHD parses the query: MHD (0.9.75)
+ * files every parameter as a 64-byte record in the connection's memory
+ * pool, so a target of "a&a&a..." costs 32 times its length there, and
+ * when the pool runs out in the middle MHD neither answers nor closes
+ * the connection. A query past our limits is therefore cut off here, in
+ * MHD's own copy of the request line (which MHD splits at the first '?'
+ * right after this call), so that MHD parses none of it; the request is
+ * answered 414 from the raw target kept in the api_req.
  */
 static void *
 uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -403,8 +653,69 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
     if (!req)
         return NULL;
     req->start_ns = uv_hrtime();
+    if (!uri)
+        return req;
     req->raw_uri = strdup(uri);
+    char *query = strchr((char *)uri, '?'); /* MHD's buffer, writable */
+    if (query) {
+        req->query_params = query_params_count(query + 1);
+        if (req->query_params > API_QUERY_PARAMS_MAX || strlen(uri) > API_URI_MAX)
+            query[1] = '\0';
+    }
     return req;
+}
+
+/*
+ * Whether a request's body is arriving under API_BODY_MIN_RATE over the
+ * last API_BODY_RATE_WINDOW_S of the time it was awaited from the client
+ * (suspended time, while berth's job had not taken the last piece, is not
+ * counted). The window must bring the rate's worth of bytes, or all that
+ * the Content-Length says was left at its start.
+ */
+static bool
+body_too_slow(struct api_req *req, uint64_t now)
+{
+    if (!req->started || req->body_done || req->suspended)
+        return false;
+    rate_account(req, now);
+    if (req->rate_active_ms < API_BODY_RATE_WINDOW_S * 1000)
+        return false;
+    uint64_t mark = (req->rate_active_ms - API_BODY_RATE_WINDOW_S * 1000) / API_BODY_RATE_MARK_MS;
+    uint64_t window_ms = req->rate_active_ms - mark * API_BODY_RATE_MARK_MS;
+    uint64_t from = req->rate_marks[mark % API_BODY_RATE_MARKS];
+    uint64_t got = req->body_seen - from;
+    uint64_t need = (uint64_t)API_BODY_MIN_RATE * window_ms / 1000;
+    const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        uint64_t total = strtoull(cl, NULL, 10);
+        uint64_t left = total > from ? total - from : 0;
+        if (left < need)
+            need = left;
+    }
+    if (got >= need)
+        return false;
+    log_info("%s %s: %llu body bytes in the last %.1f s, under the minimum of %d bytes/s: "
+             "closing the connection",
+             req->method, req->path, (unsigned long long)got, (double)window_ms / 1000.0,
+             API_BODY_MIN_RATE);
+    return true;
+}
+
+/* Closes the connection of a request whose client broke a limit in the
+ * middle of its body; whatever its job waits for is aborted first. */
+static void
+close_slow_request(struct api *api, struct api_req *req)
+{
+    req->body_done = true; /* once */
+    req->closed_status = 408;
+    if (req->on_shutdown) {
+        void (*hook)(struct api_req *) = req->on_shutdown;
+        req->on_shutdown = NULL;
+        hook(req);
+    }
+    if (req->suspended)
+        api_req_resume(req);
+    http_server_conn_close(api->http, req->conn);
 }
 
 /*
@@ -414,15 +725,21 @@ uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
  * 0.9.75, may not do after a resume either, having dropped the socket's
  * edge-triggered event). So uploads in progress are checked here: a peer
  * that shut its side down or reset the connection has its request's job
- * aborted, and the request resumed so MHD closes it.
+ * aborted, and the request resumed so MHD closes it. Every request whose
+ * body is still coming is also held to the minimum rate here.
  */
 static void
 peer_sweep_cb(uv_timer_t *t)
 {
     struct api *api = t->data;
     struct api_req *next;
+    uint64_t now = uv_now(api->daemon->loop);
     for (struct api_req *req = api->live; req; req = next) {
         next = req->live_next;
+        if (body_too_slow(req, now)) {
+            close_slow_request(api, req);
+            continue;
+        }
         if (!req->stream_data || req->body_ended || !req->on_shutdown)
             continue;
         const union MHD_ConnectionInfo *info =
@@ -612,7 +929,7 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
             continue;
         }
         if (!req->response)
-            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+            api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         api_req_resume(req);
     }
     /* Give MHD a moment to write the 503s, then stop it. */

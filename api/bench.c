@@ -13,7 +13,7 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
+#include "jsonutil/jsonutil.h"
 #include "api/request.h"
 #include "daemon/daemon.h"
 #include "store/digest.h"
@@ -51,12 +51,12 @@ hash_done(void *ctx, bool cancelled)
     if (req) {
         req->weak_ref = NULL;
         if (cancelled) {
-            api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
+            api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         } else {
             json_object *body = json_object_new_object();
             json_object_object_add(body, "digest", json_object_new_string(job->digest));
             json_object_object_add(body, "bytes", json_object_new_int64(job->bytes));
-            json_object_object_add(body, "seconds", json_new_double3(job->seconds));
+            json_object_object_add(body, "seconds", jsonutil_new_double3(job->seconds));
             api_reply_json(req, 200, body);
         }
         api_req_resume(req);
@@ -71,22 +71,22 @@ bench_hash_post(struct api_req *req)
     json_object *body = NULL;
     static const char *const fields[] = {"bytes", NULL};
     int64_t bytes = 0;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_int64(body, "", "bytes", true, &bytes, &err) < 0) {
+    if (api_req_body_json(req, false, &body, &err) < 0 ||
+        jsonutil_check_fields(body, "", fields, &err) < 0 ||
+        jsonutil_get_int64(body, "", "bytes", true, &bytes, &err) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;
     }
     json_object_put(body);
     if (bytes < 0 || bytes > BENCH_HASH_MAX) {
-        api_reply_error(req, 400, "bad_request", "field \"bytes\": must be from 0 to %lld",
-                        (long long)BENCH_HASH_MAX);
+        api_reply_fail(req, EINVAL, "field \"bytes\": must be from 0 to %lld",
+                       (long long)BENCH_HASH_MAX);
         return;
     }
     struct hash_job *job = calloc(1, sizeof(*job));
     if (!job) {
-        api_reply_error(req, 500, "internal", "out of memory");
+        api_reply_fail(req, ENOMEM, "out of memory");
         return;
     }
     job->bytes = bytes;

@@ -1,83 +1,39 @@
 /*
- * /v1/containers: create (validated here, made by a pool job), list with
- * property filters, get (usage read from the cgroup by a job) and delete
- * (TERM to every process, KILL after the grace time, then the undo job).
- * Loop thread, except the *_work functions.
+ * /v1/containers: create, list with property filters, get (with usage
+ * while running) and delete. Each handler parses the request into plain C,
+ * calls one container service (daemon/svc_containers.h) and renders what
+ * it reports. Loop thread.
  */
 #include "api/containers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "api/json.h"
 #include "api/request.h"
-#include "common/log.h"
-#include "common/path.h"
+#include "common/clock.h"
+#include "common/pctdecode.h"
+#include "common/strv.h"
 #include "daemon/daemon.h"
-#include "store/scratch.h"
-#include "store/store.h"
+#include "daemon/svc_containers.h"
+#include "jsonutil/jsonutil.h"
 
-#define GRACE_DEFAULT_S 10
-#define GRACE_MAX_S 3600
-
-/* ---- shared helpers --------------------------------------------------------- */
-
-struct containers *
-api_containers(struct api_req *req)
-{
-    struct daemon *d = api_daemon(req->api);
-    if (!d->containers || !d->store) {
-        api_reply_error(req, 503, "unavailable", "containers are not available: %s",
-                        d->store ? "start-up failed" : d->store_error);
-        return NULL;
-    }
-    if (!d->containers->drv) {
-        api_reply_error(req, 503, "unavailable", "%s", d->containers->drv_err.msg);
-        return NULL;
-    }
-    return d->containers;
-}
-
-struct container *
-api_container_lookup(struct api_req *req)
-{
-    struct containers *reg = api_containers(req);
-    if (!reg)
-        return NULL;
-    const char *handle = api_req_param(req, "handle");
-    struct container *c = handle ? containers_find(reg, handle) : NULL;
-    if (!c)
-        api_reply_error(req, 404, "not_found", "container %s: not found", handle ? handle : "");
-    return c;
-}
-
-struct ctr_proc *
-api_proc_lookup(struct api_req *req, struct container *c)
-{
-    const char *id = api_req_param(req, "id");
-    struct ctr_proc *pr = id ? container_proc_find(c, id) : NULL;
-    if (!pr)
-        api_reply_error(req, 404, "not_found", "process %s in container %s: not found",
-                        id ? id : "", c->p->handle);
-    return pr;
-}
+/* ---- rendering -------------------------------------------------------------- */
 
 json_object *
 api_json_time_ms(int64_t ms)
 {
-    char buf[40], out[48];
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, sizeof(out), "%s.%03dZ", buf, (int)(ms % 1000));
-    return json_object_new_string(out);
+    char buf[CLOCK_RFC3339_MAX];
+    return json_object_new_string(clock_rfc3339(ms, true, buf));
+}
+
+json_object *
+api_json_time_s(int64_t s)
+{
+    char buf[CLOCK_RFC3339_MAX];
+    return json_object_new_string(clock_rfc3339(s * 1000, false, buf));
 }
 
 json_object *
@@ -104,7 +60,16 @@ api_proc_to_json(const struct ctr_proc *pr)
 }
 
 static json_object *
-container_to_json(const struct container *c, const struct rt_stats *usage)
+strv_json(char *const *v)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; v && v[i]; i++)
+        json_object_array_add(a, json_object_new_string(v[i]));
+    return a;
+}
+
+json_object *
+api_container_to_json(const struct container *c, const struct ctr_usage *usage)
 {
     const struct ctr_params *p = c->p;
     json_object *o = json_object_new_object();
@@ -125,10 +90,7 @@ container_to_json(const struct container *c, const struct rt_stats *usage)
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
     json_object_object_add(l, "disk_bytes", json_object_new_int64((int64_t)p->limits.disk_bytes));
     json_object_object_add(o, "limits", l);
-    json_object *env = json_object_new_array();
-    for (size_t i = 0; p->env && p->env[i]; i++)
-        json_object_array_add(env, json_object_new_string(p->env[i]));
-    json_object_object_add(o, "env", env);
+    json_object_object_add(o, "env", strv_json(p->env));
     json_object_object_add(o, "working_dir",
                            json_object_new_string(p->working_dir ? p->working_dir : "/"));
     json_object *mounts = json_object_new_array();
@@ -163,132 +125,45 @@ container_to_json(const struct container *c, const struct rt_stats *usage)
     return o;
 }
 
-/* ---- create ----------------------------------------------------------------- */
+/* ---- parsing ---------------------------------------------------------------- */
 
-/* Decodes "raw:///percent-encoded/dir" into an absolute host path; NULL if malformed. */
-static char *
-raw_rootfs_decode(const char *uri)
+int
+api_parse_strv(json_object *arr, const char *field, char ***out, struct err *err)
 {
-    const char *prefix = "raw://";
-    if (strncmp(uri, prefix, strlen(prefix)) != 0)
-        return NULL;
-    const char *s = uri + strlen(prefix);
-    if (s[0] != '/')
-        return NULL;
-    char *out = malloc(strlen(s) + 1);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    for (; *s; s++) {
-        if (*s == '%') {
-            int hi, lo;
-            char h[3] = {s[1], s[1] ? s[2] : 0, 0};
-            if (!s[1] || !s[2] || sscanf(h, "%1x%1x", &hi, &lo) != 2 || (hi == 0 && lo == 0)) {
-                free(out);
-                return NULL;
-            }
-            out[n++] = (char)(hi * 16 + lo);
-            s += 2;
-        } else {
-            out[n++] = *s;
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
-
-static bool
-abs_path_ok(const char *p)
-{
-    if (!p || p[0] != '/' || strlen(p) > 4096)
-        return false;
-    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
-        if ((s == p || s[-1] == '/') && (s[2] == '\0' || s[2] == '/'))
-            return false;
-    return true;
-}
-
-/* limits.disk_bytes: 0 (none) or at least SCRATCH_MIN_BYTES. */
-static int
-parse_disk_bytes(json_object *o, struct rt_limits *l, struct err *err)
-{
-    int64_t v;
-    int r = json_get_int64(o, "limits", "disk_bytes", false, &v, err);
-    if (r <= 0)
-        return r;
-    if (v < 0 || (v != 0 && (uint64_t)v < SCRATCH_MIN_BYTES))
-        return err_set(err, EINVAL,
-                       "field \"limits.disk_bytes\": %lld is under the minimum of %llu (16 MiB)",
-                       (long long)v, (unsigned long long)SCRATCH_MIN_BYTES);
-    l->disk_bytes = (uint64_t)v;
-    return 0;
+    return jsonutil_strv(arr, field, 65536, out, err);
 }
 
 static int
-parse_limits(json_object *o, struct rt_limits *l, struct err *err)
+parse_limits(json_object *o, struct ctr_params *p, struct err *err)
 {
     static const char *const fields[] = {"memory_bytes", "cpu_shares", "cpu_quota_pct",
                                          "pids",         "disk_bytes", NULL};
-    int64_t v;
-    int r;
-    if (json_check_fields(o, "limits", fields, err) < 0)
+    int64_t mem = 0, shares = 0, quota = 0, pids = 0, disk = 0;
+    if (jsonutil_check_fields(o, "limits", fields, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "memory_bytes", false, &mem, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "cpu_shares", false, &shares, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "cpu_quota_pct", false, &quota, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "pids", false, &pids, err) < 0 ||
+        jsonutil_get_int64(o, "limits", "disk_bytes", false, &disk, err) < 0)
         return -EINVAL;
-    if ((r = json_get_int64(o, "limits", "memory_bytes", false, &v, err)) < 0)
-        return r;
-    if (r && v != 0 && v < 4 * 1024 * 1024)
-        return err_set(err, EINVAL,
-                       "field \"limits.memory_bytes\": %lld is under the minimum of "
-                       "4194304 (4 MiB)",
-                       (long long)v);
-    if (r)
-        l->memory_bytes = (uint64_t)v;
-    if ((r = json_get_int64(o, "limits", "cpu_shares", false, &v, err)) < 0)
-        return r;
-    if (r && v != 0 && (v < 2 || v > 262144))
+    /* Ranges are the service's to check; what does not fit its types is refused here. */
+    if (mem < 0)
+        return err_set(
+            err, EINVAL,
+            "field \"limits.memory_bytes\": %lld is under the minimum of 4194304 (4 MiB)",
+            (long long)mem);
+    if (shares < 0)
         return err_set(err, EINVAL, "field \"limits.cpu_shares\": %lld is out of range 2..262144",
-                       (long long)v);
-    if (r)
-        l->cpu_shares = (uint64_t)v;
-    if ((r = json_get_int64(o, "limits", "cpu_quota_pct", false, &v, err)) < 0)
-        return r;
-    if (r && (v < 0 || v > 100000))
+                       (long long)shares);
+    if (quota < 0 || quota > 100000)
         return err_set(err, EINVAL,
                        "field \"limits.cpu_quota_pct\": %lld is out of range 0..100000",
-                       (long long)v);
-    if (r)
-        l->cpu_quota_pct = (uint32_t)v;
-    if ((r = json_get_int64(o, "limits", "pids", false, &v, err)) < 0)
-        return r;
-    if (r && v < 0)
-        return err_set(err, EINVAL, "field \"limits.pids\": %lld is negative", (long long)v);
-    if (r)
-        l->pids = v;
-    return parse_disk_bytes(o, l, err);
-}
-
-/* A NULL-terminated copy of an array of "K=V" strings; where names the field. */
-int
-api_parse_env(json_object *arr, const char *where, char ***out, struct err *err)
-{
-    size_t n = json_object_array_length(arr);
-    if (n > 4096)
-        return err_set(err, EINVAL, "field \"%s\": more than 4096 entries", where);
-    char **env = calloc(n + 1, sizeof(char *));
-    if (!env)
-        return err_set(err, ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        json_object *v = json_object_array_get_idx(arr, i);
-        const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-        if (!s || !strchr(s, '=') || s[0] == '=' || strlen(s) > 65536) {
-            for (size_t k = 0; k < i; k++)
-                free(env[k]);
-            free(env);
-            return err_set(err, EINVAL, "field \"%s[%zu]\": expected a \"NAME=value\" string",
-                           where, i);
-        }
-        env[i] = strdup(s);
-    }
-    *out = env;
+                       (long long)quota);
+    p->limits.memory_bytes = (uint64_t)mem;
+    p->limits.cpu_shares = (uint64_t)shares;
+    p->limits.cpu_quota_pct = (uint32_t)quota;
+    p->limits.pids = pids;
+    p->limits.disk_bytes = disk < 0 ? 1 : (uint64_t)disk; /* a negative one fails the minimum */
     return 0;
 }
 
@@ -304,43 +179,26 @@ parse_mounts(json_object *arr, struct ctr_params *p, struct err *err)
     if (!p->mounts || !p->mount_volumes)
         return err_set(err, ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        char where[32];
-        snprintf(where, sizeof(where), "mounts[%zu]", i);
+        char where[JSONUTIL_FIELD_MAX];
+        jsonutil_field_index(where, "mounts", i);
         json_object *m = json_object_array_get_idx(arr, i);
         const char *host = NULL, *vol = NULL, *target = NULL;
         bool ro = false;
         if (!json_object_is_type(m, json_type_object))
             return err_set(err, EINVAL, "field \"%s\": expected an object", where);
-        if (json_check_fields(m, where, fields, err) < 0 ||
-            json_get_string(m, where, "host_path", false, &host, err) < 0 ||
-            json_get_string(m, where, "volume", false, &vol, err) < 0 ||
-            json_get_string(m, where, "target", true, &target, err) < 0 ||
-            json_get_bool(m, where, "readonly", false, &ro, err) < 0)
+        if (jsonutil_check_fields(m, where, fields, err) < 0 ||
+            jsonutil_get_string(m, where, "host_path", false, &host, err) < 0 ||
+            jsonutil_get_string(m, where, "volume", false, &vol, err) < 0 ||
+            jsonutil_get_string(m, where, "target", true, &target, err) < 0 ||
+            jsonutil_get_bool(m, where, "readonly", false, &ro, err) < 0)
             return -EINVAL;
-        if (vol && host)
-            return err_set(err, EINVAL, "field \"%s\": give host_path or volume, not both", where);
-        if (vol && !volume_handle_valid(vol))
-            return err_set(err, EINVAL, "field \"%s.volume\": %.140s is not a volume handle", where,
-                           vol);
-        if (!host && !vol)
-            return err_set(err, EINVAL, "field \"%s\": host_path or volume is required", where);
-        if (host && (!abs_path_ok(host) || strchr(host, ',')))
-            return err_set(err, EINVAL, "field \"%s.host_path\": %s is not an absolute path", where,
-                           host);
-        if (!abs_path_ok(target) || strcmp(target, "/") == 0)
-            return err_set(err, EINVAL, "field \"%s.target\": %s is not an absolute path below /",
-                           where, target);
         p->mounts[i].source = host ? strdup(host) : NULL;
         p->mount_volumes[i] = vol ? strdup(vol) : NULL;
-        /* Stored in normal form, so "//.berth" meets the reserved check as "/.berth". */
-        p->mounts[i].target = path_normalise(target, true);
+        p->mounts[i].target = strdup(target);
         p->mounts[i].readonly = ro;
         p->nmounts = i + 1;
-        if (!p->mounts[i].target)
+        if ((host && !p->mounts[i].source) || (vol && !p->mount_volumes[i]) || !p->mounts[i].target)
             return err_set(err, ENOMEM, "out of memory");
-        if (strcmp(p->mounts[i].target, "/") == 0)
-            return err_set(err, EINVAL, "field \"%s.target\": %s is not an absolute path below /",
-                           where, target);
     }
     return 0;
 }
@@ -359,240 +217,119 @@ parse_properties(json_object *o, struct ctr_params *p, struct err *err)
     {
         if (!json_object_is_type(val, json_type_string))
             return err_set(err, EINVAL, "field \"properties.%s\": expected a string, got %s", key,
-                           json_type_article(val));
+                           jsonutil_type_article(val));
         if (!*key || strlen(key) > 256)
             return err_set(err, EINVAL, "field \"properties\": keys are 1 to 256 characters");
         p->prop_keys[p->nprops] = strdup(key);
         p->prop_values[p->nprops] = strdup(json_object_get_string(val));
         p->nprops++;
+        if (!p->prop_keys[p->nprops - 1] || !p->prop_values[p->nprops - 1])
+            return err_set(err, ENOMEM, "out of memory");
     }
     return 0;
 }
 
-static void
-random_hex(char *out, size_t nbytes)
+/* "raw:///percent-encoded/dir" to the host directory; NULL if malformed. */
+static char *
+raw_rootfs_decode(const char *uri)
 {
-    unsigned char buf[32];
-    if (nbytes > sizeof(buf))
-        nbytes = sizeof(buf);
-    if (getrandom(buf, nbytes, 0) != (ssize_t)nbytes) {
-        uint64_t t = uv_hrtime();
-        memcpy(buf, &t, nbytes < 8 ? nbytes : 8);
-    }
-    for (size_t i = 0; i < nbytes; i++)
-        sprintf(out + 2 * i, "%02x", buf[i]);
+    const char *prefix = "raw://";
+    if (strncmp(uri, prefix, strlen(prefix)) != 0 || uri[strlen(prefix)] != '/')
+        return NULL;
+    return pct_decode_dup(uri + strlen(prefix));
 }
 
-void
-api_random_id(char *out, const char *prefix)
-{
-    char hex[33];
-    random_hex(hex, 8);
-    sprintf(out, "%s%s", prefix, hex);
-}
-
-/* Parses and checks a create request into *out (caller frees); replies on error. */
-static struct ctr_params *
-parse_create(struct api_req *req, struct containers *reg)
+/* The request body as create parameters (caller frees) and the isolation asked for. */
+static int
+parse_create(struct api_req *req, struct ctr_params **out, char **isolation_out, struct err *err)
 {
     static const char *const fields[] = {"handle",       "image",       "rootfs", "limits",
                                          "env",          "working_dir", "mounts", "properties",
                                          "grace_time_s", "isolation",   NULL};
-    struct err err = {0};
     json_object *body = NULL, *limits = NULL, *env = NULL, *mounts = NULL, *props = NULL;
     const char *handle = NULL, *image = NULL, *rootfs = NULL, *wd = NULL, *isolation = NULL;
-    int64_t grace = GRACE_DEFAULT_S;
+    int64_t grace = CTR_GRACE_DEFAULT_S;
     struct ctr_params *p = calloc(1, sizeof(*p));
-    if (!p) {
-        api_reply_error(req, 500, "internal", "out of memory");
-        return NULL;
-    }
+    if (!p)
+        return err_set(err, ENOMEM, "out of memory");
     int rc = 0;
-    if (json_parse_object(req->body, req->body_len, false, &body, &err) < 0 ||
-        json_check_fields(body, "", fields, &err) < 0 ||
-        json_get_string(body, "", "handle", false, &handle, &err) < 0 ||
-        json_get_string(body, "", "image", false, &image, &err) < 0 ||
-        json_get_string(body, "", "rootfs", false, &rootfs, &err) < 0 ||
-        json_get_object(body, "", "limits", false, &limits, &err) < 0 ||
-        json_get_array(body, "", "env", false, &env, &err) < 0 ||
-        json_get_string(body, "", "working_dir", false, &wd, &err) < 0 ||
-        json_get_array(body, "", "mounts", false, &mounts, &err) < 0 ||
-        json_get_object(body, "", "properties", false, &props, &err) < 0 ||
-        json_get_int64(body, "", "grace_time_s", false, &grace, &err) < 0 ||
-        json_get_string(body, "", "isolation", false, &isolation, &err) < 0)
-        rc = -1;
-    if (rc == 0 && handle && !rt_handle_valid(handle))
-        rc = err_set(&err, EINVAL,
+    if (api_req_body_json(req, false, &body, err) < 0 ||
+        jsonutil_check_fields(body, "", fields, err) < 0 ||
+        jsonutil_get_string(body, "", "handle", false, &handle, err) < 0 ||
+        jsonutil_get_string(body, "", "image", false, &image, err) < 0 ||
+        jsonutil_get_string(body, "", "rootfs", false, &rootfs, err) < 0 ||
+        jsonutil_get_object(body, "", "limits", false, &limits, err) < 0 ||
+        jsonutil_get_array(body, "", "env", false, &env, err) < 0 ||
+        jsonutil_get_string(body, "", "working_dir", false, &wd, err) < 0 ||
+        jsonutil_get_array(body, "", "mounts", false, &mounts, err) < 0 ||
+        jsonutil_get_object(body, "", "properties", false, &props, err) < 0 ||
+        jsonutil_get_int64(body, "", "grace_time_s", false, &grace, err) < 0 ||
+        jsonutil_get_string(body, "", "isolation", false, &isolation, err) < 0)
+        rc = -EINVAL;
+    if (rc == 0 && handle && (strlen(handle) > CTR_HANDLE_MAX || !*handle))
+        rc = err_set(err, EINVAL,
                      "field \"handle\": %.140s is not 1 to 128 characters of [A-Za-z0-9_.-] "
                      "not starting with a dot",
                      handle);
-    if (rc == 0 && !image == !rootfs)
-        rc = err_set(&err, EINVAL, "give exactly one of the fields \"image\" and \"rootfs\"");
-    if (rc == 0 && image && (!*image || strlen(image) > 512))
-        rc = err_set(&err, EINVAL, "field \"image\": expected a digest, a prefix or a name");
-    if (rc == 0 && rootfs) {
-        p->rootfs_dir = raw_rootfs_decode(rootfs);
-        if (!p->rootfs_dir || !abs_path_ok(p->rootfs_dir) || strpbrk(p->rootfs_dir, ":,\n"))
-            rc = err_set(&err, EINVAL,
-                         "field \"rootfs\": %.200s is not raw:///percent-encoded/absolute/dir "
-                         "(without ':' or ',')",
-                         rootfs);
-    }
+    if (rc == 0 && rootfs && !(p->rootfs_dir = raw_rootfs_decode(rootfs)))
+        rc = err_set(err, EINVAL,
+                     "field \"rootfs\": %.200s is not raw:///percent-encoded/absolute/dir "
+                     "(without ':' or ',')",
+                     rootfs);
     if (rc == 0 && limits)
-        rc = parse_limits(limits, &p->limits, &err);
+        rc = parse_limits(limits, p, err);
     if (rc == 0 && env)
-        rc = api_parse_env(env, "env", &p->env, &err);
-    if (rc == 0 && wd && !abs_path_ok(wd))
-        rc = err_set(&err, EINVAL, "field \"working_dir\": %.200s is not an absolute path", wd);
+        rc = api_parse_strv(env, "env", &p->env, err);
     if (rc == 0 && mounts)
-        rc = parse_mounts(mounts, p, &err);
+        rc = parse_mounts(mounts, p, err);
     if (rc == 0 && props)
-        rc = parse_properties(props, p, &err);
-    if (rc == 0 && (grace < 0 || grace > GRACE_MAX_S))
-        rc = err_set(&err, EINVAL, "field \"grace_time_s\": %lld is out of range 0..%d",
-                     (long long)grace, GRACE_MAX_S);
-    if (rc == 0 && isolation) {
-        bool offered = false;
-        char list[128] = "";
-        for (const char *const *m = reg->drv->isolation; m && *m; m++) {
-            offered |= strcmp(*m, isolation) == 0;
-            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", list[0] ? ", " : "",
-                     *m);
-        }
-        if (!offered)
-            rc = err_set(&err, ERR_INVALID_CONTENT,
-                         "field \"isolation\": %.64s is not offered by runtime %s on this host "
-                         "(offered: %s)",
-                         isolation, reg->drv->name, list);
-    }
+        rc = parse_properties(props, p, err);
     if (rc == 0) {
-        if (handle)
-            snprintf(p->handle, sizeof(p->handle), "%s", handle);
-        else
-            api_random_id(p->handle, "c-");
+        snprintf(p->handle, sizeof(p->handle), "%s", handle ? handle : "");
         p->image_ref = image ? strdup(image) : NULL;
         p->working_dir = wd ? strdup(wd) : NULL;
         p->grace_time_s = grace;
-        p->created_at = (int64_t)time(NULL);
+        *isolation_out = isolation ? strdup(isolation) : NULL;
+        if ((image && !p->image_ref) || (wd && !p->working_dir) || (isolation && !*isolation_out))
+            rc = err_set(err, ENOMEM, "out of memory");
     }
     json_object_put(body);
     if (rc < 0) {
-        api_reply_err(req, &err);
         ctr_params_free(p);
-        return NULL;
+        return rc;
     }
-    return p;
+    *out = p;
+    return 0;
 }
 
-struct create_job {
-    struct api_req *req; /* weak */
-    struct container *c; /* a reference */
-    struct containers *reg;
-    struct store *st;
-    struct ctr_params *p; /* the job's copy */
-    char *dir;
-    int rc;
-    struct err err;
-    int init_pidfd; /* watched once the create is done */
-};
+/* ---- handlers --------------------------------------------------------------- */
 
 static void
-create_work(void *ctx)
+created_cb(void *arg, const struct err *err, struct container *c)
 {
-    struct create_job *j = ctx;
-    j->rc = containers_create_blocking(j->reg, j->st, j->p, j->dir, &j->err);
-    if (j->rc == 0)
-        j->init_pidfd = container_init_pidfd(j->reg, j->p->handle);
-}
-
-static void
-create_done(void *ctx, bool cancelled)
-{
-    struct create_job *j = ctx;
-    struct container *c = j->c;
-    if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "create container %s: the daemon is shutting down",
-                        c->p->handle);
-    if (j->rc == 0) {
-        c->state = CTR_RUNNING;
-        container_watch_init(c, j->init_pidfd);
-        j->init_pidfd = -1;
-        /* The job resolved the image's digest. */
-        free(c->p->image_digest);
-        c->p->image_digest = j->p->image_digest ? strdup(j->p->image_digest) : NULL;
-        log_info("container %s: created", c->p->handle);
-    } else {
-        log_info("%s", j->err.msg);
-        containers_remove(c);
-    }
-    if (j->req) {
-        j->req->weak_ref = NULL;
-        if (j->rc == 0)
-            api_reply_json(j->req, 201, container_to_json(c, NULL));
-        else
-            api_reply_err(j->req, &j->err);
-        api_req_resume(j->req);
-    }
-    if (j->init_pidfd >= 0)
-        close(j->init_pidfd);
-    container_unref(c);
-    ctr_params_free(j->p);
-    free(j->dir);
-    free(j);
+    struct api_req *req = arg;
+    if (!api_req_call_failed(req, err))
+        api_reply_json_resume(req, 201, api_container_to_json(c, NULL));
 }
 
 void
 containers_post(struct api_req *req)
 {
-    struct containers *reg = api_containers(req);
-    if (!reg)
-        return;
-    struct ctr_params *p = parse_create(req, reg);
-    if (!p)
-        return;
-    struct create_job *j = calloc(1, sizeof(*j));
-    struct ctr_params *copy = ctr_params_dup(p);
-    if (!j || !copy) {
-        free(j);
-        ctr_params_free(copy);
-        ctr_params_free(p);
-        api_reply_error(req, 500, "internal", "out of memory");
-        return;
-    }
-    j->init_pidfd = -1; /* a cancelled job never sets it */
+    struct daemon *d = api_daemon(req->api);
     struct err err = {0};
-    struct container *c = NULL;
-    if (containers_add(reg, p, &c, &err) < 0) {
-        free(j);
-        ctr_params_free(copy);
-        ctr_params_free(p);
+    struct ctr_params *p = NULL;
+    char *isolation = NULL;
+    struct svc_call *call = NULL;
+    struct containers *reg = NULL;
+    if (containers_registry(d, &reg, &err) < 0 || parse_create(req, &p, &isolation, &err) < 0 ||
+        container_create(d, p, isolation, created_cb, req, &call, &err) < 0) {
+        free(isolation);
         api_reply_err(req, &err);
         return;
     }
-    container_ref(c);
-    j->c = c;
-    j->reg = reg;
-    j->st = api_daemon(req->api)->store;
-    j->p = copy;
-    j->dir = strdup(c->dir);
-    api_req_weak_ref(req, &j->req);
-    int rc = j->dir ? job_submit(api_daemon(req->api)->jobs, "container.create", create_work,
-                                 create_done, j)
-                    : -ENOMEM;
-    if (rc < 0) {
-        req->weak_ref = NULL;
-        containers_remove(c);
-        container_unref(c);
-        ctr_params_free(copy);
-        free(j->dir);
-        free(j);
-        api_reply_error(req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-        return;
-    }
-    api_req_suspend(req);
+    free(isolation);
+    api_req_wait_call(req, call);
 }
-
-/* ---- list and get ----------------------------------------------------------- */
 
 struct filter_ctx {
     const struct container *c;
@@ -617,297 +354,67 @@ filter_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value
 void
 containers_list(struct api_req *req)
 {
-    struct containers *reg = api_containers(req);
-    if (!reg)
+    struct containers *reg = NULL;
+    struct err err = {0};
+    if (containers_registry(api_daemon(req->api), &reg, &err) < 0) {
+        api_reply_err(req, &err);
         return;
+    }
     json_object *arr = json_object_new_array();
     for (struct container *c = reg->list; c; c = c->next) {
-        if (c->state == CTR_CREATING)
+        if (!container_listed(c))
             continue;
         struct filter_ctx f = {.c = c, .match = true};
         MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, filter_cb, &f);
         if (f.match)
-            json_object_array_add(arr, container_to_json(c, NULL));
+            json_object_array_add(arr, api_container_to_json(c, NULL));
     }
     json_object *body = json_object_new_object();
     json_object_object_add(body, "containers", arr);
     api_reply_json(req, 200, body);
 }
 
-struct stats_job {
-    struct api_req *req; /* weak */
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    struct rt_stats stats;
-    int rc;
-    struct err err;
-};
-
 static void
-stats_work(void *ctx)
+stats_cb(void *arg, const struct err *err, struct container *c, const struct ctr_usage *usage)
 {
-    struct stats_job *j = ctx;
-    j->rc = j->drv->stats(j->drv_ctx, j->handle, &j->stats, &j->err);
-}
-
-static void
-stats_done(void *ctx, bool cancelled)
-{
-    struct stats_job *j = ctx;
-    struct container *c = j->c;
-    bool ok = !cancelled && j->rc == 0;
-    /* The runtime says the init is gone: report it honestly. */
-    if (!cancelled && (j->rc == -ERR_CONFLICT || j->rc == -ENOENT) && c->state == CTR_RUNNING)
-        container_mark_stopped(c);
-    if (j->req) {
-        j->req->weak_ref = NULL;
-        if (!c->registered)
-            api_reply_error(j->req, 404, "not_found", "container %s: not found", j->handle);
-        else
-            api_reply_json(j->req, 200, container_to_json(c, ok ? &j->stats : NULL));
-        api_req_resume(j->req);
-    }
-    container_unref(c);
-    free(j);
+    struct api_req *req = arg;
+    if (!api_req_call_failed(req, err))
+        api_reply_json_resume(req, 200, api_container_to_json(c, usage));
 }
 
 void
 containers_get(struct api_req *req)
 {
-    struct container *c = api_container_lookup(req);
-    if (!c)
+    struct daemon *d = api_daemon(req->api);
+    const char *handle = api_req_param(req, "handle");
+    struct container *c = NULL;
+    struct err err = {0};
+    struct svc_call *call = NULL;
+    if (container_lookup(d, handle, &c, &err) < 0) {
+        api_reply_err(req, &err);
         return;
+    }
+    /* Usage only while it runs: the rest is known without a job. */
     if (c->state != CTR_RUNNING) {
-        api_reply_json(req, 200, container_to_json(c, NULL));
+        api_reply_json(req, 200, api_container_to_json(c, NULL));
         return;
     }
-    struct stats_job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        api_reply_error(req, 500, "internal", "out of memory");
+    if (container_stats(d, handle, stats_cb, req, &call, &err) < 0) {
+        api_reply_err(req, &err);
         return;
     }
-    j->c = c;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    container_ref(c);
-    if (api_req_run_job(req, &j->req, "container.stats", stats_work, stats_done, j) < 0) {
-        container_unref(c);
-        free(j);
-    }
-}
-
-/* ---- delete ----------------------------------------------------------------- */
-
-/*
- * A delete in progress: TERM to every running process (a job), then the
- * loop waits, without a pool thread, for their exits or the grace time,
- * then the undo job (the runtime's delete KILLs whatever is left).
- */
-struct delete_op {
-    struct api_req *req; /* weak */
-    struct container *c; /* a reference */
-    struct containers *reg;
-    struct store *st;
-    struct ctr_params *p; /* the job's copy */
-    char *dir;
-    char **ids; /* processes to TERM */
-    size_t nids;
-    bool finishing;
-    int rc;
-    struct err err;
-};
-
-static void
-delete_op_free(struct delete_op *op)
-{
-    if (op->c->delete_ctx == op)
-        op->c->delete_ctx = NULL;
-    if (op->req) {
-        op->req->weak_ref = NULL;
-        op->req->on_shutdown = NULL;
-    }
-    container_unref(op->c);
-    ctr_params_free(op->p);
-    for (size_t i = 0; i < op->nids; i++)
-        free(op->ids[i]);
-    free(op->ids);
-    free(op->dir);
-    free(op);
-}
-
-static void
-delete_work(void *ctx)
-{
-    struct delete_op *op = ctx;
-    op->rc = containers_delete_blocking(op->reg, op->st, op->p, op->dir, &op->err);
-}
-
-static void
-delete_done(void *ctx, bool cancelled)
-{
-    struct delete_op *op = ctx;
-    struct container *c = op->c;
-    if (cancelled && op->rc == 0)
-        op->rc = err_set(&op->err, ECANCELED, "delete container %s: the daemon is shutting down",
-                         c->p->handle);
-    if (op->rc == 0) {
-        log_info("container %s: deleted", c->p->handle);
-        containers_remove(c);
-    } else {
-        /* Left in "deleting": a retry runs every step again. */
-        log_warn("%s", op->err.msg);
-    }
-    if (op->req) {
-        if (op->rc == 0)
-            api_reply_text(op->req, 204, "application/json", "", 0);
-        else
-            api_reply_err(op->req, &op->err);
-        api_req_resume(op->req);
-    }
-    delete_op_free(op);
-}
-
-static void
-delete_finish(struct delete_op *op)
-{
-    if (op->finishing)
-        return;
-    op->finishing = true;
-    struct container *c = op->c;
-    if (c->grace_timer)
-        uv_timer_stop(c->grace_timer);
-    int rc = job_submit(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
-    if (rc < 0) {
-        if (op->req) {
-            api_reply_error(op->req, 503, "unavailable", "cannot start the job: %s", strerror(-rc));
-            api_req_resume(op->req);
-        }
-        delete_op_free(op);
-    }
-}
-
-static void
-grace_cb(uv_timer_t *t)
-{
-    struct container *c = t->data;
-    if (c->delete_ctx)
-        delete_finish(c->delete_ctx);
-}
-
-/* containers_on_exit: a delete waiting for its processes goes on when the last one exited. */
-static void
-on_exit_hook(struct container *c, struct ctr_proc *pr)
-{
-    struct delete_op *op = c->delete_ctx;
-    if (op && c->state == CTR_DELETING && c->deleting_term_sent && container_procs_running(c) == 0)
-        delete_finish(op);
-}
-
-static void
-term_work(void *ctx)
-{
-    struct delete_op *op = ctx;
-    for (size_t i = 0; i < op->nids; i++) {
-        struct err ignored = {0};
-        op->reg->drv->proc_signal(op->reg->drv_ctx, op->p->handle, op->dir, op->ids[i], SIGTERM,
-                                  &ignored);
-    }
-}
-
-static void
-term_done(void *ctx, bool cancelled)
-{
-    struct delete_op *op = ctx;
-    struct container *c = op->c;
-    if (cancelled || !c->registered) {
-        if (op->req) {
-            api_reply_error(op->req, 503, "unavailable", "the daemon is shutting down");
-            api_req_resume(op->req);
-        }
-        delete_op_free(op);
-        return;
-    }
-    c->deleting_term_sent = true;
-    if (container_procs_running(c) == 0 || c->p->grace_time_s == 0) {
-        delete_finish(op);
-        return;
-    }
-    if (!c->grace_timer) {
-        c->grace_timer = malloc(sizeof(*c->grace_timer));
-        if (!c->grace_timer) {
-            delete_finish(op);
-            return;
-        }
-        uv_timer_init(op->reg->d->loop, c->grace_timer);
-        c->grace_timer->data = c;
-    }
-    uv_timer_start(c->grace_timer, grace_cb, (uint64_t)c->p->grace_time_s * 1000, 0);
-}
-
-static void
-delete_on_shutdown(struct api_req *req)
-{
-    struct container *c =
-        api_daemon(req->api)->containers
-            ? containers_find(api_daemon(req->api)->containers, api_req_param(req, "handle"))
-            : NULL;
-    struct delete_op *op = c ? c->delete_ctx : NULL;
-    if (!op || op->finishing || !c->deleting_term_sent)
-        return;
-    /* Waiting out the grace time: give up, the container stays "deleting". */
-    if (c->grace_timer)
-        uv_timer_stop(c->grace_timer);
-    api_reply_error(req, 503, "unavailable", "the daemon is shutting down");
-    api_req_resume(req);
-    delete_op_free(op);
+    api_req_wait_call(req, call);
 }
 
 void
 containers_delete(struct api_req *req)
 {
-    struct container *c = api_container_lookup(req);
-    if (!c)
-        return;
-    containers_on_exit = on_exit_hook;
-    if (c->state == CTR_CREATING || c->delete_ctx || c->spawning) {
-        api_reply_error(req, 409, "conflict", "container %s: %s", c->p->handle,
-                        c->state == CTR_CREATING ? "being created"
-                        : c->delete_ctx          ? "being deleted"
-                                                 : "a process is being started");
+    struct err err = {0};
+    struct svc_call *call = NULL;
+    if (container_delete(api_daemon(req->api), api_req_param(req, "handle"), api_reply_204_cb, req,
+                         &call, &err) < 0) {
+        api_reply_err(req, &err);
         return;
     }
-    struct delete_op *op = calloc(1, sizeof(*op));
-    if (!op || !(op->p = ctr_params_dup(c->p)) || !(op->dir = strdup(c->dir))) {
-        if (op)
-            ctr_params_free(op->p);
-        free(op);
-        api_reply_error(req, 500, "internal", "out of memory");
-        return;
-    }
-    op->c = c;
-    container_ref(c);
-    op->reg = c->reg;
-    op->st = api_daemon(req->api)->store;
-    bool was_running = c->state == CTR_RUNNING;
-    c->state = CTR_DELETING;
-    c->delete_ctx = op;
-    c->deleting_term_sent = false;
-    api_req_weak_ref(req, &op->req);
-    req->on_shutdown = delete_on_shutdown;
-    api_req_suspend(req);
-    unsigned running = was_running ? container_procs_running(c) : 0;
-    if (running == 0) {
-        delete_finish(op);
-        return;
-    }
-    op->ids = calloc(running, sizeof(char *));
-    for (struct ctr_proc *pr = c->procs; op->ids && pr; pr = pr->next)
-        if (!pr->exited && op->nids < running)
-            op->ids[op->nids++] = strdup(pr->id);
-    int rc = job_submit(op->reg->d->jobs, "container.term", term_work, term_done, op);
-    if (rc < 0)
-        delete_finish(op);
+    api_req_wait_call(req, call);
 }

@@ -37,6 +37,7 @@ void processes_stderr(struct api_req *req);
 enum body_mode processes_stdin_begin(struct api_req *req);
 void processes_stdin(struct api_req *req);
 void processes_signal(struct api_req *req);
+void processes_delete(struct api_req *req);
 
 /* volumes.c */
 void volumes_create(struct api_req *req);

@@ -3,28 +3,79 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/log.h"
 
 /* Connections still sending headers when the server is this full get
- * the short "under pressure" header timeout. */
+ * the short "under pressure" header deadline. */
 #define PRESSURE_NUM 3
 #define PRESSURE_DEN 4
 #define PRESSURE_HEADER_TIMEOUT_S 1
 
-/* A connection that has not finished sending its first request's headers,
- * with the moment it must have done so. */
-struct pending_conn {
+/* How often header deadlines and idle connections are looked at. */
+#define SWEEP_MS 250
+
+/* An idle keep-alive connection whose kernel saw data this long after its
+ * last request completed has begun its next request. The kernel's
+ * timestamp has jiffy granularity (at most 10 ms); the margin keeps the
+ * last bytes of the previous request from counting as new ones. */
+#define NEXT_REQUEST_MARGIN_MS 20
+
+/* The oldest connection still sending its headers is evicted before an
+ * idle keep-alive one only once it is older than this: younger, its
+ * request may simply still be in flight. */
+#define EVICT_HEAD_MIN_AGE_MS 100
+/* No connection is evicted in its first milliseconds (its client may not
+ * have sent its request yet), and eviction looks at no more than this many
+ * of the oldest candidates of each kind. */
+#define EVICT_GRACE_MS 20
+#define EVICT_SCAN 8
+/* At the limit, this many are evicted at once, so MHD accepts a batch of
+ * newcomers per run rather than one. */
+#define EVICT_BATCH 8
+/* MHD runs in one go at most while evicting (see run_mhd). */
+#define MHD_RUNS_AT_LIMIT 4
+/* An idle keep-alive connection is evicted only once it has been idle this
+ * long: a busy client's connection is idle between every two requests. */
+#define EVICT_IDLE_MIN_MS 1000
+
+/*
+ * Where a connection is in its life. Only HEAD has a deadline of ours;
+ * REQUEST is governed by MHD's idle timeout and api.c's body rate; IDLE
+ * by MHD's idle timeout, until its next request begins.
+ */
+enum conn_phase {
+    CONN_HEAD,    /* sending a request line and headers */
+    CONN_REQUEST, /* headers complete, until the request completes */
+    CONN_IDLE,    /* keep-alive, between two requests */
+    CONN_CLOSING, /* shut down by us; MHD has not reported it closed yet */
+};
+
+/* Connections of one phase, oldest first. */
+struct conn_list {
+    struct http_conn *first, *last;
+};
+
+/* One connection, from MHD's STARTED to its CLOSED notification: its
+ * socket context. */
+struct http_conn {
     struct MHD_Connection *conn;
-    uint64_t accepted_ms;
-    uint64_t deadline_ms;
-    bool linked; /* still in the pending list (headers not done) */
-    struct pending_conn *prev, *next;
+    int fd;
+    enum conn_phase phase;
+    bool reserve; /* accepted past max_connections: health only */
+    /* Times in ms of uv_hrtime(), not of the loop's cached clock: a client
+     * gets its grace in real time even when a loop iteration ran long. */
+    uint64_t since_ms;    /* the phase began */
+    uint64_t deadline_ms; /* CONN_HEAD: its headers are due */
+    struct conn_list *list;
+    struct http_conn *prev, *next;
 };
 
 struct http_server {
@@ -32,8 +83,9 @@ struct http_server {
     struct MHD_Daemon *mhd;
     uv_poll_t poll;
     uv_timer_t timer;
-    uv_timer_t sweep; /* closes connections past their header deadline */
-    struct pending_conn *pending;
+    uv_timer_t sweep; /* header deadlines, next-request detection */
+    uv_timer_t evict; /* at the limit with no one to evict yet: try again */
+    struct conn_list heads, idle;
     bool kick_pending; /* a run was asked for (from inside MHD_run too) */
     int epoll_fd;      /* MHD's */
     /* Connections resumed since the last run, whose sockets are re-armed
@@ -41,10 +93,14 @@ struct http_server {
     struct MHD_Connection **rearm;
     size_t n_rearm, cap_rearm;
     unsigned port;
-    unsigned connections;
+    unsigned connections; /* every open connection, reserve ones included */
+    unsigned regular;     /* the ones within max_connections */
+    unsigned closing;     /* shut down by us, not yet closed by MHD */
+    unsigned evicted;     /* since start, for the log */
     unsigned idle_timeout_s;
     unsigned header_timeout_s;
     unsigned max_connections;
+    unsigned limit; /* MHD's: max_connections + HTTP_RESERVE_CONNECTIONS */
     bool quiesced;
     int closing_handles;
     void (*done)(void *arg);
@@ -79,13 +135,24 @@ rearm_resumed(struct http_server *s)
     s->n_rearm = 0;
 }
 
+/*
+ * One MHD_run, or a few in a row while connections are being evicted at
+ * the limit: MHD closes the evicted ones on the run after the one that
+ * accepted, and accepts again only on the run after that, so without
+ * this a flood would advance by one loop iteration per step.
+ */
 static void
 run_mhd(struct http_server *s)
 {
     s->kick_pending = false;
     size_t pending_rearm = s->n_rearm;
-    if (MHD_run(s->mhd) != MHD_YES)
-        log_warn("http: MHD_run failed");
+    for (unsigned runs = 0; runs < MHD_RUNS_AT_LIMIT; runs++) {
+        unsigned evicted = s->evicted, closing = s->closing;
+        if (MHD_run(s->mhd) != MHD_YES)
+            log_warn("http: MHD_run failed");
+        if (s->evicted == evicted && s->closing == closing)
+            break;
+    }
     /* The run took back the connections resumed before it. */
     if (pending_rearm)
         rearm_resumed(s);
@@ -150,54 +217,205 @@ under_pressure(const struct http_server *s)
     return s->connections * PRESSURE_DEN >= s->max_connections * PRESSURE_NUM;
 }
 
-/* Takes p out of the pending list; the memory stays the connection's
- * socket context until MHD reports it closed. */
 static void
-pending_unlink(struct http_server *s, struct pending_conn *p)
+list_append(struct conn_list *l, struct http_conn *c)
 {
-    if (!p->linked)
-        return;
-    if (p->prev)
-        p->prev->next = p->next;
+    c->list = l;
+    c->next = NULL;
+    c->prev = l->last;
+    if (l->last)
+        l->last->next = c;
     else
-        s->pending = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    p->prev = p->next = NULL;
-    p->linked = false;
+        l->first = c;
+    l->last = c;
+}
+
+static void
+list_unlink(struct http_conn *c)
+{
+    struct conn_list *l = c->list;
+    if (!l)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        l->first = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        l->last = c->prev;
+    c->prev = c->next = NULL;
+    c->list = NULL;
+}
+
+static struct http_conn *
+conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* Enters CONN_HEAD: the headers are due header_timeout_s from since_ms
+ * (one second for a reserve connection, which only health may use). */
+static void
+conn_enter_head(struct http_server *s, struct http_conn *c, uint64_t since_ms)
+{
+    list_unlink(c);
+    c->phase = CONN_HEAD;
+    c->since_ms = since_ms;
+    unsigned timeout = c->reserve ? PRESSURE_HEADER_TIMEOUT_S : s->header_timeout_s;
+    if (timeout > s->header_timeout_s)
+        timeout = s->header_timeout_s;
+    c->deadline_ms = since_ms + (uint64_t)timeout * 1000;
+    list_append(&s->heads, c);
+}
+
+/* Shuts the socket down; MHD sees it fail on its next run and closes the
+ * connection itself (its CLOSED notification frees c). */
+static void
+conn_shut(struct http_server *s, struct http_conn *c)
+{
+    if (c->phase == CONN_CLOSING)
+        return;
+    list_unlink(c);
+    c->phase = CONN_CLOSING;
+    s->closing++;
+    shutdown(c->fd, SHUT_RDWR);
+    http_server_kick(s);
+}
+
+static uint64_t
+hr_ms(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
+/*
+ * Whether an idle keep-alive connection has received data since it went
+ * idle, and how many ms ago the latest of it came. MHD reads whatever
+ * arrives into its own buffer, so the socket itself shows nothing; the
+ * kernel's record of the last data received does.
+ */
+static bool
+conn_has_new_data(const struct http_conn *c, uint64_t *ago_ms)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+        return false;
+    uint64_t now = hr_ms();
+    uint64_t arrived = now - ti.tcpi_last_data_recv;
+    if (arrived <= c->since_ms + NEXT_REQUEST_MARGIN_MS)
+        return false;
+    *ago_ms = ti.tcpi_last_data_recv;
+    return true;
 }
 
 /*
  * MHD's own timeout is an inactivity timer, so a client that trickles one
  * header byte at a time would never be cut off. The sweep enforces a real
- * deadline for the headers; under pressure it tightens every pending
- * connection's deadline, not only new ones', so slow clients cannot hold
- * the slots a normal client needs.
+ * deadline for the headers of every request, the first on a connection
+ * (from the accept) and every later one (from the first byte of it the
+ * kernel saw after the previous request completed). Under pressure it
+ * tightens every pending connection's deadline, not only new ones', so
+ * slow clients cannot hold the slots a normal client needs.
  */
 static void
 sweep_cb(uv_timer_t *t)
 {
     struct http_server *s = t->data;
-    uint64_t now = uv_now(s->loop);
+    uint64_t now = hr_ms();
     bool pressure = under_pressure(s);
-    bool closed = false;
-    for (struct pending_conn *p = s->pending; p; p = p->next) {
-        uint64_t deadline = p->deadline_ms;
-        if (pressure && p->accepted_ms + PRESSURE_HEADER_TIMEOUT_S * 1000 < deadline)
-            deadline = p->accepted_ms + PRESSURE_HEADER_TIMEOUT_S * 1000;
-        if (now < deadline)
-            continue;
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(p->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (info) {
-            /* MHD sees the socket fail and closes the connection itself. */
-            shutdown(info->connect_fd, SHUT_RDWR);
-            closed = true;
-        }
-        p->deadline_ms = UINT64_MAX; /* once is enough; CLOSED unlinks it */
+    struct http_conn *next;
+    for (struct http_conn *c = s->idle.first; c; c = next) {
+        next = c->next;
+        uint64_t ago = 0;
+        if (conn_has_new_data(c, &ago))
+            conn_enter_head(s, c, now > ago ? now - ago : 0);
     }
-    if (closed)
-        http_server_kick(s);
+    for (struct http_conn *c = s->heads.first; c; c = next) {
+        next = c->next;
+        uint64_t deadline = c->deadline_ms;
+        if (pressure && c->since_ms + PRESSURE_HEADER_TIMEOUT_S * 1000 < deadline)
+            deadline = c->since_ms + PRESSURE_HEADER_TIMEOUT_S * 1000;
+        if (now >= deadline) {
+            log_debug("http: request headers not complete after %.1f s: closing",
+                      (double)(now - c->since_ms) / 1000.0);
+            conn_shut(s, c);
+        }
+    }
+}
+
+/* Whether c may be evicted now: not the connection just accepted, old
+ * enough for its client to have sent its request, and with nothing in the
+ * socket that MHD has yet to read (a request on its way in). */
+static bool
+evictable(const struct http_conn *c, const struct http_conn *newest, uint64_t now,
+          uint64_t min_age_ms)
+{
+    if (c == newest || now - c->since_ms < min_age_ms)
+        return false;
+    int unread = 0;
+    return ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
+static struct http_conn *
+first_evictable(const struct conn_list *l, const struct http_conn *newest, uint64_t now,
+                uint64_t min_age_ms)
+{
+    unsigned looked = 0;
+    for (struct http_conn *c = l->first; c && looked < EVICT_SCAN; c = c->next, looked++)
+        if (evictable(c, newest, now, min_age_ms))
+            return c;
+    return NULL;
+}
+
+static void evict_timer_cb(uv_timer_t *t);
+
+/*
+ * At MHD's limit (MHD then stops accepting), makes room for the next
+ * connection by shutting down the one that holds a slot for the least
+ * reason: the oldest still sending its headers (once past
+ * EVICT_HEAD_MIN_AGE_MS), or else the oldest keep-alive one idle for
+ * EVICT_IDLE_MIN_MS.
+ * Connections with a request in progress are never evicted. So a flood
+ * of slow clients cannot keep a quick one (a health probe) waiting in the
+ * kernel's accept queue. When nobody may be evicted yet (all too young),
+ * it tries again a grace period later: MHD accepts nothing meanwhile, so
+ * no accept would call it.
+ */
+static void
+evict_if_full(struct http_server *s, const struct http_conn *newest)
+{
+    if (s->connections - s->closing < s->limit || !s->mhd)
+        return;
+    uint64_t now = hr_ms();
+    for (unsigned n = 0; n < EVICT_BATCH; n++) {
+        struct http_conn *head = first_evictable(&s->heads, newest, now, EVICT_GRACE_MS);
+        struct http_conn *idle = first_evictable(&s->idle, newest, now, EVICT_IDLE_MIN_MS);
+        struct http_conn *victim = head;
+        if (!head || (idle && now - head->since_ms < EVICT_HEAD_MIN_AGE_MS))
+            victim = idle;
+        if (!victim) {
+            if (n == 0 && !uv_is_active((uv_handle_t *)&s->evict))
+                uv_timer_start(&s->evict, evict_timer_cb, EVICT_GRACE_MS, 0);
+            return;
+        }
+        s->evicted++;
+        log_debug("http: at the connection limit (%u): closing a%s connection %.1f s old (%u so "
+                  "far)",
+                  s->limit, victim->phase == CONN_HEAD ? " pending" : "n idle",
+                  (double)(now - victim->since_ms) / 1000.0, s->evicted);
+        conn_shut(s, victim);
+    }
+}
+
+static void
+evict_timer_cb(uv_timer_t *t)
+{
+    evict_if_full(t->data, NULL);
 }
 
 static void
@@ -207,31 +425,36 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
     struct http_server *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         s->connections++;
-        unsigned timeout = s->header_timeout_s;
-        if (under_pressure(s) && timeout > PRESSURE_HEADER_TIMEOUT_S)
-            timeout = PRESSURE_HEADER_TIMEOUT_S;
-        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, timeout);
-        struct pending_conn *p = calloc(1, sizeof(*p));
-        if (p) {
-            p->conn = conn;
-            p->accepted_ms = uv_now(s->loop);
-            p->deadline_ms = p->accepted_ms + (uint64_t)timeout * 1000;
-            p->linked = true;
-            p->next = s->pending;
-            if (s->pending)
-                s->pending->prev = p;
-            s->pending = p;
+        struct http_conn *c = calloc(1, sizeof(*c));
+        *socket_ctx = c;
+        if (!c) {
+            /* Untracked: only MHD's idle timeout applies to it. */
+            return;
         }
-        *socket_ctx = p;
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->conn = conn;
+        c->fd = info ? info->connect_fd : -1;
+        c->reserve = s->regular >= s->max_connections;
+        if (!c->reserve)
+            s->regular++;
+        conn_enter_head(s, c, hr_ms());
+        /* Keep one slot free for whoever comes next. */
+        evict_if_full(s, c);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         for (size_t i = 0; i < s->n_rearm; i++)
             if (s->rearm[i] == conn)
                 s->rearm[i--] = s->rearm[--s->n_rearm];
-        bool was_full = s->connections >= s->max_connections;
+        bool was_full = s->connections >= s->limit;
         s->connections--;
-        if (*socket_ctx) {
-            pending_unlink(s, *socket_ctx);
-            free(*socket_ctx);
+        struct http_conn *c = *socket_ctx;
+        if (c) {
+            if (!c->reserve)
+                s->regular--;
+            if (c->phase == CONN_CLOSING)
+                s->closing--;
+            list_unlink(c);
+            free(c);
             *socket_ctx = NULL;
         }
         /* At the cap MHD stops watching the listening socket and only
@@ -245,11 +468,46 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
 void
 http_server_headers_done(struct http_server *s, struct MHD_Connection *conn)
 {
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->idle_timeout_s);
+    struct http_conn *c = conn_of(conn);
+    if (!c || c->phase == CONN_CLOSING)
+        return;
+    list_unlink(c);
+    c->phase = CONN_REQUEST;
+    c->since_ms = hr_ms();
+}
+
+void
+http_server_request_done(struct http_server *s, struct MHD_Connection *conn)
+{
+    struct http_conn *c = conn_of(conn);
+    if (!c || c->phase != CONN_REQUEST)
+        return;
+    c->phase = CONN_IDLE;
+    c->since_ms = hr_ms();
+    list_append(&s->idle, c);
+}
+
+bool
+http_server_conn_reserved(struct http_server *s, struct MHD_Connection *conn)
+{
+    struct http_conn *c = conn_of(conn);
+    return c && c->reserve;
+}
+
+void
+http_server_conn_close(struct http_server *s, struct MHD_Connection *conn)
+{
+    struct http_conn *c = conn_of(conn);
+    if (c) {
+        conn_shut(s, c);
+        return;
+    }
     const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (info && info->socket_context)
-        pending_unlink(s, info->socket_context);
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) {
+        shutdown(info->connect_fd, SHUT_RDWR);
+        http_server_kick(s);
+    }
 }
 
 static void
@@ -302,6 +560,7 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
     s->idle_timeout_s = opts->idle_timeout_s;
     s->header_timeout_s = opts->header_timeout_s;
     s->max_connections = opts->max_connections;
+    s->limit = opts->max_connections + HTTP_RESERVE_CONNECTIONS;
 
     /* No SO_REUSEPORT: a second daemon on the same address must fail to
      * start, not silently share the port with the first. */
@@ -313,8 +572,8 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
         /* The logger first, so that MHD's messages about the options that
          * follow reach our log too. */
         MHD_OPTION_EXTERNAL_LOGGER, log_cb, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_CONNECTION_LIMIT, s->limit, MHD_OPTION_CONNECTION_TIMEOUT, opts->idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_POOL_BYTES,
         MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls, MHD_OPTION_URI_LOG_CALLBACK,
         opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION, notify_connection_cb, s,
         MHD_OPTION_END);
@@ -337,7 +596,9 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
     s->timer.data = s;
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
-    uv_timer_start(&s->sweep, sweep_cb, 250, 250);
+    uv_timer_init(loop, &s->evict);
+    s->evict.data = s;
+    uv_timer_start(&s->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
     int rc = uv_poll_init(loop, &s->poll, info->epoll_fd);
     if (rc == 0)
         rc = uv_poll_start(&s->poll, UV_READABLE, poll_cb);
@@ -345,6 +606,7 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
     if (rc < 0) {
         uv_close((uv_handle_t *)&s->timer, NULL);
         uv_close((uv_handle_t *)&s->sweep, NULL);
+        uv_close((uv_handle_t *)&s->evict, NULL);
         MHD_stop_daemon(s->mhd);
         /* The timer is closed on the next loop turn; leak s rather than
          * free memory libuv still references. Start-up fails anyway. */
@@ -398,12 +660,14 @@ http_server_stop(struct http_server *s, void (*done)(void *arg), void *arg)
     uv_poll_stop(&s->poll);
     uv_timer_stop(&s->timer);
     uv_timer_stop(&s->sweep);
-    MHD_stop_daemon(s->mhd); /* closes every connection: CLOSED unlinks pending */
+    uv_timer_stop(&s->evict);
+    MHD_stop_daemon(s->mhd); /* closes every connection: CLOSED frees each one's state */
     s->mhd = NULL;
     s->done = done;
     s->done_arg = arg;
-    s->closing_handles = 3;
+    s->closing_handles = 4;
     uv_close((uv_handle_t *)&s->poll, handle_closed_cb);
     uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
     uv_close((uv_handle_t *)&s->sweep, handle_closed_cb);
+    uv_close((uv_handle_t *)&s->evict, handle_closed_cb);
 }

@@ -6,10 +6,14 @@
  * next MHD_run(), so http_server_kick() schedules one (a zero timeout),
  * once for any number of resumes. Loop thread only.
  *
- * Client limits live here too: a connection cap, an idle timeout, a short
- * timeout for connections that have not finished sending their headers
- * (shorter still when the server is nearly full), so a flood of slow
- * clients cannot hold every slot.
+ * Client limits live here too: a connection cap, an idle timeout, and a
+ * deadline for the request line and headers of every request (shorter
+ * when the server is nearly full), so a flood of slow clients cannot hold
+ * every slot. Past the cap, HTTP_RESERVE_CONNECTIONS more connections are
+ * accepted that only GET /v1/health may use (api.c answers anything else
+ * on them with 503); and whenever MHD's own limit is reached, the oldest
+ * connection that is still sending its headers, or else the oldest idle
+ * keep-alive one, is closed so the next client is accepted at once.
  */
 #ifndef BERTH_API_HTTP_H
 #define BERTH_API_HTTP_H
@@ -19,6 +23,23 @@
 #include <uv.h>
 
 #include "common/err.h"
+
+/* Connections accepted past --max-connections, for GET /v1/health only. */
+#define HTTP_RESERVE_CONNECTIONS 32
+
+/*
+ * MHD's per-connection memory pool. It holds the request line and the
+ * headers as received plus a 64-byte record for every header and query
+ * parameter (and cookie), so it bounds what berth gets to see at all: a
+ * request over it is answered by MHD itself (431 or 414 with an HTML
+ * body) before any callback of ours. At 128 KiB a request line or a
+ * header block of up to ~127 KiB, or of up to ~1,700 fields, reaches
+ * api.c (measured), which answers JSON past API_URI_MAX and
+ * API_HEADERS_MAX. MHD zeroes the whole pool between two requests, so an
+ * idle keep-alive connection holds this much memory (1,000 of them: 136
+ * MiB of RSS, against 74 MiB at 64 KiB).
+ */
+#define HTTP_CONNECTION_POOL_BYTES (128 * 1024)
 
 struct http_server;
 
@@ -51,9 +72,23 @@ void http_server_kick(struct http_server *s);
  * re-arms the socket after it (see rearm_resumed in http.c). */
 void http_server_resumed(struct http_server *s, struct MHD_Connection *conn);
 
-/* Tells that a connection's request headers are complete, so its timeout
- * becomes the idle timeout. Called from the access handler. */
+/* Tells that a connection's request headers are complete: its header
+ * deadline no longer applies. Called from the access handler. */
 void http_server_headers_done(struct http_server *s, struct MHD_Connection *conn);
+
+/* Tells that a connection's request completed (MHD's completion
+ * callback): the connection is idle until its next request begins, whose
+ * headers get the deadline from their first byte. */
+void http_server_request_done(struct http_server *s, struct MHD_Connection *conn);
+
+/* Whether conn was accepted past max_connections, into the reserve that
+ * only GET /v1/health may use. */
+bool http_server_conn_reserved(struct http_server *s, struct MHD_Connection *conn);
+
+/* Shuts conn's socket down; MHD closes the connection on its next run
+ * (after which its request's completion callback runs). For a client that
+ * breaks a limit in the middle of a request. */
+void http_server_conn_close(struct http_server *s, struct MHD_Connection *conn);
 
 /* Stops accepting new connections; existing ones are still served. */
 void http_server_quiesce(struct http_server *s);
@@ -61,7 +96,7 @@ void http_server_quiesce(struct http_server *s);
 /*
  * Stops MHD (every suspended connection must have been resumed first),
  * closes the handles and frees the server; done (may be NULL) runs once
- * both handles are closed.
+ * its handles are closed.
  */
 void http_server_stop(struct http_server *s, void (*done)(void *arg), void *arg);
 

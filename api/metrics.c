@@ -1,6 +1,8 @@
 /* Prometheus counters and histograms kept on the loop thread. */
 #include "api/metrics.h"
 
+#include "daemon/status.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,11 +162,23 @@ static void __attribute__((format(printf, 2, 3))) bprintf(struct buf *b, const c
     }
 }
 
+const char *
+metrics_number(double v, char buf[32])
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return buf;
+    }
+    return buf;
+}
+
 char *
-metrics_render(const struct metrics *m, const struct metrics_extra *extra, size_t n_extra,
+metrics_render(const struct metrics *m, const struct daemon_gauge *extra, size_t n_extra,
                size_t *len)
 {
     struct buf b = {.cap = 4096};
+    char num[32];
     b.data = malloc(b.cap);
     if (!b.data)
         return NULL;
@@ -187,8 +201,8 @@ metrics_render(const struct metrics *m, const struct metrics_extra *extra, size_
                     ds->route, duration_buckets[k], (unsigned long long)ds->buckets[k]);
         bprintf(&b, "berth_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
                 ds->route, (unsigned long long)ds->count);
-        bprintf(&b, "berth_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", ds->route,
-                ds->sum);
+        bprintf(&b, "berth_http_request_duration_seconds_sum{route=\"%s\"} %s\n", ds->route,
+                metrics_number(ds->sum, num));
         bprintf(&b, "berth_http_request_duration_seconds_count{route=\"%s\"} %llu\n", ds->route,
                 (unsigned long long)ds->count);
     }
@@ -200,12 +214,13 @@ metrics_render(const struct metrics *m, const struct metrics_extra *extra, size_
                 (unsigned long long)m->lag_buckets[k]);
     bprintf(&b, "berth_loop_lag_seconds_bucket{le=\"+Inf\"} %llu\n",
             (unsigned long long)m->lag_count);
-    bprintf(&b, "berth_loop_lag_seconds_sum %.6f\n", m->lag_sum);
+    bprintf(&b, "berth_loop_lag_seconds_sum %s\n", metrics_number(m->lag_sum, num));
     bprintf(&b, "berth_loop_lag_seconds_count %llu\n", (unsigned long long)m->lag_count);
 
     for (size_t i = 0; i < n_extra; i++)
-        bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", extra[i].name, extra[i].help,
-                extra[i].name, extra[i].type, extra[i].name, extra[i].value);
+        bprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s%s %s\n", extra[i].name, extra[i].help,
+                extra[i].name, extra[i].type, extra[i].name, extra[i].labels ? extra[i].labels : "",
+                metrics_number(extra[i].value, num));
 
     if (b.failed) {
         free(b.data);

@@ -1,6 +1,6 @@
 /*
- * The one place that builds replies and error bodies, and maps error
- * codes to HTTP statuses. Loop thread.
+ * The one place that builds replies and error bodies (statuses for
+ * errors come from api/err_status.c). Loop thread.
  */
 #include "api/request.h"
 
@@ -9,42 +9,6 @@
 #include <string.h>
 
 #include "common/log.h"
-
-unsigned
-api_err_status(int code, const char **code_str)
-{
-    static const struct {
-        int code;
-        unsigned status;
-        const char *str;
-    } map[] = {
-        {EINVAL, 400, "bad_request"},
-        {ENOENT, 404, "not_found"},
-        {EEXIST, 409, "conflict"},
-        {ERR_CONFLICT, 409, "conflict"},
-        {EBUSY, 409, "conflict"},
-        /* A server-side wait that ran out (the runtime did not answer); the
-         * routes that time out on the client's behalf answer 408 themselves. */
-        {ETIMEDOUT, 503, "timeout"},
-        {EFBIG, 413, "payload_too_large"},
-        {ERR_INVALID_CONTENT, 422, "invalid_content"},
-        {ENOTSUP, 422, "not_supported"},
-        {ERR_UNAVAILABLE, 503, "unavailable"},
-        {ECANCELED, 503, "unavailable"},
-        {ENOSPC, 507, "insufficient_storage"},
-        {EDQUOT, 507, "insufficient_storage"},
-    };
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        if (map[i].code == code) {
-            if (code_str)
-                *code_str = map[i].str;
-            return map[i].status;
-        }
-    }
-    if (code_str)
-        *code_str = "internal";
-    return 500;
-}
 
 void
 api_reply_response(struct api_req *req, unsigned status, struct MHD_Response *resp)
@@ -94,6 +58,13 @@ api_reply_json(struct api_req *req, unsigned status, json_object *body)
 }
 
 void
+api_reply_json_resume(struct api_req *req, unsigned status, json_object *body)
+{
+    api_reply_json(req, status, body);
+    api_req_resume(req);
+}
+
+void
 api_reply_error(struct api_req *req, unsigned status, const char *code, const char *fmt, ...)
 {
     char msg[1024];
@@ -106,9 +77,32 @@ api_reply_error(struct api_req *req, unsigned status, const char *code, const ch
     json_object_object_add(inner, "message", json_object_new_string(msg));
     json_object *body = json_object_new_object();
     json_object_object_add(body, "error", inner);
-    if (status >= 500)
-        log_warn("%s %s: %u %s", req->method, req->path, status, msg);
+    /* The request log line carries the code, and for 5xx the message:
+     * one line per error. */
+    if (!req->response) {
+        snprintf(req->err_code, sizeof(req->err_code), "%s", code);
+        free(req->err_msg);
+        req->err_msg = status >= 500 ? strdup(msg) : NULL;
+    }
     api_reply_json(req, status, body);
+}
+
+void
+api_reply_fail(struct api_req *req, int code, const char *fmt, ...)
+{
+    struct err err = {.code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+    va_end(ap);
+    api_reply_err(req, &err);
+}
+
+void
+api_reply_err_resume(struct api_req *req, const struct err *err)
+{
+    api_reply_err(req, err);
+    api_req_resume(req);
 }
 
 void

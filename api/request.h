@@ -17,6 +17,7 @@
 #include "api/router.h"
 #include "common/err.h"
 #include "daemon/job.h"
+#include "daemon/svc.h"
 
 /* JSON request bodies are capped: 413 past this. */
 #define API_JSON_BODY_MAX (1024 * 1024)
@@ -24,8 +25,22 @@
 #define API_URI_MAX 8192
 /* Largest total of request header names and values taken: 431 past this. */
 #define API_HEADERS_MAX 16384
+/* Most query parameters taken (MHD keeps a 64-byte record for each in the
+ * connection's pool, so they are counted, and refused, before it parses
+ * them): 414 past this. */
+#define API_QUERY_PARAMS_MAX 64
+/* A request body must arrive at this many bytes a second on average over
+ * each window of API_BODY_RATE_WINDOW_S seconds (or all that is left of
+ * it, when less), or the connection is closed. Time while the request is
+ * suspended (berth has not taken the last piece yet) does not count. */
+#define API_BODY_MIN_RATE 1024
+#define API_BODY_RATE_WINDOW_S 10
+/* The window slides in steps of this much counted time. */
+#define API_BODY_RATE_MARK_MS 500
+#define API_BODY_RATE_MARKS (API_BODY_RATE_WINDOW_S * 1000 / API_BODY_RATE_MARK_MS + 1)
 
 struct api;
+struct bpipe;
 
 struct api_req {
     struct api *api;
@@ -50,6 +65,23 @@ struct api_req {
      * len == 0 means the body is complete.
      */
     size_t (*stream_data)(struct api_req *req, const char *data, size_t len);
+    /* Bodies fed to a service's upload pipe (api/upload.h). */
+    struct bpipe *upload;
+    void (*upload_ended)(struct api_req *req);
+
+    unsigned query_params; /* as counted in the raw target */
+
+    /* The body's rate (API_BODY_MIN_RATE): from the first access call
+     * until body_done, time counts while the request is not suspended. */
+    bool body_done;          /* the body is complete, or will not be read */
+    uint64_t body_seen;      /* body bytes MHD handed over so far, any mode */
+    uint64_t rate_since_ms;  /* loop time counted up to */
+    uint64_t rate_active_ms; /* counted time so far */
+    uint64_t rate_seen_then; /* body_seen at rate_since_ms */
+    /* body_seen at every API_BODY_RATE_MARK_MS of counted time, a ring
+     * just long enough for one window. */
+    uint64_t rate_marks[API_BODY_RATE_MARKS];
+    unsigned closed_status; /* for the log: why we closed the connection */
 
     bool dispatched;          /* the handler has run */
     bool body_ended;          /* stream_data was told the body is complete */
@@ -73,6 +105,12 @@ struct api_req {
      * cleared when the request goes away, so a job whose client
      * disconnected finds NULL instead of freed memory. */
     struct api_req **weak_ref;
+    /* The service call the request waits on, detached when it goes away. */
+    struct svc_call *call;
+
+    /* The error code and (for 5xx) message replied, for the request log. */
+    char err_code[32];
+    char *err_msg;
 
     struct api_req *susp_prev, *susp_next; /* suspended list, for shutdown */
     struct api_req *live_prev, *live_next; /* every request in flight */
@@ -80,13 +118,31 @@ struct api_req {
 
 /* Path parameter by name ("ref" in /v1/images/{ref}), or NULL. */
 const char *api_req_param(const struct api_req *req, const char *name);
+/* Parses the buffered body as a JSON object, strictly (jsonutil.h); errors
+ * read "request body: ..." and are EINVAL. Blank gives {} when allow_empty. */
+int api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out,
+                      struct err *err);
 /* Query argument by name, or NULL. */
 const char *api_req_query(const struct api_req *req, const char *name);
+/*
+ * Typed query arguments; each returns 1 when present, 0 when absent (out
+ * untouched), or -EINVAL naming the argument and its value.
+ * _seconds: a finite number from 0 to max, as milliseconds (nan, inf,
+ * negative and trailing garbage are refused); _offset: a decimal byte
+ * offset that fits int64 (an overflow is refused, not clamped); _flag:
+ * present and not "0" or "false".
+ */
+int api_req_query_seconds(const struct api_req *req, const char *name, double max, int64_t *ms,
+                          struct err *err);
+int api_req_query_offset(const struct api_req *req, const char *name, int64_t *out,
+                         struct err *err);
+bool api_req_query_flag(const struct api_req *req, const char *name, bool dflt);
 /* Request header by name (case-insensitive), or NULL. */
 const char *api_req_header(const struct api_req *req, const char *name);
 
 /* Records ref as the one weak reference to req; *ref is set to req now
- * and to NULL when the request is freed. */
+ * and to NULL when the request is freed. (For jobs of the API's own, the
+ * debug routes; handlers call services, api_req_wait_call.) */
 void api_req_weak_ref(struct api_req *req, struct api_req **ref);
 
 /*
@@ -99,14 +155,40 @@ void api_req_weak_ref(struct api_req *req, struct api_req **ref);
 int api_req_run_job(struct api_req *req, struct api_req **weak, const char *name, job_work_fn work,
                     job_done_fn done, void *ctx);
 
+/*
+ * Waits on a service call (daemon/svc.h): suspends the request and
+ * detaches the call if the request goes away first. The call's callback
+ * calls api_req_call_done, replies and resumes.
+ */
+void api_req_wait_call(struct api_req *req, struct svc_call *call);
+void api_req_call_done(struct api_req *req);
+/* After a service call returned rc: waits on call, or (rc < 0) replies err. */
+void api_req_wait_or_fail(struct api_req *req, int rc, struct svc_call *call,
+                          const struct err *err);
+/* In a call's callback: ends the wait, and with err replies it, resumes
+ * and returns true. */
+bool api_req_call_failed(struct api_req *req, const struct err *err);
+/* A callback for calls that answer nothing but success: 204 or the error. */
+void api_reply_204_cb(void *arg, const struct err *err);
+
 /* Suspends the connection until api_req_resume. */
 void api_req_suspend(struct api_req *req);
 /* Resumes a suspended request and schedules MHD to process it. */
 void api_req_resume(struct api_req *req);
 
+/* Replies with the status err->code maps to (api/err_status.c), then resumes. */
+void api_reply_err_resume(struct api_req *req, const struct err *err);
+/* Replies with the status code maps to and a formatted message. */
+void api_reply_fail(struct api_req *req, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Replies with a JSON document (takes the reference to body), then resumes. */
+void api_reply_json_resume(struct api_req *req, unsigned status, json_object *body);
 /* Replies with a JSON document (takes the reference to body). */
 void api_reply_json(struct api_req *req, unsigned status, json_object *body);
-/* Replies {"error": {"code": code, "message": ...}}. */
+/* Replies {"error": {"code": code, "message": ...}} with a status picked
+ * by hand: only for protocol errors (405, 413, 414, 431); everything
+ * else goes through an error code (api_reply_err, api_reply_fail). */
 void api_reply_error(struct api_req *req, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Replies with the HTTP status and code that err->code maps to. */

@@ -3,45 +3,7 @@
 
 #include <string.h>
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes len bytes of s into out (cap bytes); -1 on bad input. */
-static int
-decode_segment(const char *s, size_t len, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (i + 2 >= len)
-                return -1;
-            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = (char)(hi * 16 + lo);
-            /* %2F is fine inside a parameter: segments were split on the
-             * raw path already. */
-            if (c == '\0')
-                return -1;
-            i += 2;
-        }
-        if (o + 1 >= cap)
-            return -1;
-        out[o++] = c;
-    }
-    out[o] = '\0';
-    return 0;
-}
+#include "common/pctdecode.h"
 
 /* Matches one pattern; 1 on match, 0 no match, -1 bad parameter. Also
  * returns via *literal_score how many literal segments matched. */
@@ -70,7 +32,7 @@ match_pattern(const char *pattern, bool rest, const char *path, struct route_mat
                 return 0;
             if (np >= ROUTE_MAX_PARAMS)
                 return 0;
-            if (decode_segment(u, ulen, m->params[np], ROUTE_PARAM_MAX) < 0)
+            if (pct_decode(u, ulen, m->params[np], ROUTE_PARAM_MAX) < 0)
                 return -1;
             size_t nlen =
                 plen - 2 < sizeof(m->names_buf[np]) - 1 ? plen - 2 : sizeof(m->names_buf[np]) - 1;
@@ -126,6 +88,8 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
         if (match_pattern(routes[i].pattern, routes[i].rest, path, &tmp, &score) != 1 ||
             score != best_score)
             continue;
+        if (!path_known)
+            m->pattern = routes[i].pattern;
         path_known = true;
         if (strcmp(routes[i].method, method) == 0 ||
             (strcmp(method, "HEAD") == 0 && strcmp(routes[i].method, "GET") == 0)) {
@@ -134,6 +98,7 @@ router_match(const struct route *routes, size_t n, const char *method, const cha
             for (unsigned k = 0; k < m->nparams; k++)
                 m->param_names[k] = m->names_buf[k];
             m->route = &routes[i];
+            m->pattern = routes[i].pattern;
             return ROUTE_FOUND;
         }
         if (allow && allow_len) {

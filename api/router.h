@@ -47,6 +47,9 @@ struct route {
 
 struct route_match {
     const struct route *route;
+    /* The pattern the path matched, also when the method did not (405),
+     * so a refused request is counted under its route. */
+    const char *pattern;
     unsigned nparams;
     char params[ROUTE_MAX_PARAMS][ROUTE_PARAM_MAX];
     const char *param_names[ROUTE_MAX_PARAMS]; /* point into the pattern copy below */

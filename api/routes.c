@@ -20,6 +20,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/containers/{handle}/processes", processes_list, BODY_NONE, NULL},
     {"POST", "/v1/containers/{handle}/processes", processes_post, BODY_JSON, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}", processes_get, BODY_NONE, NULL},
+    {"DELETE", "/v1/containers/{handle}/processes/{id}", processes_delete, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}/wait", processes_wait, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}/stdout", processes_stdout, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}/stderr", processes_stderr, BODY_NONE, NULL},

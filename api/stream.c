@@ -79,7 +79,7 @@ api_stream_start(struct api_req *req, unsigned status, const char *content_type)
 {
     struct api_stream *s = calloc(1, sizeof(*s));
     if (!s) {
-        api_reply_error(req, 500, "internal", "out of memory");
+        api_reply_fail(req, ENOMEM, "out of memory");
         return NULL;
     }
     s->req = req;
@@ -88,7 +88,7 @@ api_stream_start(struct api_req *req, unsigned status, const char *content_type)
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, reader_cb, s, free_cb);
     if (!resp) {
         free(s);
-        api_reply_error(req, 500, "internal", "out of memory");
+        api_reply_fail(req, ENOMEM, "out of memory");
         return NULL;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);

@@ -124,30 +124,68 @@ log_write(enum log_level level, const char *fmt, ...)
     emit(line, n);
 }
 
+/* Appends s for the text format, control characters as '?'. */
+static size_t
+text_into(char *buf, size_t pos, size_t cap, const char *s)
+{
+    for (; s && *s && pos + 1 < cap; s++)
+        buf[pos++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    buf[pos] = '\0';
+    return pos;
+}
+
 void
-log_request(const char *method, const char *path, unsigned status, double duration_ms)
+log_request(const struct log_req *r)
 {
     if (!log_enabled(LOG_INFO))
         return;
     char line[4608];
     char ts[64];
     format_time(ts, sizeof(ts));
-    size_t n;
+    size_t n, cap = sizeof(line) - 64;
     if (out_format == LOG_FORMAT_JSON) {
         n = (size_t)snprintf(line, sizeof(line),
                              "{\"time\":\"%s\",\"level\":\"info\",\"msg\":\"request\","
                              "\"method\":\"",
                              ts);
-        n = json_escape_into(line, n, sizeof(line) - 64, method);
+        n = json_escape_into(line, n, cap, r->method);
         n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"path\":\"");
-        n = json_escape_into(line, n, sizeof(line) - 64, path);
-        n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"status\":%u,\"duration_ms\":%.3f}",
-                              status, duration_ms);
+        n = json_escape_into(line, n, cap, r->path);
+        if (r->query && n < cap) {
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"query\":\"");
+            n = json_escape_into(line, n, cap, r->query);
+        }
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "\",\"status\":%u,\"duration_ms\":%.3f",
+                              r->status, r->duration_ms);
+        if (r->code && n < cap) {
+            n += (size_t)snprintf(line + n, sizeof(line) - n, ",\"code\":\"");
+            n = json_escape_into(line, n, cap, r->code);
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "\"");
+        }
+        if (r->error && n < cap) {
+            n += (size_t)snprintf(line + n, sizeof(line) - n, ",\"error\":\"");
+            n = json_escape_into(line, n, cap, r->error);
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "\"");
+        }
+        n += (size_t)snprintf(line + n, sizeof(line) - n, "}");
     } else {
-        n = (size_t)snprintf(line, sizeof(line), "%s info  %s %s %u %.3fms", ts, method, path,
-                             status, duration_ms);
-        if (n >= sizeof(line) - 1)
-            n = sizeof(line) - 2;
+        n = (size_t)snprintf(line, sizeof(line), "%s info  %s ", ts, r->method);
+        n = text_into(line, n, cap, r->path);
+        if (r->query) {
+            n = text_into(line, n, cap, "?");
+            n = text_into(line, n, cap, r->query);
+        }
+        n += (size_t)snprintf(line + n, sizeof(line) - n, " %u %.3fms", r->status, r->duration_ms);
+        if (r->code && n < cap) {
+            n = text_into(line, n, cap, " ");
+            n = text_into(line, n, cap, r->code);
+        }
+        if (r->error && n < cap) {
+            n = text_into(line, n, cap, ": ");
+            n = text_into(line, n, cap, r->error);
+        }
     }
+    if (n >= sizeof(line) - 1)
+        n = sizeof(line) - 2;
     emit(line, n);
 }

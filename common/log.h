@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "common/err.h"
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 
@@ -23,14 +25,25 @@ bool log_enabled(enum log_level level);
 
 /* Writes one record. fmt is the human message; with the JSON format it
  * becomes the "msg" field. */
-void log_write(enum log_level level, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
+void log_write(enum log_level level, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 /*
- * Writes one request record: method, path, status and duration, as
- * separate JSON fields in the JSON format so log processors can filter.
+ * One line per finished request, at info: method, path and query string,
+ * status, duration, and for an error its code (and for a 5xx its message:
+ * the only line that error gets). In the JSON format each is a field
+ * ("path", "query", "code", "error") so log processors can filter; in
+ * text, control characters of the client's target are shown as '?'.
  */
-void log_request(const char *method, const char *path, unsigned status, double duration_ms);
+struct log_req {
+    const char *method;
+    const char *path;
+    const char *query; /* without the '?', or NULL */
+    unsigned status;
+    double duration_ms;
+    const char *code;  /* the error code replied, or NULL */
+    const char *error; /* the error message (5xx), or NULL */
+};
+void log_request(const struct log_req *r);
 
 #define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_write(LOG_INFO, __VA_ARGS__)

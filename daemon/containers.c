@@ -14,14 +14,14 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "common/clock.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "daemon/daemon.h"
 #include "daemon/job.h"
-
-void (*containers_on_exit)(struct container *c, struct ctr_proc *pr);
+#include "daemon/svc_containers.h"
 
 const char *
 ctr_state_name(enum ctr_state s)
@@ -39,23 +39,7 @@ ctr_state_name(enum ctr_state s)
     return "unknown";
 }
 
-static int64_t
-now_unix_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 /* ---- parameters ------------------------------------------------------------- */
-
-static void
-strv_free(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
 
 void
 ctr_params_free(struct ctr_params *p)
@@ -67,6 +51,9 @@ ctr_params_free(struct ctr_params *p)
     free(p->rootfs_dir);
     strv_free(p->env);
     free(p->working_dir);
+    strv_free(p->image_entrypoint);
+    strv_free(p->image_cmd);
+    free(p->image_user);
     for (size_t i = 0; i < p->nmounts; i++) {
         free((char *)p->mounts[i].source);
         free((char *)p->mounts[i].target);
@@ -110,15 +97,12 @@ ctr_params_dup(const struct ctr_params *p)
     q->image_digest = dup_or_null(p->image_digest, &fail);
     q->rootfs_dir = dup_or_null(p->rootfs_dir, &fail);
     q->working_dir = dup_or_null(p->working_dir, &fail);
-    if (p->env) {
-        size_t n = 0;
-        while (p->env[n])
-            n++;
-        q->env = calloc(n + 1, sizeof(char *));
-        fail |= !q->env;
-        for (size_t i = 0; q->env && i < n; i++)
-            q->env[i] = dup_or_null(p->env[i], &fail);
-    }
+    q->image_user = dup_or_null(p->image_user, &fail);
+    bool oom[3];
+    q->env = strv_dup(p->env, &oom[0]);
+    q->image_entrypoint = strv_dup(p->image_entrypoint, &oom[1]);
+    q->image_cmd = strv_dup(p->image_cmd, &oom[2]);
+    fail |= oom[0] || oom[1] || oom[2];
     if (p->nmounts) {
         q->mounts = calloc(p->nmounts, sizeof(*q->mounts));
         q->mount_volumes = calloc(p->nmounts, sizeof(char *));
@@ -224,8 +208,6 @@ container_free(struct container *c)
         proc_stop_watch(pr);
         free(pr);
     }
-    if (c->grace_timer)
-        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
     ctr_params_free(c->p);
     free(c->dir);
     free(c);
@@ -256,11 +238,6 @@ containers_remove(struct container *c)
     for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
         proc_stop_watch(pr);
         notify(pr, CTR_EV_GONE);
-    }
-    if (c->grace_timer) {
-        uv_timer_stop(c->grace_timer);
-        uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
-        c->grace_timer = NULL;
     }
     container_unref(c);
 }
@@ -320,13 +297,32 @@ proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at
     proc_stop_watch(pr);
 }
 
+int
+ctr_target_init(struct ctr_target *t, struct container *c, const char *id)
+{
+    memset(t, 0, sizeof(*t));
+    if (!(t->dir = strdup(c->dir)))
+        return -ENOMEM;
+    t->c = c;
+    container_ref(c);
+    t->drv = c->reg->drv;
+    t->drv_ctx = c->reg->drv_ctx;
+    snprintf(t->handle, sizeof(t->handle), "%s", c->p->handle);
+    snprintf(t->id, sizeof(t->id), "%s", id ? id : "");
+    return 0;
+}
+
+void
+ctr_target_clear(struct ctr_target *t)
+{
+    if (t->c)
+        container_unref(t->c);
+    free(t->dir);
+    memset(t, 0, sizeof(*t));
+}
+
 struct check_job {
-    struct container *c; /* a reference */
-    const struct rt_driver *drv;
-    void *drv_ctx;
-    char handle[CTR_HANDLE_MAX + 1];
-    char id[CTR_ID_MAX + 1];
-    char *dir;
+    struct ctr_target t;
     struct rt_proc_status st;
     int rc;
     struct err err;
@@ -336,14 +332,15 @@ static void
 check_work(void *ctx)
 {
     struct check_job *j = ctx;
-    j->rc = j->drv->proc_status(j->drv_ctx, j->handle, j->dir, j->id, &j->st, &j->err);
+    struct ctr_target *t = &j->t;
+    j->rc = t->drv->proc_status(t->drv_ctx, t->handle, t->dir, t->id, &j->st, &j->err);
 }
 
 static void
 check_done(void *ctx, bool cancelled)
 {
     struct check_job *j = ctx;
-    struct ctr_proc *pr = container_proc_find(j->c, j->id);
+    struct ctr_proc *pr = container_proc_find(j->t.c, j->t.id);
     if (pr) {
         pr->checking = false;
         if (!cancelled && j->rc == 0 && j->st.started && !pr->pid)
@@ -351,16 +348,15 @@ check_done(void *ctx, bool cancelled)
         if (!cancelled && j->rc == 0 && j->st.output_truncated)
             pr->output_truncated = true;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
-            proc_set_exited(pr, &j->st, now_unix_ms());
-            if (containers_on_exit)
-                containers_on_exit(j->c, pr);
+            proc_set_exited(pr, &j->st, clock_unix_ms());
             notify(pr, CTR_EV_EXIT);
+            /* A delete waiting for its processes goes on after the last. */
+            ctr_delete_proc_exited(j->t.c);
         } else if (pr->recheck && !pr->exited && !cancelled) {
             container_proc_check(pr);
         }
     }
-    container_unref(j->c);
-    free(j->dir);
+    ctr_target_clear(&j->t);
     free(j);
 }
 
@@ -375,22 +371,15 @@ container_proc_check(struct ctr_proc *pr)
         return;
     }
     struct check_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->dir = strdup(c->dir))) {
+    if (!j || ctr_target_init(&j->t, c, pr->id) < 0) {
         free(j);
         return;
     }
-    j->c = c;
-    j->drv = c->reg->drv;
-    j->drv_ctx = c->reg->drv_ctx;
-    snprintf(j->handle, sizeof(j->handle), "%s", c->p->handle);
-    snprintf(j->id, sizeof(j->id), "%s", pr->id);
-    container_ref(c);
     pr->checking = true;
     pr->recheck = false;
     if (job_submit(c->reg->d->jobs, "process.status", check_work, check_done, j) < 0) {
         pr->checking = false;
-        container_unref(c);
-        free(j->dir);
+        ctr_target_clear(&j->t);
         free(j);
     }
 }
@@ -403,13 +392,19 @@ watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
         container_proc_check(pr);
         return;
     }
-    if (strcmp(filename, "stdout") == 0)
+    switch (pr->c->reg->drv->proc_change(filename)) {
+    case RT_PROC_CHANGE_STDOUT:
         notify(pr, CTR_EV_STDOUT);
-    else if (strcmp(filename, "stderr") == 0)
+        break;
+    case RT_PROC_CHANGE_STDERR:
         notify(pr, CTR_EV_STDERR);
-    else if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0 ||
-             strcmp(filename, "truncated") == 0)
+        break;
+    case RT_PROC_CHANGE_STATUS:
         container_proc_check(pr);
+        break;
+    case RT_PROC_CHANGE_NONE:
+        break;
+    }
 }
 
 struct ctr_proc *
@@ -424,20 +419,22 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
     pr->has_stdin = has_stdin;
     pr->pid = st->pid;
     pr->started_at = started_at;
-    pr->next = c->procs;
-    c->procs = pr;
+    struct ctr_proc **tail = &c->procs;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = pr;
     if (st->exited) {
         pr->exited = true;
-        pr->finished_at = now_unix_ms();
+        pr->finished_at = clock_unix_ms();
         pr->exit_code = st->exit_code;
         pr->signal = st->signal;
         snprintf(pr->error, sizeof(pr->error), "%s", st->error);
         pr->output_truncated = st->output_truncated;
         return pr;
     }
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/state/procs/%s", c->dir, id);
-    pr->watch = malloc(sizeof(*pr->watch));
+    const struct rt_driver *drv = c->reg->drv;
+    char *path = drv->proc_watch_dir(c->reg->drv_ctx, c->p->handle, c->dir, id);
+    pr->watch = path ? malloc(sizeof(*pr->watch)) : NULL;
     if (pr->watch) {
         uv_fs_event_init(c->reg->d->loop, pr->watch);
         pr->watch->data = pr;
@@ -448,9 +445,24 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
             pr->watch = NULL;
         }
     }
+    free(path);
     /* It may have exited before the watch was in place. */
     container_proc_check(pr);
     return pr;
+}
+
+void
+container_proc_remove(struct container *c, struct ctr_proc *pr)
+{
+    for (struct ctr_proc **pp = &c->procs; *pp; pp = &(*pp)->next) {
+        if (*pp == pr) {
+            *pp = pr->next;
+            break;
+        }
+    }
+    proc_stop_watch(pr);
+    notify(pr, CTR_EV_GONE);
+    free(pr);
 }
 
 void
@@ -463,7 +475,7 @@ container_mark_stopped(struct container *c)
         /* The init is gone and wrote nothing: say so rather than guess a code. */
         pr->exited = true;
         pr->lost = true;
-        pr->finished_at = now_unix_ms();
+        pr->finished_at = clock_unix_ms();
         snprintf(pr->error, sizeof(pr->error), "the container stopped; no exit status recorded");
         proc_stop_watch(pr);
         notify(pr, CTR_EV_EXIT);
@@ -553,11 +565,7 @@ containers_close(struct containers *reg)
             proc_stop_watch(pr);
             notify(pr, CTR_EV_GONE);
         }
-        if (c->grace_timer) {
-            uv_timer_stop(c->grace_timer);
-            uv_close((uv_handle_t *)c->grace_timer, handle_free_cb);
-            c->grace_timer = NULL;
-        }
+        ctr_delete_abandon(c);
         container_unref(c);
     }
 }

@@ -12,16 +12,19 @@
  *                    made, rewritten as "deleting" before the undo starts
  *   scratch/         the writable layer (upper, work) and the mount record
  *   rootfs/          the overlay mount of the image's snapshots
- *   bundle/, state/, init.log   the runtime driver's (runtime/oci/driver.c)
+ *   anything else        the runtime driver's, laid out as it chooses
  *
- * Processes have no record of ours: the driver's files under state/ (the
- * spec, pid and exit records, written by the container's init) are the
- * truth, so a process that exits while the daemon is down still has its
- * exit code when the daemon comes back (containers_load).
+ * Processes have no record of ours: the driver's (on oci, the spec, pid
+ * and exit records the container's init writes) are the truth, so a
+ * process that exits while the daemon is down still has its exit code
+ * when the daemon comes back (containers_open).
  *
  * Process exits and new output are noticed without a pool thread: a
- * uv_fs_event (inotify) on each running process's directory; a change
- * there runs a short job that reads the records.
+ * uv_fs_event (inotify) on the directory the driver names for each
+ * running process; a change there runs a short job that reads the records.
+ *
+ * The services on top (daemon/svc_containers.h, svc_processes.h) are what
+ * front ends call; this header is their shared state.
  */
 #ifndef BERTH_DAEMON_CONTAINERS_H
 #define BERTH_DAEMON_CONTAINERS_H
@@ -35,6 +38,7 @@
 
 struct daemon;
 struct store;
+struct ctr_delete;
 
 #define CTR_HANDLE_MAX 128
 #define CTR_ID_MAX 64
@@ -65,6 +69,10 @@ struct ctr_params {
     size_t nprops;
     int64_t grace_time_s;
     int64_t created_at; /* unix seconds */
+    /* The image's run defaults (its config), resolved by the create job;
+     * NULL or empty when the image has none or for a raw rootfs. */
+    char **image_entrypoint, **image_cmd; /* NULL-terminated or NULL */
+    char *image_user;
 };
 
 void ctr_params_free(struct ctr_params *p);
@@ -80,7 +88,7 @@ struct ctr_listener {
 };
 
 struct ctr_proc {
-    struct ctr_proc *next;
+    struct ctr_proc *next; /* oldest first */
     struct container *c;
     char id[CTR_ID_MAX + 1];
     bool has_stdin;
@@ -104,12 +112,10 @@ struct container {
     enum ctr_state state;
     struct ctr_params *p;
     char *dir;
-    struct ctr_proc *procs;
-    unsigned spawning; /* process starts in flight */
-    bool deleting_term_sent;
-    uv_timer_t *grace_timer;
-    void *delete_ctx;      /* the delete in progress (api/containers.c) */
-    uv_poll_t *init_watch; /* readable when the container's init exits */
+    struct ctr_proc *procs;      /* oldest first */
+    unsigned spawning;           /* process starts in flight */
+    struct ctr_delete *deleting; /* the delete in progress (svc_containers.c) */
+    uv_poll_t *init_watch;       /* readable when the container's init exits */
 };
 
 struct containers {
@@ -148,9 +154,12 @@ void container_ref(struct container *c);
 void container_unref(struct container *c);
 
 struct ctr_proc *container_proc_find(struct container *c, const char *id);
-/* Adds a running process after a start (or at reload) and starts watching it. */
+/* Adds a running process after a start (or at reload), as the newest,
+ * and starts watching it. */
 struct ctr_proc *container_proc_add(struct container *c, const char *id, bool has_stdin,
                                     const struct rt_proc_status *st, int64_t started_at);
+/* Forgets an exited process (its records are gone); listeners get GONE. */
+void container_proc_remove(struct container *c, struct ctr_proc *pr);
 /* Counts processes still running. */
 unsigned container_procs_running(const struct container *c);
 /* Asks for the records of a process to be read again (after a change). */
@@ -170,11 +179,26 @@ void container_watch_init(struct container *c, int pidfd);
 /* Stops watching (delete, shutdown). Loop. */
 void container_unwatch_init(struct container *c);
 
+/*
+ * What a pool job needs to reach a container, or one of its processes,
+ * through the driver: copies (a job never touches the loop's objects) and
+ * a reference that keeps the container's memory while the job runs.
+ */
+struct ctr_target {
+    struct container *c; /* a reference */
+    const struct rt_driver *drv;
+    void *drv_ctx;
+    char handle[CTR_HANDLE_MAX + 1];
+    char id[CTR_ID_MAX + 1]; /* "" for the container itself */
+    char *dir;
+};
+/* Fills t for process id of c (NULL: the container), taking a reference. 0 or -ENOMEM. */
+int ctr_target_init(struct ctr_target *t, struct container *c, const char *id);
+/* Drops the reference and the copies; a cleared target is a no-op. */
+void ctr_target_clear(struct ctr_target *t);
+
 void ctr_listen(struct ctr_proc *pr, struct ctr_listener *l);
 void ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l);
-
-/* Called on the loop when a process's state changes (exit); set by api/containers.c. */
-extern void (*containers_on_exit)(struct container *c, struct ctr_proc *pr);
 
 /* ---- blocking steps, for pool jobs ------------------------------------------ */
 
@@ -194,8 +218,13 @@ int containers_create_blocking(struct containers *reg, struct store *st, struct 
 int containers_delete_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
                                const char *dir, struct err *err);
 
-/* Parses "uid[:gid]" or a user name looked up in the container's /etc/passwd. */
+/*
+ * Resolves user ("uid[:gid]", a name, or "name:group") against the
+ * container's /etc/passwd and /etc/group, read inside its rootfs: *uid,
+ * *gid, and *home (caller frees; NULL when the user has no passwd entry).
+ * ERR_INVALID_CONTENT for an unknown name. Blocks: pool jobs only.
+ */
 int containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32_t *gid,
-                            struct err *err);
+                            char **home, struct err *err);
 
 #endif

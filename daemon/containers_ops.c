@@ -30,9 +30,13 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/strv.h"
+#include "jsonutil/jsonutil.h"
 #include "store/digest.h"
 #include "daemon/daemon.h"
 #include "store/layer.h"
+#include "store/oci.h"
+#include "store/refname.h"
 #include "store/scratch.h"
 #include "store/store.h"
 
@@ -43,6 +47,27 @@
 #define SCRATCH_IMAGE "scratch.img"
 
 /* ---- the record ------------------------------------------------------------- */
+
+static json_object *
+strv_to_json(char *const *v)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; v && v[i]; i++)
+        json_object_array_add(a, json_object_new_string(v[i]));
+    return a;
+}
+
+/* A string array member as a vector, or NULL when absent or malformed. */
+static char **
+strv_of(json_object *o, const char *key)
+{
+    json_object *a = NULL;
+    char **v = NULL;
+    struct err ignored;
+    if (jsonutil_get_array(o, "", key, false, &a, &ignored) == 1)
+        jsonutil_strv(a, key, 65536, &v, &ignored);
+    return v;
+}
 
 static int
 record_write(const struct ctr_params *p, const char *dir, const char *state, struct err *err)
@@ -64,10 +89,7 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
     json_object_object_add(l, "pids", json_object_new_int64(p->limits.pids));
     json_object_object_add(l, "disk_bytes", json_object_new_int64((int64_t)p->limits.disk_bytes));
     json_object_object_add(o, "limits", l);
-    json_object *env = json_object_new_array();
-    for (size_t i = 0; p->env && p->env[i]; i++)
-        json_object_array_add(env, json_object_new_string(p->env[i]));
-    json_object_object_add(o, "env", env);
+    json_object_object_add(o, "env", strv_to_json(p->env));
     if (p->working_dir)
         json_object_object_add(o, "working_dir", json_object_new_string(p->working_dir));
     json_object *mounts = json_object_new_array();
@@ -88,6 +110,12 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
     json_object_object_add(o, "properties", props);
     json_object_object_add(o, "grace_time_s", json_object_new_int64(p->grace_time_s));
     json_object_object_add(o, "created_at", json_object_new_int64(p->created_at));
+    if (p->image_entrypoint)
+        json_object_object_add(o, "image_entrypoint", strv_to_json(p->image_entrypoint));
+    if (p->image_cmd)
+        json_object_object_add(o, "image_cmd", strv_to_json(p->image_cmd));
+    if (p->image_user)
+        json_object_object_add(o, "image_user", json_object_new_string(p->image_user));
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
     cleanup_free char *path = fs_path_join(dir, RECORD_NAME);
@@ -95,24 +123,6 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
                    : err_set(err, ENOMEM, "container record: out of memory");
     json_object_put(o);
     return ret;
-}
-
-static char *
-jstr(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return strdup(json_object_get_string(v));
-}
-
-static int64_t
-jint(json_object *o, const char *key)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v))
-        return 0;
-    return json_object_get_int64(v);
 }
 
 /* Reads a record; *state gets its state string (caller frees). */
@@ -125,47 +135,43 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
     int ret = fs_read_file(path, RECORD_MAX, &text, &len, err);
     if (ret < 0)
         return ret;
-    json_object *o = json_tokener_parse(text);
-    if (!o || !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        return err_set(err, EIO, "container record %s: not a JSON object", path);
-    }
+    json_object *o = NULL;
+    if (jsonutil_parse_object(text, len, false, &o, err) < 0)
+        return err_set(err, EIO, "container record %s: %s", path, err->msg);
     struct ctr_params *p = calloc(1, sizeof(*p));
-    cleanup_free char *handle = jstr(o, "handle");
+    cleanup_free char *handle = jsonutil_strdup(o, "handle");
     if (!p || !handle || !rt_handle_valid(handle)) {
         free(p);
         json_object_put(o);
         return err_set(err, EIO, "container record %s: no valid handle", path);
     }
     snprintf(p->handle, sizeof(p->handle), "%s", handle);
-    *state = jstr(o, "state");
-    p->image_ref = jstr(o, "image");
-    p->image_digest = jstr(o, "image_digest");
-    p->rootfs_dir = jstr(o, "rootfs_dir");
-    p->working_dir = jstr(o, "working_dir");
+    *state = jsonutil_strdup(o, "state");
+    p->image_ref = jsonutil_strdup(o, "image");
+    p->image_digest = jsonutil_strdup(o, "image_digest");
+    p->rootfs_dir = jsonutil_strdup(o, "rootfs_dir");
+    p->working_dir = jsonutil_strdup(o, "working_dir");
     json_object *l, *a, *v;
     if (json_object_object_get_ex(o, "limits", &l)) {
-        p->limits.memory_bytes = (uint64_t)jint(l, "memory_bytes");
-        p->limits.cpu_shares = (uint64_t)jint(l, "cpu_shares");
-        p->limits.cpu_quota_pct = (uint32_t)jint(l, "cpu_quota_pct");
-        p->limits.pids = jint(l, "pids");
-        p->limits.disk_bytes = (uint64_t)jint(l, "disk_bytes");
+        p->limits.memory_bytes = (uint64_t)jsonutil_int64_or0(l, "memory_bytes");
+        p->limits.cpu_shares = (uint64_t)jsonutil_int64_or0(l, "cpu_shares");
+        p->limits.cpu_quota_pct = (uint32_t)jsonutil_int64_or0(l, "cpu_quota_pct");
+        p->limits.pids = jsonutil_int64_or0(l, "pids");
+        p->limits.disk_bytes = (uint64_t)jsonutil_int64_or0(l, "disk_bytes");
     }
-    if (json_object_object_get_ex(o, "env", &a) && json_object_is_type(a, json_type_array)) {
-        size_t n = json_object_array_length(a);
-        p->env = calloc(n + 1, sizeof(char *));
-        for (size_t i = 0; p->env && i < n; i++)
-            p->env[i] = strdup(json_object_get_string(json_object_array_get_idx(a, i)));
-    }
+    p->env = strv_of(o, "env");
+    p->image_entrypoint = strv_of(o, "image_entrypoint");
+    p->image_cmd = strv_of(o, "image_cmd");
+    p->image_user = jsonutil_strdup(o, "image_user");
     if (json_object_object_get_ex(o, "mounts", &a) && json_object_is_type(a, json_type_array)) {
         size_t n = json_object_array_length(a);
         p->mounts = calloc(n ? n : 1, sizeof(*p->mounts));
         p->mount_volumes = calloc(n ? n : 1, sizeof(char *));
         for (size_t i = 0; p->mounts && p->mount_volumes && i < n; i++) {
             json_object *m = json_object_array_get_idx(a, i);
-            p->mounts[i].source = jstr(m, "source");
-            p->mount_volumes[i] = jstr(m, "volume");
-            p->mounts[i].target = jstr(m, "target");
+            p->mounts[i].source = jsonutil_strdup(m, "source");
+            p->mount_volumes[i] = jsonutil_strdup(m, "volume");
+            p->mounts[i].target = jsonutil_strdup(m, "target");
             p->mounts[i].readonly =
                 json_object_object_get_ex(m, "readonly", &v) && json_object_get_boolean(v);
             p->nmounts = i + 1;
@@ -185,14 +191,73 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
             p->nprops++;
         }
     }
-    p->grace_time_s = jint(o, "grace_time_s");
-    p->created_at = jint(o, "created_at");
+    p->grace_time_s = jsonutil_int64_or0(o, "grace_time_s");
+    p->created_at = jsonutil_int64_or0(o, "created_at");
     json_object_put(o);
     *out = p;
     return 0;
 }
 
 /* ---- create and delete ------------------------------------------------------ */
+
+/* env over base, by name: a name in env replaces the base's entry. */
+static char **
+env_layer(char *const *base, char *const *env)
+{
+    char **out = calloc(1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; out && base && base[i]; i++)
+        if (strv_env_find(env, base[i]) < 0 && strv_push(&out, &n, base[i]) < 0) {
+            strv_free(out);
+            out = NULL;
+        }
+    for (size_t i = 0; out && env && env[i]; i++)
+        if (strv_push(&out, &n, env[i]) < 0) {
+            strv_free(out);
+            out = NULL;
+        }
+    return out;
+}
+
+/*
+ * The image config's run defaults, as Docker applies them: the
+ * container's env over the image's Env, WorkingDir when the request
+ * gave no working_dir, and Entrypoint, Cmd and User kept for its
+ * processes.
+ */
+static int
+apply_image_config(struct store *st, const struct meta_image *img, struct ctr_params *p,
+                   struct err *err)
+{
+    cleanup_free char *buf = NULL;
+    size_t len = 0;
+    int ret = blob_read_small(st->blobs, img->config_digest, OCI_DOC_MAX, &buf, &len, err);
+    if (ret < 0)
+        return ret;
+    struct oci_config *cfg = NULL;
+    if ((ret = oci_config_parse(buf, len, img->config_digest, &cfg, err)) < 0)
+        return ret;
+    bool oom = false, oom2 = false, oom3 = false;
+    char **env = env_layer(cfg->env, p->env);
+    strv_free(p->image_entrypoint);
+    strv_free(p->image_cmd);
+    free(p->image_user);
+    p->image_entrypoint = strv_dup(cfg->entrypoint, &oom);
+    p->image_cmd = strv_dup(cfg->cmd, &oom2);
+    p->image_user = cfg->user ? strdup(cfg->user) : NULL;
+    if (!p->working_dir && cfg->working_dir && cfg->working_dir[0] == '/' &&
+        !(p->working_dir = strdup(cfg->working_dir)))
+        oom3 = true;
+    oom3 |= cfg->user && !p->image_user;
+    oci_config_free(cfg);
+    if (!env || oom || oom2 || oom3) {
+        strv_free(env);
+        return err_set(err, ENOMEM, "image config: out of memory");
+    }
+    strv_free(p->env);
+    p->env = env;
+    return 0;
+}
 
 static int delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p,
                         const char *dir, bool undo, struct err *err);
@@ -256,9 +321,7 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         if (!st)
             return err_set(err, ERR_UNAVAILABLE, "create container %s: the store is not available",
                            p->handle);
-        ret = meta_image_get(st->meta, p->image_ref, &img, err);
-        if (ret == -ENOENT)
-            return err_set(err, ENOENT, "image %s: not found", p->image_ref);
+        ret = image_ref_lookup(st->meta, p->image_ref, &img, err);
         if (ret < 0)
             return ret;
         free(p->image_digest);
@@ -266,6 +329,10 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         if (!p->image_digest) {
             meta_image_free(img);
             return err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+        }
+        if ((ret = apply_image_config(st, img, p, err)) < 0) {
+            meta_image_free(img);
+            return err_wrap(err, "create container %s", p->handle);
         }
     }
     /* A directory left by an earlier container of this handle that its
@@ -390,151 +457,86 @@ containers_delete_blocking(struct containers *reg, struct store *st, const struc
     return delete_steps(reg, st, p, dir, false, err);
 }
 
-/* ---- users ------------------------------------------------------------------ */
-
-static int
-parse_u32(const char *s, size_t len, uint32_t *out)
-{
-    if (len == 0 || len > 10)
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    if (v > UINT32_MAX - 1)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-int
-containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32_t *gid,
-                        struct err *err)
-{
-    const char *colon = strchr(user, ':');
-    size_t ulen = colon ? (size_t)(colon - user) : strlen(user);
-    if (parse_u32(user, ulen, uid) == 0) {
-        *gid = 0;
-        if (colon && parse_u32(colon + 1, strlen(colon + 1), gid) < 0)
-            return err_set(err, EINVAL, "field \"user\": %s: expected uid[:gid] or a name", user);
-        return 0;
-    }
-    if (colon)
-        return err_set(err, EINVAL, "field \"user\": %s: expected uid[:gid] or a name", user);
-    /* The image's /etc/passwd, resolved inside the rootfs so that its
-     * symlinks never lead to the host's files. */
-    cleanup_free char *root = fs_path_join(dir, "rootfs");
-    cleanup_close int rfd = root ? open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (rfd < 0)
-        return err_errno(err, errno, "user %s: open the container's rootfs", user);
-    /* O_NONBLOCK: the container can replace its /etc/passwd with a FIFO,
-     * which must not block this job; only a regular file is read. */
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    cleanup_close int fd = (int)syscall(SYS_openat2, rfd, "etc/passwd", &how, sizeof(how));
-    if (fd < 0)
-        return err_set(err, ERR_INVALID_CONTENT, "user %s: the image has no /etc/passwd", user);
-    struct stat pst;
-    if (fstat(fd, &pst) < 0 || !S_ISREG(pst.st_mode))
-        return err_set(err, ERR_INVALID_CONTENT, "user %s: /etc/passwd is not a regular file",
-                       user);
-    cleanup_fclose FILE *f = fdopen(fd, "r");
-    if (!f)
-        return err_errno(err, errno, "user %s: read /etc/passwd", user);
-    fd = -1;
-    char line[1024];
-    size_t lines = 0;
-    while (fgets(line, sizeof(line), f) && lines++ < 100000) {
-        char *save = NULL;
-        char *name = strtok_r(line, ":", &save);
-        strtok_r(NULL, ":", &save);
-        char *u = strtok_r(NULL, ":", &save);
-        char *g = strtok_r(NULL, ":", &save);
-        if (!name || !u || !g || strcmp(name, user) != 0)
-            continue;
-        if (parse_u32(u, strlen(u), uid) == 0 && parse_u32(g, strlen(g), gid) == 0)
-            return 0;
-    }
-    return err_set(err, ERR_INVALID_CONTENT, "user %s: not in the image's /etc/passwd", user);
-}
-
 /* ---- start-up --------------------------------------------------------------- */
 
-static int64_t
-mtime_ms(int dfd, const char *name)
+struct proc_found {
+    char *id;
+    struct rt_proc_status st;
+    struct rt_proc_times t;
+};
+
+static int
+by_start(const void *a, const void *b)
 {
-    struct stat sb;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-        return 0;
-    return (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000;
+    const struct proc_found *x = a, *y = b;
+    if (x->t.started_ms != y->t.started_ms)
+        return x->t.started_ms < y->t.started_ms ? -1 : 1;
+    return strcmp(x->id, y->id);
 }
 
-/* Brings back the processes of a reloaded container from its state directory. */
+/* Brings back the processes of a reloaded container from the driver's
+ * records, oldest first. */
 static void
 load_procs(struct containers *reg, struct container *c)
 {
-    cleanup_free char *procs = NULL;
-    if (asprintf(&procs, "%s/state/procs", c->dir) < 0)
+    const struct rt_driver *drv = reg->drv;
+    char **ids = NULL;
+    struct err err = {0};
+    if (drv->proc_list(reg->drv_ctx, c->p->handle, c->dir, &ids, &err) < 0) {
+        log_warn("container %s: %s", c->p->handle, err.msg);
         return;
-    DIR *dp = opendir(procs);
-    if (!dp)
-        return;
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        if (!rt_id_valid(de->d_name))
-            continue;
-        struct rt_proc_status st;
-        struct err err = {0};
-        if (reg->drv->proc_status(reg->drv_ctx, c->p->handle, c->dir, de->d_name, &st, &err) < 0)
-            continue;
-        int pfd = openat(dirfd(dp), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int64_t started = 0, finished = 0;
-        bool has_stdin = false;
-        if (pfd >= 0) {
-            started = mtime_ms(pfd, "spec");
-            finished = mtime_ms(pfd, "exit");
-            has_stdin = faccessat(pfd, "stdin", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-            close(pfd);
-        }
-        if (!st.exited && c->state != CTR_RUNNING) {
-            /* Its container is gone: the process went with it. */
-            st.exited = true;
-            struct ctr_proc *pr = container_proc_add(c, de->d_name, has_stdin, &st, started);
-            if (pr) {
-                pr->lost = true;
-                pr->finished_at = 0;
-                snprintf(pr->error, sizeof(pr->error),
-                         "the container stopped; no exit status recorded");
-            }
-            continue;
-        }
-        struct ctr_proc *pr = container_proc_add(c, de->d_name, has_stdin, &st, started);
-        if (pr && st.exited)
-            pr->finished_at = finished;
     }
-    closedir(dp);
+    size_t n = strv_len(ids), k = 0;
+    struct proc_found *found = calloc(n ? n : 1, sizeof(*found));
+    for (size_t i = 0; found && i < n; i++) {
+        struct proc_found *f = &found[k];
+        if (drv->proc_status(reg->drv_ctx, c->p->handle, c->dir, ids[i], &f->st, &err) < 0)
+            continue;
+        if (drv->proc_times(reg->drv_ctx, c->p->handle, c->dir, ids[i], &f->t, &err) < 0)
+            memset(&f->t, 0, sizeof(f->t));
+        f->id = ids[i];
+        k++;
+    }
+    if (found)
+        qsort(found, k, sizeof(*found), by_start);
+    for (size_t i = 0; found && i < k; i++) {
+        struct proc_found *f = &found[i];
+        bool lost = !f->st.exited && c->state != CTR_RUNNING;
+        if (lost)
+            f->st.exited = true; /* its container is gone: the process went with it */
+        struct ctr_proc *pr = container_proc_add(c, f->id, f->t.has_stdin, &f->st, f->t.started_ms);
+        if (pr && lost) {
+            pr->lost = true;
+            pr->finished_at = 0;
+            snprintf(pr->error, sizeof(pr->error),
+                     "the container stopped; no exit status recorded");
+        } else if (pr && f->st.exited) {
+            pr->finished_at = f->t.finished_ms;
+        }
+    }
+    free(found);
+    strv_free(ids);
 }
 
-/* Removes runtime containers that no record claims (runc's state dirs). */
+/* Removes runtime containers that no record claims. */
 static void
-remove_orphans(struct containers *reg, const char *runc_root)
+remove_orphans(struct containers *reg)
 {
-    DIR *dp = opendir(runc_root);
-    if (!dp)
+    char **handles = NULL;
+    struct err err = {0};
+    if (reg->drv->container_list(reg->drv_ctx, &handles, &err) < 0) {
+        log_warn("containers: %s", err.msg);
         return;
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        if (!rt_handle_valid(de->d_name) || containers_find(reg, de->d_name))
+    }
+    for (size_t i = 0; handles[i]; i++) {
+        if (containers_find(reg, handles[i]))
             continue;
-        cleanup_free char *dir = fs_path_join(reg->root, de->d_name);
-        struct err err = {0};
-        log_info("container %s: runtime state without a record; removing it", de->d_name);
-        if (reg->drv->container_delete(reg->drv_ctx, de->d_name, dir, &err) < 0)
+        cleanup_free char *dir = fs_path_join(reg->root, handles[i]);
+        log_info("container %s: runtime state without a record; removing it", handles[i]);
+        if (reg->drv->container_delete(reg->drv_ctx, handles[i], dir, &err) < 0)
             log_warn("%s", err.msg);
     }
-    closedir(dp);
+    strv_free(handles);
 }
 
 int
@@ -621,8 +623,6 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
                  container_procs_running(c));
     }
     closedir(dp);
-    cleanup_free char *runc_root = fs_path_join(state_root, "runc");
-    if (runc_root)
-        remove_orphans(reg, runc_root);
+    remove_orphans(reg);
     return 0;
 }

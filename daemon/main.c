@@ -19,6 +19,8 @@
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
 #include "daemon/runtime_probe.h"
+#include "daemon/svc_containers.h"
+#include "daemon/svc_images.h"
 #include "daemon/volume_ttl.h"
 #include "store/store.h"
 
@@ -77,6 +79,7 @@ signal_cb(uv_signal_t *s, int signum)
              job_queue_running(b->d.jobs), job_queue_queued(b->d.jobs));
     b->d.shutting_down = true;
     api_begin_shutdown(b->api);
+    containers_shutdown(b->d.containers);
     job_queue_shutdown(b->d.jobs);
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
 }
@@ -166,14 +169,8 @@ main(int argc, char **argv)
         exit_code = 1;
         goto teardown;
     }
-    log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
-             BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
-             strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root, b.cfg.runtime,
-             b.cfg.pool_threads);
-
-    if (volume_ttl_start(d) < 0)
-        log_error("volume TTLs: out of memory");
-
+    /* The handlers are in place before the line that tells the world we
+     * listen: a SIGTERM sent the moment it appears is a clean shutdown. */
     uv_signal_init(&loop, &b.sigterm);
     uv_signal_init(&loop, &b.sigint);
     b.sigterm.data = b.sigint.data = &b;
@@ -181,6 +178,17 @@ main(int argc, char **argv)
     uv_signal_start(&b.sigint, signal_cb, SIGINT);
     uv_timer_init(&loop, &b.shutdown_timer);
     b.shutdown_timer.data = &b;
+
+    log_info("berthd %s listening on http://%s%s%s:%u (root %s, runtime %s, %u pool threads)",
+             BERTH_VERSION, strchr(b.cfg.listen_host, ':') ? "[" : "", b.cfg.listen_host,
+             strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root, b.cfg.runtime,
+             b.cfg.pool_threads);
+
+    if (volume_ttl_start(d) < 0)
+        log_error("volume TTLs: out of memory");
+    /* What a crash during a prune left goes now, in a job: health is
+     * ready at once. */
+    images_gc_start(d);
 
     uv_run(&loop, UV_RUN_DEFAULT);
 

@@ -30,17 +30,17 @@ static void
 probe_store(const char *root, struct monitor_snapshot *s)
 {
     struct err err = {0};
-    s->store_writable = false;
-    s->store_error[0] = '\0';
-    if (fs_free_bytes(root, &s->store_free_bytes, &err) < 0) {
-        snprintf(s->store_error, sizeof(s->store_error), "%s", err.msg);
+    s->root_writable = false;
+    s->root_error[0] = '\0';
+    if (fs_free_bytes(root, &s->root_free_bytes, &err) < 0) {
+        snprintf(s->root_error, sizeof(s->root_error), "%s", err.msg);
         return;
     }
     char path[4096];
     snprintf(path, sizeof(path), "%s/.health-probe", root);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s", root,
+        snprintf(s->root_error, sizeof(s->root_error), "store root %s is not writable: %s", root,
                  strerror(errno));
         return;
     }
@@ -49,11 +49,11 @@ probe_store(const char *root, struct monitor_snapshot *s)
     close(fd);
     unlink(path);
     if (!ok) {
-        snprintf(s->store_error, sizeof(s->store_error), "store root %s is not writable: %s", root,
+        snprintf(s->root_error, sizeof(s->root_error), "store root %s is not writable: %s", root,
                  strerror(e));
         return;
     }
-    s->store_writable = true;
+    s->root_writable = true;
 }
 
 /* The runtime probe runs a child (runc --version): every few rounds is

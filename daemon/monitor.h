@@ -21,9 +21,9 @@ typedef int (*monitor_probe_fn)(void *ctx, struct err *err);
 
 struct monitor_snapshot {
     bool probed; /* false until the first round finished */
-    bool store_writable;
-    uint64_t store_free_bytes;
-    char store_error[ERR_MSG_MAX];
+    bool root_writable;
+    uint64_t root_free_bytes;
+    char root_error[ERR_MSG_MAX];
     bool runtime_usable;
     char runtime_error[ERR_MSG_MAX];
 };

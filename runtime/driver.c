@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#include "common/fsutil.h"
-
 extern const struct rt_driver rt_oci_driver;
 
 const struct rt_driver *
@@ -25,12 +23,6 @@ rt_driver_lookup(const char *name, struct err *err)
     }
     err_set(err, EINVAL, "runtime %s: unknown (choose oci)", name);
     return NULL;
-}
-
-char *
-rt_container_state_dir(const char *dir)
-{
-    return fs_path_join(dir, "state");
 }
 
 static bool

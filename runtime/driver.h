@@ -38,8 +38,9 @@ struct rt_mount {
 /*
  * A container to create. `dir` is the container's private directory on
  * the host, owned by the daemon and never visible inside the container;
- * drivers keep their bundle and the container's state directory under it
- * (see rt_container_state_dir()).
+ * drivers keep their bundle and the container's state directory under it,
+ * laid out as they choose (the daemon asks for paths through the
+ * operations below, never builds them).
  */
 struct rt_container_spec {
     const char *handle;   /* [A-Za-z0-9_.-]{1,128}, unique on this host */
@@ -72,6 +73,21 @@ struct rt_proc_spec {
     /* Cap on stdout and stderr together; past it the process is killed.
      * 0: the driver's default (rt_config.max_output_bytes). */
     uint64_t max_output_bytes;
+};
+
+/* What a change in a process's watched directory (proc_watch_dir) means. */
+enum rt_proc_change {
+    RT_PROC_CHANGE_NONE,   /* nothing the daemon follows */
+    RT_PROC_CHANGE_STDOUT, /* new output on stdout */
+    RT_PROC_CHANGE_STDERR, /* new output on stderr */
+    RT_PROC_CHANGE_STATUS, /* the pid or exit record may have changed */
+};
+
+/* When a process's records say it started and ended (for a reload). */
+struct rt_proc_times {
+    int64_t started_ms;  /* unix ms, 0 when unknown */
+    int64_t finished_ms; /* unix ms, 0 while running or unknown */
+    bool has_stdin;
 };
 
 /* What is known of a process. */
@@ -149,6 +165,29 @@ struct rt_driver {
     /* Lets the process see EOF on stdin once every writer closed. */
     int (*proc_stdin_close)(void *ctx, const char *handle, const char *dir, const char *id,
                             struct err *err);
+
+    /*
+     * The layout of a process's records belongs to the driver; the daemon
+     * only asks. proc_watch_dir: the directory whose changes tell of new
+     * output and of the exit (a new string the caller frees; NULL when the
+     * driver has none to watch, or on OOM). Pure: does not block.
+     */
+    char *(*proc_watch_dir)(void *ctx, const char *handle, const char *dir, const char *id);
+    /* What a change of filename in that directory means. Pure. */
+    enum rt_proc_change (*proc_change)(const char *filename);
+    /* The ids of every process the container's records hold (caller frees
+     * with strv_free); an empty list when there are none. */
+    int (*proc_list)(void *ctx, const char *handle, const char *dir, char ***ids, struct err *err);
+    int (*proc_times)(void *ctx, const char *handle, const char *dir, const char *id,
+                      struct rt_proc_times *out, struct err *err);
+    /* Removes an exited (or never started) process's records and output;
+     * ERR_CONFLICT while it runs, ENOENT when there are none. */
+    int (*proc_remove)(void *ctx, const char *handle, const char *dir, const char *id,
+                       struct err *err);
+    /* The handles of every container the runtime itself knows (caller
+     * frees with strv_free), so the daemon can remove those no record of
+     * its own claims. */
+    int (*container_list)(void *ctx, char ***handles, struct err *err);
 };
 
 /*
@@ -157,9 +196,6 @@ struct rt_driver {
  * Returns a static table, or NULL with err set.
  */
 const struct rt_driver *rt_driver_lookup(const char *name, struct err *err);
-
-/* The container's state directory below its private dir: "<dir>/state". Caller frees. */
-char *rt_container_state_dir(const char *dir);
 
 /* Is id a valid process ID ([A-Za-z0-9_.-]{1,64}, not starting with '.')? */
 bool rt_id_valid(const char *id);

@@ -23,6 +23,8 @@ BERTH_TEST_PACKAGES=(check busybox-static umoci skopeo zstd curl
 # them, tcl generates SQLite's amalgamation).
 BERTH_WINDOWS_PACKAGES=(mingw-w64 libz-mingw-w64-dev wine64 wine cmake make pkg-config
     build-essential dpkg-dev xz-utils perl tcl autoconf automake libtool)
+# scripts/fuzz.sh: libFuzzer, ASan and UBSan come with clang's runtime.
+BERTH_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 berth_install_missing() {
     local missing=()

@@ -26,6 +26,7 @@
 
 #include <dirent.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +34,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "store/db.h"
 
 /* A sorted set of digests, filled from an ORDER BY query. */
 struct digest_set {
@@ -77,38 +79,17 @@ set_has(const struct digest_set *s, const char *d)
     return s->n > 0 && bsearch(d, s->items, s->n, sizeof(*s->items), cmp_digest) != NULL;
 }
 
-static int
-sql_exec(sqlite3 *db, const char *sql, struct err *err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int ret = err_set(err, EIO, "gc: %s", msg ? msg : sqlite3_errmsg(db));
-        sqlite3_free(msg);
-        return ret;
-    }
-    return 0;
-}
-
 /* Loads the single text column of sql (sorted by BINARY, like strcmp) into s. */
 static int
 sql_load_set(sqlite3 *db, const char *sql, struct digest_set *s, struct err *err)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
-    int rc;
-    int ret = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    cleanup_stmt sqlite3_stmt *st = NULL;
+    int ret = db_prepare(db, &st, err, sql, "");
+    while (ret == 0 && (ret = db_step(db, st, err)) == 1) {
         const char *d = (const char *)sqlite3_column_text(st, 0);
-        if (d && set_add(s, d) < 0) {
-            ret = err_set(err, ENOMEM, "gc: out of memory");
-            break;
-        }
+        ret = d && set_add(s, d) < 0 ? err_set(err, ENOMEM, "gc: out of memory") : 0;
     }
-    if (ret == 0 && rc != SQLITE_DONE)
-        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    return ret;
+    return ret < 0 ? ret : 0;
 }
 
 /*
@@ -173,7 +154,7 @@ sweep_blobs(sqlite3 *db, struct gc_ctx *ctx, struct err *err)
     }
     /* Rows of unreachable blobs go whether or not a file was there; their
      * references go with them (ON DELETE CASCADE). */
-    return sql_exec(db, "DELETE FROM blobs WHERE digest NOT IN (SELECT d FROM gc_live_blobs)", err);
+    return db_exec(db, "DELETE FROM blobs WHERE digest NOT IN (SELECT d FROM gc_live_blobs)", err);
 }
 
 /*
@@ -216,22 +197,18 @@ snapshot_remove_counted(struct gc_ctx *ctx, const char *snap_root, const char *h
 static int
 sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, struct err *err)
 {
-    sqlite3_stmt *sel = NULL, *del = NULL;
+    cleanup_stmt sqlite3_stmt *sel = NULL;
     struct digest_set dead = {0};
     int64_t *sizes = NULL;
     size_t cap = 0;
-    int ret = 0, rc;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT chain_id, size_bytes FROM snapshots"
-                           " WHERE chain_id NOT IN (SELECT c FROM gc_live_snapshots)",
-                           -1, &sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "DELETE FROM snapshots WHERE chain_id = ?", -1, &del, NULL) !=
-            SQLITE_OK) {
-        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
-        goto out;
-    }
+    int ret = db_prepare(db, &sel, err,
+                         "SELECT chain_id, size_bytes FROM snapshots"
+                         " WHERE chain_id NOT IN (SELECT c FROM gc_live_snapshots)",
+                         "");
+    if (ret < 0)
+        return err_wrap(err, "gc");
     /* Collect first: deleting from the table being scanned is best avoided. */
-    while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+    while ((ret = db_step(db, sel, err)) == 1) {
         if (dead.n == cap) {
             cap = cap ? cap * 2 : 64;
             int64_t *ns = realloc(sizes, cap * sizeof(*ns));
@@ -247,28 +224,22 @@ sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
             break;
         }
     }
-    if (ret == 0 && rc != SQLITE_DONE)
-        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
     for (size_t i = 0; ret == 0 && i < dead.n; i++) {
         const char *chain = dead.items[i];
         const char *hex = digest_hex(chain);
         if (hex && !snapshot_remove_counted(ctx, snap_root, hex))
             continue;
-        sqlite3_reset(del);
-        sqlite3_bind_text(del, 1, chain, -1, SQLITE_STATIC);
-        if (sqlite3_step(del) != SQLITE_DONE) {
-            ret = err_set(err, EIO, "gc: delete snapshot %s: %s", chain, sqlite3_errmsg(db));
+        ret = db_run(db, NULL, err, "DELETE FROM snapshots WHERE chain_id = ?", "t", chain);
+        if (ret < 0) {
+            err_wrap(err, "gc: delete snapshot %s", chain);
             break;
         }
         ctx->res->snapshots_removed++;
         ctx->res->snapshot_bytes_freed += sizes[i] > 0 ? (uint64_t)sizes[i] : 0;
     }
-out:
     free(dead.items);
     free(sizes);
-    sqlite3_finalize(sel);
-    sqlite3_finalize(del);
-    return ret;
+    return ret < 0 ? ret : 0;
 }
 
 /* Directories with no row at all (a crash between unpack and commit). */
@@ -281,13 +252,7 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
             return 0;
         return err_errno(err, errno, "gc: list %s", snap_root);
     }
-    sqlite3_stmt *has = NULL;
     int ret = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM snapshots WHERE chain_id = ?", -1, &has, NULL) !=
-        SQLITE_OK) {
-        ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
-        goto out;
-    }
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         if (strlen(de->d_name) != DIGEST_HEX_LEN || !digest_hex_valid(de->d_name, DIGEST_HEX_LEN))
@@ -296,29 +261,26 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
         snprintf(chain, sizeof(chain), DIGEST_PREFIX "%.64s", de->d_name);
         if (set_has(&ctx->live_snapshots, chain))
             continue;
-        sqlite3_reset(has);
-        sqlite3_bind_text(has, 1, chain, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(has);
-        if (rc == SQLITE_ROW)
-            continue; /* an unreferenced row kept because it was busy */
-        if (rc != SQLITE_DONE) {
-            ret = err_set(err, EIO, "gc: %s", sqlite3_errmsg(db));
+        int64_t unused;
+        bool has_row = false;
+        ret = db_int(db, &unused, &has_row, err, "SELECT 1 FROM snapshots WHERE chain_id = ?", "t",
+                     chain);
+        if (ret < 0)
             break;
-        }
+        if (has_row)
+            continue; /* an unreferenced row kept because it was busy */
         if (snapshot_remove_counted(ctx, snap_root, de->d_name))
             ctx->res->snapshots_removed++;
     }
-out:
-    sqlite3_finalize(has);
     closedir(dir);
-    return ret;
+    return ret < 0 ? err_wrap(err, "gc") : 0;
 }
 
 static int
 gc_locked(struct sqlite3 *db, void *opaque, struct err *err)
 {
     struct gc_ctx *ctx = opaque;
-    int ret = sql_exec(db, mark_sql, err);
+    int ret = db_exec(db, mark_sql, err);
     if (ret == 0)
         ret = sql_load_set(db, "SELECT d FROM gc_live_blobs ORDER BY d", &ctx->live_blobs, err);
     if (ret == 0)

@@ -14,6 +14,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "store/gc.h"
+#include "store/refname.h"
 #include "store/unpack.h"
 
 int
@@ -235,6 +236,8 @@ image_build_commit(struct image_build *b, const char *name, char *const *names, 
     struct meta_blob *blobs = calloc(n + 2, sizeof(*blobs));
     struct meta_blob_ref *refs = calloc(n + 1, sizeof(*refs));
     int rc = 0;
+    /* Declared before the first goto: a jump may not bypass a cleanup. */
+    cleanup_free char *canon = NULL;
     if (!layers || !blobs || !refs) {
         rc = err_set(err, ENOMEM, "out of memory");
         goto out;
@@ -292,6 +295,10 @@ image_build_commit(struct image_build *b, const char *name, char *const *names, 
     for (size_t k = 0; k < nb; k++)
         if ((rc = blob_commit_staged(b->st->blobs, b->staging, blobs[k].digest, err)) < 0)
             goto out;
+    /* A name given is stored in its canonical form (store/refname.h). */
+    struct err ignored;
+    if (name && image_ref_normalize(name, &canon, &ignored) == 0)
+        name = canon;
     const char *first_name = name;
     for (size_t k = 0; !first_name && k < n_names; k++)
         if (image_name_valid(names[k]))
@@ -314,6 +321,10 @@ int
 image_build_answer_stored(struct image_build *b, struct meta_image *stored, const char *name,
                           struct meta_image **out, struct err *err)
 {
+    cleanup_free char *canon = NULL;
+    struct err ignored;
+    if (name && image_ref_normalize(name, &canon, &ignored) == 0)
+        name = canon;
     int rc = meta_image_put(b->st->meta, stored, name, NULL, err);
     meta_image_free(stored);
     if (rc < 0)

@@ -30,7 +30,9 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/strv.h"
 #include "store/image_build.h"
+#include "store/refname.h"
 #include "store/oci.h"
 #include "store/unpack.h"
 
@@ -725,11 +727,26 @@ resolve_oci(struct import *imp, const char *index_json, size_t index_len, struct
     return rc;
 }
 
+/* Do two references name the same image once normalised? */
+static bool
+ref_same(const char *a, const char *b)
+{
+    struct err ignored;
+    cleanup_free char *na = NULL;
+    cleanup_free char *nb = NULL;
+    return image_ref_normalize(a, &na, &ignored) == 0 &&
+           image_ref_normalize(b, &nb, &ignored) == 0 && strcmp(na, nb) == 0;
+}
+
 /* Picks the docker save image to import and turns it into an OCI manifest. */
 static int
 resolve_docker(struct import *imp, struct err *err)
 {
     struct docker_manifest *dm = NULL;
+    /* Declared before the first goto: a jump into the scope of a cleanup
+     * variable would free whatever the stack held there. */
+    cleanup_free char *json = NULL;
+    size_t json_len = 0;
     int rc = docker_manifest_parse(imp->docker_json, imp->docker_len, "manifest.json", &dm, err);
     if (rc < 0)
         return rc;
@@ -741,7 +758,8 @@ resolve_docker(struct import *imp, struct err *err)
     if (imp->req->name)
         for (size_t i = 0; i < dm->n_images && !pick; i++)
             for (size_t t = 0; t < dm->images[i].n_repo_tags; t++)
-                if (strcmp(dm->images[i].repo_tags[t], imp->req->name) == 0)
+                if (strcmp(dm->images[i].repo_tags[t], imp->req->name) == 0 ||
+                    ref_same(dm->images[i].repo_tags[t], imp->req->name))
                     pick = &dm->images[i];
     if (!pick)
         pick = &dm->images[0];
@@ -785,8 +803,6 @@ resolve_docker(struct import *imp, struct err *err)
         else
             refs[i].compression = OCI_LAYER_TAR;
     }
-    cleanup_free char *json = NULL;
-    size_t json_len = 0;
     rc = oci_manifest_synthesize(cf->digest, cf->size, refs, pick->n_layers, &json, &json_len,
                                  imp->b.manifest_digest, err);
     free(refs);
@@ -961,16 +977,47 @@ unpack_layers(struct import *imp, struct err *err)
 
 /* ---- commit ------------------------------------------------------------- */
 
-/* The name an already stored image gets: the one asked for, else the
- * archive's first valid one. */
-static const char *
-stored_name(struct import *imp)
+/*
+ * The names the image is stored under, canonical (store/refname.h): the
+ * request's ?name= alone when given (its repository taking the layout's
+ * bare tag when it has no tag of its own), else every name the archive
+ * gives, a bare tag as localhost/<tag>:latest. Names that are no
+ * reference are dropped. Caller frees with strv_free.
+ */
+static size_t
+stored_names(const struct import *imp, char ***out)
 {
-    const char *name = imp->req->name;
-    for (size_t k = 0; !name && k < imp->n_names; k++)
-        if (image_name_valid(imp->names[k]))
-            name = imp->names[k];
-    return name;
+    char **v = NULL;
+    size_t n = 0;
+    struct err ignored;
+    const char *bare = NULL;
+    for (size_t k = 0; !bare && k < imp->n_names; k++)
+        if (image_ref_is_bare_tag(imp->names[k]))
+            bare = imp->names[k];
+    for (size_t k = 0; k < (imp->req->name ? 1 : imp->n_names); k++) {
+        const char *given = imp->req->name ? imp->req->name : imp->names[k];
+        cleanup_free char *raw = NULL;
+        if (imp->req->name && bare && !image_ref_has_tag(given)) {
+            if (asprintf(&raw, "%s:%s", given, bare) < 0)
+                raw = NULL;
+        } else if (!imp->req->name && image_ref_is_bare_tag(given)) {
+            if (asprintf(&raw, "localhost/%s:latest", given) < 0)
+                raw = NULL;
+        }
+        char *canon = NULL;
+        if (image_ref_normalize(raw ? raw : given, &canon, &ignored) < 0)
+            continue;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(v[i], canon) == 0;
+        if (dup || strv_push(&v, &n, canon) < 0) {
+            free(canon);
+            continue;
+        }
+        free(canon);
+    }
+    *out = v;
+    return n;
 }
 
 static void
@@ -1023,16 +1070,17 @@ read_layout_index(struct import *imp, struct err *err)
 }
 
 int
-image_import(struct store *st, const struct import_request *req, struct meta_image **out,
-             bool *created, struct err *err)
+store_image_import(struct store *st, const struct import_request *req, struct meta_image **out,
+                   bool *created, struct err *err)
 {
     struct import imp = {.st = st, .req = req};
     int rc;
     bool inflight = false;
-    if (req->name && !image_name_valid(req->name))
-        return err_set(err, EINVAL,
-                       "name %s: expected 1-255 characters of [A-Za-z0-9._/:@-], not a digest",
-                       req->name);
+    cleanup_strv char **names = NULL;
+    size_t n_names = 0;
+    cleanup_free char *checked = NULL;
+    if (req->name && (rc = image_ref_normalize(req->name, &checked, err)) < 0)
+        return rc;
     if ((rc = image_build_begin(&imp.b, st, err)) < 0) {
         err_wrap(err, "import");
         goto out;
@@ -1063,6 +1111,8 @@ image_import(struct store *st, const struct import_request *req, struct meta_ima
             goto out;
     }
 
+    /* The names it is stored under, canonical (store/refname.h). */
+    n_names = stored_names(&imp, &names);
     /* One import per image at a time; the second finds it stored. */
     store_inflight_begin(st, imp.b.manifest_digest);
     inflight = true;
@@ -1070,11 +1120,11 @@ image_import(struct store *st, const struct import_request *req, struct meta_ima
     struct err lookup = {0};
     if (meta_image_get(st->meta, imp.b.manifest_digest, &stored, &lookup) == 0) {
         *created = false;
-        rc = image_build_answer_stored(&imp.b, stored, stored_name(&imp), out, err);
+        rc = image_build_answer_stored(&imp.b, stored, n_names ? names[0] : NULL, out, err);
         goto out;
     }
     if ((rc = load_manifest_and_config(&imp, err)) < 0 || (rc = unpack_layers(&imp, err)) < 0 ||
-        (rc = image_build_commit(&imp.b, req->name, imp.names, imp.n_names, out, created, err)) < 0)
+        (rc = image_build_commit(&imp.b, NULL, names, n_names, out, created, err)) < 0)
         goto out;
     struct import_event ev = {.step = "image",
                               .status = *created ? "created" : "present",

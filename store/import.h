@@ -59,7 +59,7 @@ struct import_request {
  * it was already stored, and only the name was added). Bad content fails
  * with ERR_INVALID_CONTENT and a message naming the blob and the problem.
  */
-int image_import(struct store *st, const struct import_request *req, struct meta_image **out,
-                 bool *created, struct err *err);
+int store_image_import(struct store *st, const struct import_request *req, struct meta_image **out,
+                       bool *created, struct err *err);
 
 #endif

@@ -114,6 +114,8 @@ int meta_image_get(struct meta *m, const char *ref, struct meta_image **out, str
  * owned by the caller (meta_image_list_free); NULL when there are none.
  */
 int meta_image_list(struct meta *m, struct meta_image ***out, size_t *n, struct err *err);
+/* How many images are stored. */
+int meta_image_count(struct meta *m, int64_t *n, struct err *err);
 
 /* Sets last_used_at of the image ref resolves to (now when at is 0). */
 int meta_image_touch(struct meta *m, const char *ref, int64_t at, struct err *err);

@@ -2,18 +2,18 @@
  * OCI image documents and docker-save manifests. Runs on pool threads
  * during an import; pure functions of their input, no shared state.
  *
- * Every document is untrusted. json-c parses it strictly (no trailing
- * commas, nothing after the value), then each field is fetched through
- * the doc_* helpers below, which check the JSON type and turn every
- * problem into one ERR_INVALID_CONTENT message of the form
+ * Every document is untrusted. It is parsed strictly (jsonutil: no
+ * trailing commas, comments, NaN or duplicate keys, nothing after the
+ * value), then each field is fetched through jsonutil/doc.h, which checks
+ * the JSON type and turns every problem into one ERR_INVALID_CONTENT
+ * message of the form
  *   <kind> <name>: <field> <what is wrong>
  * so a client learns which blob, which field and which value to fix.
- * Values are quoted with escapes and truncated before they reach a
- * message, because a message ends up in logs and HTTP replies.
+ * Duplicate keys are refused rather than resolved: two readers of one
+ * manifest must never see two images.
  *
  * Limits: documents are at most OCI_DOC_MAX bytes, json-c caps nesting at
- * 32 levels, integers beyond int64 are refused. json-c keeps the last of
- * duplicate keys, as Go's encoding/json (which the registries use) does.
+ * 32 levels, integers beyond int64 are refused.
  */
 #include "store/oci.h"
 
@@ -24,424 +24,82 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "common/strv.h"
+#include "jsonutil/doc.h"
+#include "jsonutil/jsonutil.h"
 #include "store/digest.h"
-
-/* A field path such as "manifests[12].platform.os.version". */
-#define FIELD_MAX 128
-
-/* What is being parsed, for messages: "manifest sha256:...". */
-struct doc {
-    const char *kind;
-    const char *name;
-    struct err *err;
-};
-
-static void
-json_putp(json_object **o)
-{
-    if (*o)
-        json_object_put(*o);
-}
-
-#define cleanup_json __attribute__((cleanup(json_putp)))
-
-static int doc_fail(const struct doc *d, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
-
-static int
-doc_fail(const struct doc *d, const char *fmt, ...)
-{
-    char msg[ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return err_set(d->err, ERR_INVALID_CONTENT, "%s %s: %s", d->kind, d->name, msg);
-}
-
-static int
-doc_nomem(const struct doc *d)
-{
-    return err_set(d->err, ENOMEM, "%s %s: out of memory", d->kind, d->name);
-}
-
-/*
- * Writes s (len bytes) as a quoted, escaped string of at most about 80
- * characters into buf: control bytes and non-ASCII become \xNN.
- */
-#define QUOTE_MAX 100
-static const char *
-quote(char buf[QUOTE_MAX], const char *s, size_t len)
-{
-    size_t o = 0;
-    buf[o++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (o > 80) {
-            memcpy(buf + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (c == '"' || c == '\\') {
-            buf[o++] = '\\';
-            buf[o++] = (char)c;
-        } else if (c < 0x20 || c >= 0x7f) {
-            o += (size_t)snprintf(buf + o, QUOTE_MAX - o, "\\x%02x", c);
-        } else {
-            buf[o++] = (char)c;
-        }
-    }
-    buf[o++] = '"';
-    buf[o] = '\0';
-    return buf;
-}
-
-static void
-field_join(char out[FIELD_MAX], const char *prefix, const char *key)
-{
-    if (prefix && *prefix)
-        snprintf(out, FIELD_MAX, "%s.%s", prefix, key);
-    else
-        snprintf(out, FIELD_MAX, "%s", key);
-}
-
-static void
-field_index(char out[FIELD_MAX], const char *prefix, size_t i)
-{
-    snprintf(out, FIELD_MAX, "%s[%zu]", prefix, i);
-}
-
-/* "a string", "an integer"...: how a wrong-type message names a JSON value. */
-static const char *
-type_article(json_type t)
-{
-    switch (t) {
-    case json_type_null:
-        return "null";
-    case json_type_boolean:
-        return "a boolean";
-    case json_type_double:
-        return "a fractional number";
-    case json_type_int:
-        return "an integer";
-    case json_type_object:
-        return "an object";
-    case json_type_array:
-        return "an array";
-    case json_type_string:
-        return "a string";
-    }
-    return "an unknown value";
-}
-
-/* Parses buf as one JSON value, strictly, with nothing but whitespace after it. */
-static int
-doc_parse(const struct doc *d, const char *buf, size_t len, json_object **out)
-{
-    if (len > OCI_DOC_MAX)
-        return doc_fail(d, "is %zu bytes, more than the %d byte limit", len, OCI_DOC_MAX);
-    if (!buf || len == 0)
-        return doc_fail(d, "is empty");
-
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return doc_nomem(d);
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *obj = json_tokener_parse_ex(tok, buf, (int)len);
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-
-    if (e == json_tokener_continue) {
-        json_object_put(obj);
-        return doc_fail(d, "is not valid JSON: it ends in the middle of a value");
-    }
-    if (e != json_tokener_success) {
-        json_object_put(obj);
-        return doc_fail(d, "is not valid JSON at byte %zu: %s", end, json_tokener_error_desc(e));
-    }
-    /* Strict json-c already refuses trailing data; this keeps the rule
-     * whatever the library's flags do. */
-    for (size_t i = end; i < len; i++) {
-        char c = buf[i];
-        if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
-            json_object_put(obj);
-            return doc_fail(d, "is not valid JSON: data after the value at byte %zu", i);
-        }
-    }
-    *out = obj;
-    return 0;
-}
-
-/* Parses buf and requires the top-level value to be of type t. */
-static int
-doc_parse_root(const struct doc *d, const char *buf, size_t len, json_type t, json_object **out)
-{
-    json_object *obj = NULL;
-    int r = doc_parse(d, buf, len, &obj);
-    if (r < 0)
-        return r;
-    if (!json_object_is_type(obj, t)) {
-        json_type have = json_object_get_type(obj);
-        json_object_put(obj);
-        return doc_fail(d, "is %s, want %s", type_article(have), type_article(t));
-    }
-    *out = obj;
-    return 0;
-}
-
-/* Checks that v (named field) has type t. */
-static int
-doc_check_type(const struct doc *d, json_object *v, const char *field, json_type t)
-{
-    if (!json_object_is_type(v, t))
-        return doc_fail(d, "%s is %s, want %s", field, type_article(json_object_get_type(v)),
-                        type_article(t));
-    return 0;
-}
-
-/*
- * Looks key up in obj (at path prefix). *out is the value, of type t, or
- * NULL when the key is absent or null and not required.
- */
-static int
-doc_field(const struct doc *d, json_object *obj, const char *prefix, const char *key, json_type t,
-          bool required, json_object **out)
-{
-    char field[FIELD_MAX];
-    json_object *v = NULL;
-    bool present = json_object_object_get_ex(obj, key, &v);
-
-    field_join(field, prefix, key);
-    *out = NULL;
-    if (!present || !v) {
-        if (required)
-            return doc_fail(d, "%s is %s", field, present ? "null" : "missing");
-        return 0;
-    }
-    int r = doc_check_type(d, v, field, t);
-    if (r < 0)
-        return r;
-    *out = v;
-    return 0;
-}
-
-/* The text of a string value, refusing embedded NUL bytes (and empty ones if nonempty). */
-static int
-doc_string_value(const struct doc *d, json_object *v, const char *field, bool nonempty,
-                 const char **out)
-{
-    const char *s = json_object_get_string(v);
-    size_t len = (size_t)json_object_get_string_len(v);
-    char q[QUOTE_MAX];
-    if (strlen(s) != len)
-        return doc_fail(d, "%s %s contains a NUL byte", field, quote(q, s, len));
-    if (nonempty && len == 0)
-        return doc_fail(d, "%s is empty", field);
-    *out = s;
-    return 0;
-}
-
-/* A string field: *out borrowed from obj, NULL when absent and optional. */
-static int
-doc_string(const struct doc *d, json_object *obj, const char *prefix, const char *key,
-           bool required, const char **out)
-{
-    char field[FIELD_MAX];
-    json_object *v;
-    int r = doc_field(d, obj, prefix, key, json_type_string, required, &v);
-    *out = NULL;
-    if (r < 0 || !v)
-        return r;
-    field_join(field, prefix, key);
-    return doc_string_value(d, v, field, required, out);
-}
-
-/* As doc_string, into a new string (NULL when absent or empty). */
-static int
-doc_string_dup(const struct doc *d, json_object *obj, const char *prefix, const char *key,
-               bool required, char **out)
-{
-    const char *s;
-    int r = doc_string(d, obj, prefix, key, required, &s);
-    *out = NULL;
-    if (r < 0 || !s || !*s)
-        return r;
-    *out = strdup(s);
-    return *out ? 0 : doc_nomem(d);
-}
-
-/* A string field copied into a fixed buffer; too long is invalid content. */
-static int
-doc_string_fixed(const struct doc *d, json_object *obj, const char *prefix, const char *key,
-                 bool required, char *dst, size_t size)
-{
-    const char *s;
-    int r = doc_string(d, obj, prefix, key, required, &s);
-    if (r < 0)
-        return r;
-    if (!s) {
-        dst[0] = '\0';
-        return 0;
-    }
-    if (strlen(s) >= size) {
-        char field[FIELD_MAX];
-        char q[QUOTE_MAX];
-        field_join(field, prefix, key);
-        return doc_fail(d, "%s %s is longer than %zu bytes", field, quote(q, s, strlen(s)),
-                        size - 1);
-    }
-    strcpy(dst, s);
-    return 0;
-}
-
-/* A required non-negative integer that fits int64 (json-c clamps larger ones). */
-static int
-doc_size(const struct doc *d, json_object *obj, const char *prefix, const char *key, int64_t *out)
-{
-    char field[FIELD_MAX];
-    json_object *v;
-    int r = doc_field(d, obj, prefix, key, json_type_int, true, &v);
-    if (r < 0)
-        return r;
-    field_join(field, prefix, key);
-    int64_t n = json_object_get_int64(v);
-    if (n < 0)
-        return doc_fail(d, "%s is negative (%lld)", field, (long long)n);
-    if (n == INT64_MAX)
-        return doc_fail(d, "%s is out of range", field);
-    *out = n;
-    return 0;
-}
 
 /* A required "schemaVersion": 2. */
 static int
-doc_schema_version(const struct doc *d, json_object *root)
+doc_schema_version(const struct jsonutil_doc *d, json_object *root)
 {
     json_object *v;
-    int r = doc_field(d, root, "", "schemaVersion", json_type_int, true, &v);
+    int r = jsonutil_doc_field(d, root, "", "schemaVersion", json_type_int, true, &v);
     if (r < 0)
         return r;
     int64_t n = json_object_get_int64(v);
     if (n == 1)
-        return doc_fail(d, "schemaVersion is 1 (docker schema 1), which is not supported");
+        return jsonutil_doc_fail(d, "schemaVersion is 1 (docker schema 1), which is not supported");
     if (n != 2)
-        return doc_fail(d, "schemaVersion is %lld, want 2", (long long)n);
+        return jsonutil_doc_fail(d, "schemaVersion is %lld, want 2", (long long)n);
     return 0;
 }
 
 /* Validates a digest string into out: sha256 and 64 lowercase hex digits only. */
 static int
-doc_digest_value(const struct doc *d, const char *field, const char *s, char out[OCI_DIGEST_MAX])
+doc_digest_value(const struct jsonutil_doc *d, const char *field, const char *s,
+                 char out[OCI_DIGEST_MAX])
 {
-    char q[QUOTE_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     size_t len = strlen(s);
     if (digest_valid(s)) {
         memcpy(out, s, len + 1);
         return 0;
     }
     const char *colon = strchr(s, ':');
-    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0) {
-        int alg = (int)(colon - s);
+    /* Named only when it looks like an algorithm (the OCI grammar's
+     * characters): the message must carry no raw bytes of the value. */
+    size_t alg_len = colon ? (size_t)(colon - s) : 0;
+    if (colon && colon != s && strncmp(s, "sha256:", 7) != 0 &&
+        strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789+._-") == alg_len) {
+        int alg = (int)alg_len;
         if (alg > 16)
             alg = 16;
-        return doc_fail(d, "%s %s uses algorithm %.*s; only sha256 is supported", field,
-                        quote(q, s, len), alg, s);
+        return jsonutil_doc_fail(d, "%s %s uses algorithm %.*s; only sha256 is supported", field,
+                                 jsonutil_quote(q, s, len), alg, s);
     }
-    return doc_fail(d, "%s %s is not sha256:<64 lowercase hex>", field, quote(q, s, len));
+    return jsonutil_doc_fail(d, "%s %s is not sha256:<64 lowercase hex>", field,
+                             jsonutil_quote(q, s, len));
 }
 
 static int
-doc_digest(const struct doc *d, json_object *obj, const char *prefix, const char *key,
+doc_digest(const struct jsonutil_doc *d, json_object *obj, const char *prefix, const char *key,
            char out[OCI_DIGEST_MAX])
 {
-    char field[FIELD_MAX];
+    char field[JSONUTIL_FIELD_MAX];
     const char *s;
-    int r = doc_string(d, obj, prefix, key, true, &s);
+    int r = jsonutil_doc_string(d, obj, prefix, key, true, &s);
     if (r < 0)
         return r;
-    field_join(field, prefix, key);
+    jsonutil_field_join(field, prefix, key);
     return doc_digest_value(d, field, s, out);
-}
-
-/*
- * An optional array of strings into a new NULL-terminated vector. Absent
- * or null leaves *out NULL and *n 0.
- */
-static int
-doc_strv(const struct doc *d, json_object *obj, const char *prefix, const char *key, char ***out,
-         size_t *n)
-{
-    char field[FIELD_MAX];
-    char elem[FIELD_MAX];
-    json_object *arr;
-    int r = doc_field(d, obj, prefix, key, json_type_array, false, &arr);
-    *out = NULL;
-    *n = 0;
-    if (r < 0 || !arr)
-        return r;
-    field_join(field, prefix, key);
-    size_t len = json_object_array_length(arr);
-    char **v = calloc(len + 1, sizeof(*v));
-    if (!v)
-        return doc_nomem(d);
-    for (size_t i = 0; i < len; i++) {
-        json_object *e = json_object_array_get_idx(arr, i);
-        const char *s;
-        field_index(elem, field, i);
-        if (!e)
-            r = doc_fail(d, "%s is null, want a string", elem);
-        else if ((r = doc_check_type(d, e, elem, json_type_string)) == 0 &&
-                 (r = doc_string_value(d, e, elem, false, &s)) == 0 && !(v[i] = strdup(s)))
-            r = doc_nomem(d);
-        if (r < 0) {
-            for (size_t j = 0; j < i; j++)
-                free(v[j]);
-            free(v);
-            return r;
-        }
-    }
-    *out = v;
-    *n = len;
-    return 0;
-}
-
-static void
-strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
-/* The element i of arr, which must be of type t. */
-static int
-doc_elem(const struct doc *d, json_object *arr, const char *prefix, size_t i, json_type t,
-         char field[FIELD_MAX], json_object **out)
-{
-    json_object *e = json_object_array_get_idx(arr, i);
-    field_index(field, prefix, i);
-    if (!e)
-        return doc_fail(d, "%s is null, want %s", field, type_article(t));
-    *out = e;
-    return doc_check_type(d, e, field, t);
 }
 
 /* ---- descriptors ------------------------------------------------------- */
 
 static int
-platform_from_json(const struct doc *d, json_object *o, const char *field, struct oci_platform *p)
+platform_from_json(const struct jsonutil_doc *d, json_object *o, const char *field,
+                   struct oci_platform *p)
 {
     int r;
     memset(p, 0, sizeof(*p));
-    if ((r = doc_string_fixed(d, o, field, "os", true, p->os, sizeof(p->os))) < 0 ||
-        (r = doc_string_fixed(d, o, field, "architecture", true, p->architecture,
-                              sizeof(p->architecture))) < 0 ||
-        (r = doc_string_fixed(d, o, field, "variant", false, p->variant, sizeof(p->variant))) < 0 ||
-        (r = doc_string_fixed(d, o, field, "os.version", false, p->os_version,
-                              sizeof(p->os_version))) < 0)
+    if ((r = jsonutil_doc_string_fixed(d, o, field, "os", true, p->os, sizeof(p->os))) < 0 ||
+        (r = jsonutil_doc_string_fixed(d, o, field, "architecture", true, p->architecture,
+                                       sizeof(p->architecture))) < 0 ||
+        (r = jsonutil_doc_string_fixed(d, o, field, "variant", false, p->variant,
+                                       sizeof(p->variant))) < 0 ||
+        (r = jsonutil_doc_string_fixed(d, o, field, "os.version", false, p->os_version,
+                                       sizeof(p->os_version))) < 0)
         return r;
     return 0;
 }
@@ -471,24 +129,27 @@ oci_descriptor_copy(struct oci_descriptor *dst, const struct oci_descriptor *src
 
 /* Annotations must map strings to strings; only ref.name is kept. */
 static int
-annotations_from_json(const struct doc *d, json_object *o, const char *field,
+annotations_from_json(const struct jsonutil_doc *d, json_object *o, const char *field,
                       struct oci_descriptor *out)
 {
-    char key_field[FIELD_MAX];
+    char key_field[JSONUTIL_FIELD_MAX];
     json_object_object_foreach(o, key, val)
     {
         const char *s;
         int r;
-        snprintf(key_field, sizeof(key_field), "%s[\"%.64s\"]", field, key);
+        char kq[JSONUTIL_QUOTE_MAX];
+        /* The key is quoted as values are: it ends up in logs and replies. */
+        snprintf(key_field, sizeof(key_field), "%s[%s]", field,
+                 jsonutil_quote(kq, key, strlen(key)));
         if (!val)
-            return doc_fail(d, "%s is null, want a string", key_field);
-        if ((r = doc_check_type(d, val, key_field, json_type_string)) < 0 ||
-            (r = doc_string_value(d, val, key_field, false, &s)) < 0)
+            return jsonutil_doc_fail(d, "%s is null, want a string", key_field);
+        if ((r = jsonutil_doc_check_type(d, val, key_field, json_type_string)) < 0 ||
+            (r = jsonutil_doc_string_value(d, val, key_field, false, &s)) < 0)
             return r;
         if (strcmp(key, OCI_ANNOTATION_REF_NAME) == 0) {
             free(out->ref_name);
             if (!(out->ref_name = strdup(s)))
-                return doc_nomem(d);
+                return jsonutil_doc_nomem(d);
         }
     }
     return 0;
@@ -496,29 +157,29 @@ annotations_from_json(const struct doc *d, json_object *o, const char *field,
 
 /* Parses the descriptor object o at field into out (out is cleared on error). */
 static int
-descriptor_from_json(const struct doc *d, json_object *o, const char *field,
+descriptor_from_json(const struct jsonutil_doc *d, json_object *o, const char *field,
                      struct oci_descriptor *out)
 {
-    char sub[FIELD_MAX];
+    char sub[JSONUTIL_FIELD_MAX];
     json_object *v;
     int r;
 
     memset(out, 0, sizeof(*out));
-    if ((r = doc_string_dup(d, o, field, "mediaType", true, &out->media_type)) < 0 ||
+    if ((r = jsonutil_doc_string_dup(d, o, field, "mediaType", true, &out->media_type)) < 0 ||
         (r = doc_digest(d, o, field, "digest", out->digest)) < 0 ||
-        (r = doc_size(d, o, field, "size", &out->size)) < 0 ||
-        (r = doc_field(d, o, field, "platform", json_type_object, false, &v)) < 0)
+        (r = jsonutil_doc_size(d, o, field, "size", &out->size)) < 0 ||
+        (r = jsonutil_doc_field(d, o, field, "platform", json_type_object, false, &v)) < 0)
         goto fail;
     if (v) {
-        field_join(sub, field, "platform");
+        jsonutil_field_join(sub, field, "platform");
         if ((r = platform_from_json(d, v, sub, &out->platform)) < 0)
             goto fail;
         out->has_platform = true;
     }
-    if ((r = doc_field(d, o, field, "annotations", json_type_object, false, &v)) < 0)
+    if ((r = jsonutil_doc_field(d, o, field, "annotations", json_type_object, false, &v)) < 0)
         goto fail;
     if (v) {
-        field_join(sub, field, "annotations");
+        jsonutil_field_join(sub, field, "annotations");
         if ((r = annotations_from_json(d, v, sub, out)) < 0)
             goto fail;
     }
@@ -530,10 +191,11 @@ fail:
 
 /* A required descriptor object under key. */
 static int
-doc_descriptor(const struct doc *d, json_object *obj, const char *key, struct oci_descriptor *out)
+doc_descriptor(const struct jsonutil_doc *d, json_object *obj, const char *key,
+               struct oci_descriptor *out)
 {
     json_object *v;
-    int r = doc_field(d, obj, "", key, json_type_object, true, &v);
+    int r = jsonutil_doc_field(d, obj, "", key, json_type_object, true, &v);
     if (r < 0)
         return r;
     return descriptor_from_json(d, v, key, out);
@@ -622,34 +284,34 @@ int
 oci_index_parse(const char *buf, size_t len, const char *name, struct oci_index **out,
                 struct err *err)
 {
-    struct doc d = {"index", name, err};
+    struct jsonutil_doc d = {"index", name, err};
     cleanup_json json_object *root = NULL;
     __attribute__((cleanup(oci_index_freep))) struct oci_index *idx = NULL;
     json_object *arr;
-    char field[FIELD_MAX];
-    char q[QUOTE_MAX];
+    char field[JSONUTIL_FIELD_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     int r;
 
-    if ((r = doc_parse_root(&d, buf, len, json_type_object, &root)) < 0 ||
+    if ((r = jsonutil_doc_parse_root(&d, buf, len, OCI_DOC_MAX, json_type_object, &root)) < 0 ||
         (r = doc_schema_version(&d, root)) < 0)
         return r;
     if (!(idx = calloc(1, sizeof(*idx))))
-        return doc_nomem(&d);
-    if ((r = doc_string_dup(&d, root, "", "mediaType", false, &idx->media_type)) < 0)
+        return jsonutil_doc_nomem(&d);
+    if ((r = jsonutil_doc_string_dup(&d, root, "", "mediaType", false, &idx->media_type)) < 0)
         return r;
     if (idx->media_type && !oci_media_type_is_index(idx->media_type))
-        return doc_fail(&d, "mediaType %s is %s",
-                        quote(q, idx->media_type, strlen(idx->media_type)),
-                        oci_media_type_is_manifest(idx->media_type) ? "a manifest, not an index"
-                                                                    : "not an image index");
-    if ((r = doc_field(&d, root, "", "manifests", json_type_array, true, &arr)) < 0)
+        return jsonutil_doc_fail(
+            &d, "mediaType %s is %s", jsonutil_quote(q, idx->media_type, strlen(idx->media_type)),
+            oci_media_type_is_manifest(idx->media_type) ? "a manifest, not an index"
+                                                        : "not an image index");
+    if ((r = jsonutil_doc_field(&d, root, "", "manifests", json_type_array, true, &arr)) < 0)
         return r;
     size_t n = json_object_array_length(arr);
     if (n && !(idx->manifests = calloc(n, sizeof(*idx->manifests))))
-        return doc_nomem(&d);
+        return jsonutil_doc_nomem(&d);
     for (size_t i = 0; i < n; i++) {
         json_object *e;
-        if ((r = doc_elem(&d, arr, "manifests", i, json_type_object, field, &e)) < 0 ||
+        if ((r = jsonutil_doc_elem(&d, arr, "manifests", i, json_type_object, field, &e)) < 0 ||
             (r = descriptor_from_json(&d, e, field, &idx->manifests[i])) < 0)
             return r;
         idx->n_manifests = i + 1;
@@ -683,50 +345,53 @@ int
 oci_manifest_parse(const char *buf, size_t len, const char *name, struct oci_manifest **out,
                    struct err *err)
 {
-    struct doc d = {"manifest", name, err};
+    struct jsonutil_doc d = {"manifest", name, err};
     cleanup_json json_object *root = NULL;
     __attribute__((cleanup(oci_manifest_freep))) struct oci_manifest *m = NULL;
     json_object *arr;
-    char field[FIELD_MAX];
-    char q[QUOTE_MAX];
+    char field[JSONUTIL_FIELD_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     int r;
 
-    if ((r = doc_parse_root(&d, buf, len, json_type_object, &root)) < 0 ||
+    if ((r = jsonutil_doc_parse_root(&d, buf, len, OCI_DOC_MAX, json_type_object, &root)) < 0 ||
         (r = doc_schema_version(&d, root)) < 0)
         return r;
     if (!(m = calloc(1, sizeof(*m))))
-        return doc_nomem(&d);
-    if ((r = doc_string_dup(&d, root, "", "mediaType", false, &m->media_type)) < 0)
+        return jsonutil_doc_nomem(&d);
+    if ((r = jsonutil_doc_string_dup(&d, root, "", "mediaType", false, &m->media_type)) < 0)
         return r;
     if (m->media_type && !oci_media_type_is_manifest(m->media_type))
-        return doc_fail(&d, "mediaType %s is %s", quote(q, m->media_type, strlen(m->media_type)),
-                        oci_media_type_is_index(m->media_type) ? "an image index, not a manifest"
-                                                               : "not an image manifest");
+        return jsonutil_doc_fail(
+            &d, "mediaType %s is %s", jsonutil_quote(q, m->media_type, strlen(m->media_type)),
+            oci_media_type_is_index(m->media_type) ? "an image index, not a manifest"
+                                                   : "not an image manifest");
     if ((r = doc_descriptor(&d, root, "config", &m->config)) < 0)
         return r;
     if (strcmp(m->config.media_type, OCI_MT_CONFIG) != 0 &&
         strcmp(m->config.media_type, DOCKER_MT_CONFIG) != 0)
-        return doc_fail(&d, "config.mediaType %s is not an image config (an artifact?)",
-                        quote(q, m->config.media_type, strlen(m->config.media_type)));
-    if ((r = doc_field(&d, root, "", "layers", json_type_array, true, &arr)) < 0)
+        return jsonutil_doc_fail(
+            &d, "config.mediaType %s is not an image config (an artifact?)",
+            jsonutil_quote(q, m->config.media_type, strlen(m->config.media_type)));
+    if ((r = jsonutil_doc_field(&d, root, "", "layers", json_type_array, true, &arr)) < 0)
         return r;
     size_t n = json_object_array_length(arr);
     if (n > OCI_LAYERS_MAX)
-        return doc_fail(&d, "lists %zu layers, more than the %d that a container can stack", n,
-                        OCI_LAYERS_MAX);
+        return jsonutil_doc_fail(
+            &d, "lists %zu layers, more than the %d that a container can stack", n, OCI_LAYERS_MAX);
     if (n && !(m->layers = calloc(n, sizeof(*m->layers))))
-        return doc_nomem(&d);
+        return jsonutil_doc_nomem(&d);
     for (size_t i = 0; i < n; i++) {
         struct oci_layer *l = &m->layers[i];
         json_object *e;
-        if ((r = doc_elem(&d, arr, "layers", i, json_type_object, field, &e)) < 0 ||
+        if ((r = jsonutil_doc_elem(&d, arr, "layers", i, json_type_object, field, &e)) < 0 ||
             (r = descriptor_from_json(&d, e, field, &l->desc)) < 0)
             return r;
         m->n_layers = i + 1;
         const struct layer_type *t = layer_type_find(l->desc.media_type);
         if (!t)
-            return doc_fail(&d, "%s.mediaType %s is not a known layer type", field,
-                            quote(q, l->desc.media_type, strlen(l->desc.media_type)));
+            return jsonutil_doc_fail(
+                &d, "%s.mediaType %s is not a known layer type", field,
+                jsonutil_quote(q, l->desc.media_type, strlen(l->desc.media_type)));
         l->compression = t->compression;
         l->nondistributable = t->nondistributable;
     }
@@ -747,6 +412,9 @@ oci_config_free(struct oci_config *c)
     strv_free(c->cmd);
     free(c->working_dir);
     free(c->user);
+    strv_free(c->exposed_ports);
+    strv_free(c->label_keys);
+    strv_free(c->label_values);
     free(c);
 }
 
@@ -757,30 +425,32 @@ oci_config_freep(struct oci_config **p)
 }
 
 static int
-config_rootfs(const struct doc *d, json_object *root, struct oci_config *c)
+config_rootfs(const struct jsonutil_doc *d, json_object *root, struct oci_config *c)
 {
     json_object *rootfs;
     json_object *arr;
     const char *type;
-    char field[FIELD_MAX];
-    char q[QUOTE_MAX];
+    char field[JSONUTIL_FIELD_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     int r;
 
-    if ((r = doc_field(d, root, "", "rootfs", json_type_object, true, &rootfs)) < 0 ||
-        (r = doc_string(d, rootfs, "rootfs", "type", true, &type)) < 0)
+    if ((r = jsonutil_doc_field(d, root, "", "rootfs", json_type_object, true, &rootfs)) < 0 ||
+        (r = jsonutil_doc_string(d, rootfs, "rootfs", "type", true, &type)) < 0)
         return r;
     if (strcmp(type, "layers") != 0)
-        return doc_fail(d, "rootfs.type %s is not \"layers\"", quote(q, type, strlen(type)));
-    if ((r = doc_field(d, rootfs, "rootfs", "diff_ids", json_type_array, true, &arr)) < 0)
+        return jsonutil_doc_fail(d, "rootfs.type %s is not \"layers\"",
+                                 jsonutil_quote(q, type, strlen(type)));
+    if ((r = jsonutil_doc_field(d, rootfs, "rootfs", "diff_ids", json_type_array, true, &arr)) < 0)
         return r;
     size_t n = json_object_array_length(arr);
     if (n && !(c->diff_ids = calloc(n, sizeof(*c->diff_ids))))
-        return doc_nomem(d);
+        return jsonutil_doc_nomem(d);
     for (size_t i = 0; i < n; i++) {
         json_object *e;
         const char *s;
-        if ((r = doc_elem(d, arr, "rootfs.diff_ids", i, json_type_string, field, &e)) < 0 ||
-            (r = doc_string_value(d, e, field, false, &s)) < 0 ||
+        if ((r = jsonutil_doc_elem(d, arr, "rootfs.diff_ids", i, json_type_string, field, &e)) <
+                0 ||
+            (r = jsonutil_doc_string_value(d, e, field, false, &s)) < 0 ||
             (r = doc_digest_value(d, field, s, c->diff_ids[i])) < 0)
             return r;
     }
@@ -788,38 +458,86 @@ config_rootfs(const struct doc *d, json_object *root, struct oci_config *c)
     return 0;
 }
 
+/* A NULL-terminated copy of v[0..n) grown by one; false on OOM. */
+static bool
+strv_append(char ***v, size_t *n, const char *s)
+{
+    return strv_push(v, n, s) == 0;
+}
+
+/*
+ * ExposedPorts (an object whose keys are "port/proto") and Labels (an
+ * object of strings): shown with the image, used for nothing else.
+ */
+static int
+config_ports_labels(const struct jsonutil_doc *d, json_object *run, struct oci_config *c)
+{
+    json_object *ports, *labels;
+    char field[JSONUTIL_FIELD_MAX];
+    int r;
+    if ((r = jsonutil_doc_field(d, run, "config", "ExposedPorts", json_type_object, false,
+                                &ports)) < 0 ||
+        (r = jsonutil_doc_field(d, run, "config", "Labels", json_type_object, false, &labels)) < 0)
+        return r;
+    if (ports) {
+        json_object_object_foreach(ports, key, val)
+        {
+            (void)val;
+            if (!strv_append(&c->exposed_ports, &c->n_exposed_ports, key))
+                return jsonutil_doc_nomem(d);
+        }
+    }
+    if (labels) {
+        size_t nv = 0;
+        json_object_object_foreach(labels, key, val)
+        {
+            jsonutil_field_join(field, "config.Labels", key);
+            const char *v;
+            if ((r = jsonutil_doc_check_type(d, val, field, json_type_string)) < 0 ||
+                (r = jsonutil_doc_string_value(d, val, field, false, &v)) < 0)
+                return r;
+            if (!strv_append(&c->label_keys, &c->n_labels, key) ||
+                !strv_append(&c->label_values, &nv, v))
+                return jsonutil_doc_nomem(d);
+        }
+    }
+    return 0;
+}
+
 int
 oci_config_parse(const char *buf, size_t len, const char *name, struct oci_config **out,
                  struct err *err)
 {
-    struct doc d = {"config", name, err};
+    struct jsonutil_doc d = {"config", name, err};
     cleanup_json json_object *root = NULL;
     __attribute__((cleanup(oci_config_freep))) struct oci_config *c = NULL;
     struct oci_platform *p;
     json_object *run;
     int r;
 
-    if ((r = doc_parse_root(&d, buf, len, json_type_object, &root)) < 0)
+    if ((r = jsonutil_doc_parse_root(&d, buf, len, OCI_DOC_MAX, json_type_object, &root)) < 0)
         return r;
     if (!(c = calloc(1, sizeof(*c))))
-        return doc_nomem(&d);
+        return jsonutil_doc_nomem(&d);
     p = &c->platform;
-    if ((r = doc_string_fixed(&d, root, "", "os", true, p->os, sizeof(p->os))) < 0 ||
-        (r = doc_string_fixed(&d, root, "", "architecture", true, p->architecture,
-                              sizeof(p->architecture))) < 0 ||
-        (r = doc_string_fixed(&d, root, "", "variant", false, p->variant, sizeof(p->variant))) <
-            0 ||
-        (r = doc_string_fixed(&d, root, "", "os.version", false, p->os_version,
-                              sizeof(p->os_version))) < 0 ||
+    if ((r = jsonutil_doc_string_fixed(&d, root, "", "os", true, p->os, sizeof(p->os))) < 0 ||
+        (r = jsonutil_doc_string_fixed(&d, root, "", "architecture", true, p->architecture,
+                                       sizeof(p->architecture))) < 0 ||
+        (r = jsonutil_doc_string_fixed(&d, root, "", "variant", false, p->variant,
+                                       sizeof(p->variant))) < 0 ||
+        (r = jsonutil_doc_string_fixed(&d, root, "", "os.version", false, p->os_version,
+                                       sizeof(p->os_version))) < 0 ||
         (r = config_rootfs(&d, root, c)) < 0 ||
-        (r = doc_field(&d, root, "", "config", json_type_object, false, &run)) < 0)
+        (r = jsonutil_doc_field(&d, root, "", "config", json_type_object, false, &run)) < 0)
         return r;
-    if (run &&
-        ((r = doc_strv(&d, run, "config", "Env", &c->env, &c->n_env)) < 0 ||
-         (r = doc_strv(&d, run, "config", "Entrypoint", &c->entrypoint, &c->n_entrypoint)) < 0 ||
-         (r = doc_strv(&d, run, "config", "Cmd", &c->cmd, &c->n_cmd)) < 0 ||
-         (r = doc_string_dup(&d, run, "config", "WorkingDir", false, &c->working_dir)) < 0 ||
-         (r = doc_string_dup(&d, run, "config", "User", false, &c->user)) < 0))
+    if (run && ((r = jsonutil_doc_strv(&d, run, "config", "Env", &c->env, &c->n_env)) < 0 ||
+                (r = jsonutil_doc_strv(&d, run, "config", "Entrypoint", &c->entrypoint,
+                                       &c->n_entrypoint)) < 0 ||
+                (r = jsonutil_doc_strv(&d, run, "config", "Cmd", &c->cmd, &c->n_cmd)) < 0 ||
+                (r = jsonutil_doc_string_dup(&d, run, "config", "WorkingDir", false,
+                                             &c->working_dir)) < 0 ||
+                (r = jsonutil_doc_string_dup(&d, run, "config", "User", false, &c->user)) < 0 ||
+                (r = config_ports_labels(&d, run, c)) < 0))
         return r;
     *out = steal_ptr(&c);
     return 0;
@@ -830,17 +548,18 @@ oci_config_parse(const char *buf, size_t len, const char *name, struct oci_confi
 int
 oci_layout_check(const char *buf, size_t len, const char *name, struct err *err)
 {
-    struct doc d = {"image layout", name, err};
+    struct jsonutil_doc d = {"image layout", name, err};
     cleanup_json json_object *root = NULL;
     const char *v;
-    char q[QUOTE_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     int r;
 
-    if ((r = doc_parse_root(&d, buf, len, json_type_object, &root)) < 0 ||
-        (r = doc_string(&d, root, "", "imageLayoutVersion", true, &v)) < 0)
+    if ((r = jsonutil_doc_parse_root(&d, buf, len, OCI_DOC_MAX, json_type_object, &root)) < 0 ||
+        (r = jsonutil_doc_string(&d, root, "", "imageLayoutVersion", true, &v)) < 0)
         return r;
     if (strcmp(v, "1.0.0") != 0)
-        return doc_fail(&d, "imageLayoutVersion %s is not \"1.0.0\"", quote(q, v, strlen(v)));
+        return jsonutil_doc_fail(&d, "imageLayoutVersion %s is not \"1.0.0\"",
+                                 jsonutil_quote(q, v, strlen(v)));
     return 0;
 }
 
@@ -848,10 +567,10 @@ int
 oci_image_check_consistent(const struct oci_manifest *m, const struct oci_config *c,
                            const char *name, struct err *err)
 {
-    struct doc d = {"manifest", name, err};
+    struct jsonutil_doc d = {"manifest", name, err};
     if (m->n_layers != c->n_diff_ids)
-        return doc_fail(&d, "lists %zu layers but its config %s lists %zu diff_ids", m->n_layers,
-                        m->config.digest, c->n_diff_ids);
+        return jsonutil_doc_fail(&d, "lists %zu layers but its config %s lists %zu diff_ids",
+                                 m->n_layers, m->config.digest, c->n_diff_ids);
     return 0;
 }
 
@@ -879,7 +598,7 @@ static void
 offers_describe(const struct oci_index *idx, bool by_name, char *buf, size_t size)
 {
     char one[200];
-    char q[QUOTE_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     buf[0] = '\0';
     for (size_t i = 0; i < idx->n_manifests; i++) {
         const struct oci_descriptor *e = &idx->manifests[i];
@@ -888,7 +607,7 @@ offers_describe(const struct oci_index *idx, bool by_name, char *buf, size_t siz
         if (by_name) {
             if (!e->ref_name)
                 continue;
-            quote(q, e->ref_name, strlen(e->ref_name));
+            jsonutil_quote(q, e->ref_name, strlen(e->ref_name));
             list_append(buf, size, q);
             continue;
         }
@@ -936,11 +655,11 @@ oci_select_manifest(const struct oci_index *idx, const struct oci_platform *want
                     const char *ref_name, const char *name, const struct oci_descriptor **out,
                     struct err *err)
 {
-    struct doc d = {"index", name, err};
+    struct jsonutil_doc d = {"index", name, err};
     const struct oci_descriptor *single = NULL;
     size_t n_cand = 0;
     char offers[320];
-    char q[QUOTE_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
 
     for (size_t i = 0; i < idx->n_manifests; i++) {
         if (entry_is_image(&idx->manifests[i], ref_name)) {
@@ -951,21 +670,22 @@ oci_select_manifest(const struct oci_index *idx, const struct oci_platform *want
     if (n_cand == 0) {
         offers_describe(idx, ref_name != NULL, offers, sizeof(offers));
         if (ref_name)
-            return doc_fail(&d, "no image named %s; it offers %s",
-                            quote(q, ref_name, strlen(ref_name)), offers);
-        return doc_fail(&d, "lists no image manifest");
+            return jsonutil_doc_fail(&d, "no image named %s; it offers %s",
+                                     jsonutil_quote(q, ref_name, strlen(ref_name)), offers);
+        return jsonutil_doc_fail(&d, "lists no image manifest");
     }
     if (n_cand == 1 && (!single->has_platform || !want)) {
         *out = single;
         return 0;
     }
     if (!want)
-        return doc_fail(&d, "lists %zu images; a platform is needed to choose one", n_cand);
+        return jsonutil_doc_fail(&d, "lists %zu images; a platform is needed to choose one",
+                                 n_cand);
 
     const struct oci_descriptor **match = calloc(n_cand, sizeof(*match));
     size_t n_match = 0;
     if (!match)
-        return doc_nomem(&d);
+        return jsonutil_doc_nomem(&d);
     for (size_t i = 0; i < idx->n_manifests; i++) {
         const struct oci_descriptor *e = &idx->manifests[i];
         if (entry_is_image(e, ref_name) && e->has_platform &&
@@ -976,8 +696,8 @@ oci_select_manifest(const struct oci_index *idx, const struct oci_platform *want
         char w[200];
         free(match);
         offers_describe(idx, false, offers, sizeof(offers));
-        return doc_fail(&d, "no image for %s; it offers %s",
-                        oci_platform_format(want, w, sizeof(w)), offers);
+        return jsonutil_doc_fail(&d, "no image for %s; it offers %s",
+                                 oci_platform_format(want, w, sizeof(w)), offers);
     }
     size_t pick = 0;
     if (strcmp(want->os, "windows") == 0 && want->os_version[0])
@@ -1005,13 +725,14 @@ oci_index_resolve(const struct oci_index *idx, const struct oci_platform *want,
         if (!oci_media_type_is_index(e->media_type))
             return oci_descriptor_copy(out, e, err);
 
-        struct doc d = {"index", cur_name, err};
+        struct jsonutil_doc d = {"index", cur_name, err};
         if (depth == OCI_INDEX_NEST_MAX)
-            return doc_fail(&d, "entry %s is an index nested more than %d deep", e->digest,
-                            OCI_INDEX_NEST_MAX);
+            return jsonutil_doc_fail(&d, "entry %s is an index nested more than %d deep", e->digest,
+                                     OCI_INDEX_NEST_MAX);
         if (e->size > OCI_DOC_MAX)
-            return doc_fail(&d, "entry %s is an index of %lld bytes, more than the %d byte limit",
-                            e->digest, (long long)e->size, OCI_DOC_MAX);
+            return jsonutil_doc_fail(
+                &d, "entry %s is an index of %lld bytes, more than the %d byte limit", e->digest,
+                (long long)e->size, OCI_DOC_MAX);
 
         char digest[OCI_DIGEST_MAX];
         cleanup_free char *buf = NULL;
@@ -1021,8 +742,8 @@ oci_index_resolve(const struct oci_index *idx, const struct oci_platform *want,
         if ((r = read_cb(ctx, digest, &buf, &len, err)) < 0)
             return r;
         if ((int64_t)len != size)
-            return doc_fail(&d, "entry %s says %lld bytes, the blob has %zu", digest,
-                            (long long)size, len);
+            return jsonutil_doc_fail(&d, "entry %s says %lld bytes, the blob has %zu", digest,
+                                     (long long)size, len);
         struct oci_index *next = NULL;
         if ((r = oci_index_parse(buf, len, digest, &next, err)) < 0)
             return r;
@@ -1061,12 +782,12 @@ docker_manifest_freep(struct docker_manifest **p)
  * the archive: relative, no empty, "." or ".." component.
  */
 static int
-archive_path_check(const struct doc *d, const char *field, const char *path)
+archive_path_check(const struct jsonutil_doc *d, const char *field, const char *path)
 {
-    char q[QUOTE_MAX];
+    char q[JSONUTIL_QUOTE_MAX];
     const char *why = NULL;
     if (!*path)
-        return doc_fail(d, "%s is empty", field);
+        return jsonutil_doc_fail(d, "%s is empty", field);
     if (path[0] == '/')
         why = "is absolute";
     for (const char *c = path; !why;) {
@@ -1083,31 +804,31 @@ archive_path_check(const struct doc *d, const char *field, const char *path)
         c = slash + 1;
     }
     if (why)
-        return doc_fail(d, "%s %s %s", field, quote(q, path, strlen(path)), why);
+        return jsonutil_doc_fail(d, "%s %s %s", field, jsonutil_quote(q, path, strlen(path)), why);
     return 0;
 }
 
 static int
-docker_image_from_json(const struct doc *d, json_object *o, const char *field,
+docker_image_from_json(const struct jsonutil_doc *d, json_object *o, const char *field,
                        struct docker_image *img)
 {
-    char sub[FIELD_MAX];
-    char elem[FIELD_MAX];
+    char sub[JSONUTIL_FIELD_MAX];
+    char elem[JSONUTIL_FIELD_MAX];
     int r;
 
-    if ((r = doc_string_dup(d, o, field, "Config", true, &img->config)) < 0)
+    if ((r = jsonutil_doc_string_dup(d, o, field, "Config", true, &img->config)) < 0)
         return r;
-    field_join(sub, field, "Config");
+    jsonutil_field_join(sub, field, "Config");
     if ((r = archive_path_check(d, sub, img->config)) < 0 ||
-        (r = doc_strv(d, o, field, "RepoTags", &img->repo_tags, &img->n_repo_tags)) < 0)
+        (r = jsonutil_doc_strv(d, o, field, "RepoTags", &img->repo_tags, &img->n_repo_tags)) < 0)
         return r;
     json_object *layers;
-    if ((r = doc_field(d, o, field, "Layers", json_type_array, true, &layers)) < 0 ||
-        (r = doc_strv(d, o, field, "Layers", &img->layers, &img->n_layers)) < 0)
+    if ((r = jsonutil_doc_field(d, o, field, "Layers", json_type_array, true, &layers)) < 0 ||
+        (r = jsonutil_doc_strv(d, o, field, "Layers", &img->layers, &img->n_layers)) < 0)
         return r;
-    field_join(sub, field, "Layers");
+    jsonutil_field_join(sub, field, "Layers");
     for (size_t i = 0; i < img->n_layers; i++) {
-        field_index(elem, sub, i);
+        jsonutil_field_index(elem, sub, i);
         if ((r = archive_path_check(d, elem, img->layers[i])) < 0)
             return r;
     }
@@ -1118,23 +839,23 @@ int
 docker_manifest_parse(const char *buf, size_t len, const char *name, struct docker_manifest **out,
                       struct err *err)
 {
-    struct doc d = {"docker archive", name, err};
+    struct jsonutil_doc d = {"docker archive", name, err};
     cleanup_json json_object *root = NULL;
     __attribute__((cleanup(docker_manifest_freep))) struct docker_manifest *m = NULL;
-    char field[FIELD_MAX];
+    char field[JSONUTIL_FIELD_MAX];
     int r;
 
-    if ((r = doc_parse_root(&d, buf, len, json_type_array, &root)) < 0)
+    if ((r = jsonutil_doc_parse_root(&d, buf, len, OCI_DOC_MAX, json_type_array, &root)) < 0)
         return r;
     size_t n = json_object_array_length(root);
     if (n == 0)
-        return doc_fail(&d, "lists no images");
+        return jsonutil_doc_fail(&d, "lists no images");
     if (!(m = calloc(1, sizeof(*m))) || !(m->images = calloc(n, sizeof(*m->images))))
-        return doc_nomem(&d);
+        return jsonutil_doc_nomem(&d);
     for (size_t i = 0; i < n; i++) {
         json_object *e;
         m->n_images = i + 1;
-        if ((r = doc_elem(&d, root, "", i, json_type_object, field, &e)) < 0 ||
+        if ((r = jsonutil_doc_elem(&d, root, "", i, json_type_object, field, &e)) < 0 ||
             (r = docker_image_from_json(&d, e, field, &m->images[i])) < 0)
             return r;
     }

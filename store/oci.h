@@ -116,8 +116,12 @@ struct oci_config {
     size_t n_entrypoint;
     char **cmd;
     size_t n_cmd;
-    char *working_dir; /* NULL when absent or empty */
-    char *user;        /* NULL when absent or empty */
+    char *working_dir;    /* NULL when absent or empty */
+    char *user;           /* NULL when absent or empty */
+    char **exposed_ports; /* "80/tcp"...: the keys of ExposedPorts */
+    size_t n_exposed_ports;
+    char **label_keys, **label_values; /* Labels, in document order */
+    size_t n_labels;
 };
 
 /* One image of a `docker save` archive's manifest.json. */

@@ -63,14 +63,43 @@ oci_platform_match(const struct oci_platform *want, const struct oci_platform *h
            strcmp(w.variant, h.variant) == 0;
 }
 
+/* Appends s at *o, bytes outside printable ASCII and backslashes as \xNN,
+ * never past size - 1: platforms come from hostile documents and end up
+ * in messages. */
+static void
+format_part(char *buf, size_t size, size_t *o, const char *s)
+{
+    for (; *s && *o + 1 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            buf[(*o)++] = (char)c;
+        } else {
+            if (*o + 5 > size)
+                break;
+            *o += (size_t)snprintf(buf + *o, size - *o, "\\x%02x", c);
+        }
+    }
+    buf[*o] = '\0';
+}
+
 char *
 oci_platform_format(const struct oci_platform *p, char *buf, size_t size)
 {
     if (size == 0)
         return buf;
-    snprintf(buf, size, "%s/%s%s%s%s%s", p->os[0] ? p->os : "unknown",
-             p->architecture[0] ? p->architecture : "unknown", p->variant[0] ? "/" : "", p->variant,
-             p->os_version[0] ? " " : "", p->os_version);
+    size_t o = 0;
+    buf[0] = '\0';
+    format_part(buf, size, &o, p->os[0] ? p->os : "unknown");
+    format_part(buf, size, &o, "/");
+    format_part(buf, size, &o, p->architecture[0] ? p->architecture : "unknown");
+    if (p->variant[0]) {
+        format_part(buf, size, &o, "/");
+        format_part(buf, size, &o, p->variant);
+    }
+    if (p->os_version[0]) {
+        format_part(buf, size, &o, " ");
+        format_part(buf, size, &o, p->os_version);
+    }
     return buf;
 }
 

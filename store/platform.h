@@ -81,7 +81,9 @@ bool oci_platform_match(const struct oci_platform *want, const struct oci_platfo
 
 /*
  * Writes "os/arch[/variant][ os.version]" into buf (always NUL-terminated,
- * truncated to size). Returns buf, so it can be used inside a printf.
+ * truncated to size), bytes outside printable ASCII and backslashes as
+ * \xNN: it is for messages, and platforms come from hostile documents.
+ * Returns buf, so it can be used inside a printf.
  */
 char *oci_platform_format(const struct oci_platform *p, char *buf, size_t size);
 

@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "store/image_build.h"
 #include "store/oci.h"
+#include "store/refname.h"
 
 #define READ_CHUNK (256 * 1024)
 #define PROGRESS_MS 250
@@ -373,10 +374,9 @@ pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_re
     if (!req->registry || !req->repository || (!req->tag && !req->digest))
         return err_set(err, EINVAL,
                        "pull: a registry, a repository and a tag or digest are needed");
-    if (req->name && !image_name_valid(req->name))
-        return err_set(err, EINVAL,
-                       "name %s: expected 1-255 characters of [A-Za-z0-9._/:@-], not a digest",
-                       req->name);
+    cleanup_free char *checked = NULL;
+    if (req->name && image_ref_normalize(req->name, &checked, err) < 0)
+        return -err->code;
     struct pull_plan *p = calloc(1, sizeof(*p));
     if (!p)
         return err_set(err, ENOMEM, "out of memory");

@@ -415,6 +415,9 @@ registry_repo_open(struct registry_client *c, const char *host, const char *repo
                 repository);
         return NULL;
     }
+    /* Declared before the first goto: a jump into the scope of a cleanup
+     * variable would free whatever the stack held there. */
+    cleanup_free char *origin = NULL;
     struct registry_repo *r = calloc(1, sizeof(*r));
     if (!r) {
         err_set(err, ENOMEM, "out of memory");
@@ -451,7 +454,6 @@ registry_repo_open(struct registry_client *c, const char *host, const char *repo
             goto fail;
     /* docker.io's API lives at registry-1.docker.io. */
     const char *api_host = strcmp(r->host, "docker.io") == 0 ? "registry-1.docker.io" : host;
-    cleanup_free char *origin = NULL;
     if (asprintf(&origin, "%s://%s", host_in(c->insecure, c->n_insecure, host) ? "http" : "https",
                  api_host) < 0) {
         err_set(err, ENOMEM, "out of memory");

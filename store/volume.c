@@ -23,13 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/randid.h"
 #include "common/log.h"
 #include "common/rootdir.h"
 #include "store/volume_merge.h"
@@ -64,19 +64,6 @@ volume_handle_valid(const char *h)
         if (!isalnum((unsigned char)h[i]) && !strchr("_.-", h[i]))
             return false;
     return true;
-}
-
-static int
-random_hex(char *out, size_t bytes, struct err *err)
-{
-    unsigned char raw[32];
-    if (bytes > sizeof(raw))
-        bytes = sizeof(raw);
-    if (getrandom(raw, bytes, 0) != (ssize_t)bytes)
-        return err_errno(err, errno, "getrandom");
-    for (size_t i = 0; i < bytes; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
-    return 0;
 }
 
 /* <dir>/<handle>[/<sub>]; caller frees, NULL on OOM. */
@@ -558,7 +545,7 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
                           "made of a volume no container mounts",
                           o->parent, (long long)p->mounts, p->mounts == 1 ? "" : "s");
         char hex[17];
-        if (ret == 0 && (ret = random_hex(hex, 8, err)) == 0)
+        if (ret == 0 && (ret = randid_hex(hex, 8, err)) == 0)
             snprintf(rel, sizeof(rel), "%s/l/%s", o->parent, hex);
         if (ret == 0 && !(layers = calloc(p->n_layers + 1, sizeof(char *))))
             ret = err_set(err, ENOMEM, "create volume %s: out of memory", handle);
@@ -615,7 +602,7 @@ volume_create(struct volume_store *vs, const struct volume_create_opts *o, struc
     char gen[33];
     const char *handle = o->handle;
     if (!handle) {
-        int ret = random_hex(gen, 16, err);
+        int ret = randid_hex(gen, 16, err);
         if (ret < 0)
             return ret;
         handle = gen;
@@ -654,7 +641,7 @@ volume_delete(struct volume_store *vs, const char *handle, bool force, char ***d
         cleanup_free char *fs = vpath(vs, gone[i], "fs");
         cleanup_free char *vd = vpath(vs, gone[i], NULL);
         char hex[17];
-        if (!fs || !vd || random_hex(hex, 8, NULL) < 0)
+        if (!fs || !vd || randid_hex(hex, 8, NULL) < 0)
             continue;
         unmount_fs(fs);
         char *t = NULL;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "store/db.h"
 
 static const char vmeta_schema[] =
     "CREATE TABLE IF NOT EXISTS volumes ("
@@ -40,110 +41,6 @@ static const char vmeta_schema[] =
     "  readonly INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (handle, user_id)"
     ") WITHOUT ROWID;";
-
-/* ---- SQLite helpers ------------------------------------------------------ */
-
-static void
-cleanup_stmt_fn(sqlite3_stmt **st)
-{
-    sqlite3_finalize(*st);
-}
-#define cleanup_stmt __attribute__((cleanup(cleanup_stmt_fn)))
-
-static int
-db_err(sqlite3 *db, int rc, struct err *err, const char *what)
-{
-    int code = EIO;
-    switch (rc & 0xff) {
-    case SQLITE_NOMEM:
-        code = ENOMEM;
-        break;
-    case SQLITE_FULL:
-        code = ENOSPC;
-        break;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        code = EBUSY;
-        break;
-    case SQLITE_CONSTRAINT:
-        code = EINVAL;
-        break;
-    }
-    return err_set(err, code, "volume metadata %s: %s", what, sqlite3_errmsg(db));
-}
-
-/* Prepares sql, binding 't' (const char *, NULL binds NULL) and 'i' (int64_t) arguments. */
-static int
-db_prepare(sqlite3 *db, sqlite3_stmt **out, struct err *err, const char *sql, const char *types,
-           ...)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return db_err(db, rc, err, "prepare");
-    va_list ap;
-    va_start(ap, types);
-    for (int i = 0; types[i] && rc == SQLITE_OK; i++) {
-        if (types[i] == 't') {
-            const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT)
-                   : sqlite3_bind_null(st, i + 1);
-        } else {
-            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-        }
-    }
-    va_end(ap);
-    if (rc != SQLITE_OK) {
-        int ret = db_err(db, rc, err, "bind");
-        sqlite3_finalize(st);
-        return ret;
-    }
-    *out = st;
-    return 0;
-}
-
-/* Steps a prepared statement that returns no rows. */
-static int
-db_done(sqlite3 *db, sqlite3_stmt *st, int *changes, struct err *err)
-{
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE)
-        return db_err(db, rc, err, "write");
-    if (changes)
-        *changes = sqlite3_changes(db);
-    return 0;
-}
-
-#define DB_RUN(db, changes, err, sql, types, ...)                                                  \
-    ({                                                                                             \
-        cleanup_stmt sqlite3_stmt *st_ = NULL;                                                     \
-        int r_ = db_prepare((db), &st_, (err), (sql), (types), ##__VA_ARGS__);                     \
-        if (r_ == 0)                                                                               \
-            r_ = db_done((db), st_, (changes), (err));                                             \
-        r_;                                                                                        \
-    })
-
-/* One integer from the first row; *found (may be NULL) says whether there was a row. */
-#define DB_INT(db, out, found, err, sql, types, ...)                                               \
-    ({                                                                                             \
-        cleanup_stmt sqlite3_stmt *st_ = NULL;                                                     \
-        int r_ = db_prepare((db), &st_, (err), (sql), (types), ##__VA_ARGS__);                     \
-        if (r_ == 0) {                                                                             \
-            int rc_ = sqlite3_step(st_);                                                           \
-            bool *f_ = (found);                                                                    \
-            if (rc_ == SQLITE_ROW) {                                                               \
-                *(out) = sqlite3_column_int64(st_, 0);                                             \
-                if (f_)                                                                            \
-                    *f_ = true;                                                                    \
-            } else if (rc_ == SQLITE_DONE) {                                                       \
-                if (f_)                                                                            \
-                    *f_ = false;                                                                   \
-            } else {                                                                               \
-                r_ = db_err((db), rc_, (err), "read");                                             \
-            }                                                                                      \
-        }                                                                                          \
-        r_;                                                                                        \
-    })
 
 /* ---- records ------------------------------------------------------------- */
 
@@ -288,14 +185,13 @@ load_locked(sqlite3 *db, const char *handle, struct volume_rec **out, struct err
 static int
 init_fn(struct sqlite3 *db, void *ctx, struct err *err)
 {
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, vmeta_schema, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        int ret = err_set(err, EIO, "create volume tables: %s", msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return ret;
-    }
-    return 0;
+    /* Version 1 is the first schema (its CREATE ... IF NOT EXISTS also
+     * takes a database from before versions were recorded). */
+    static const char *const steps[] = {vmeta_schema};
+    static const struct db_schema schema = {
+        .component = "volumes", .steps = steps, .n_steps = sizeof(steps) / sizeof(steps[0])};
+    int ret = db_migrate(db, &schema, err);
+    return ret < 0 ? err_wrap(err, "create volume tables") : 0;
 }
 
 int
@@ -318,19 +214,19 @@ insert_fn(struct sqlite3 *db, void *ctx, struct err *err)
     int64_t unused;
     bool found = false;
     int ret =
-        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", v->handle);
+        db_int(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", v->handle);
     if (ret < 0)
         return ret;
     if (found)
         return err_set(err, EEXIST, "volume %s: the handle is taken", v->handle);
     if (v->parent) {
         int64_t mounts = 0;
-        ret = DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t",
+        ret = db_int(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t",
                      v->parent);
         if (ret == 0 && !found)
             ret = err_set(err, ENOENT, "parent volume %s: not found", v->parent);
         if (ret == 0)
-            ret = DB_INT(db, &mounts, NULL, err,
+            ret = db_int(db, &mounts, NULL, err,
                          "SELECT count(*) FROM volume_mounts WHERE handle = ?", "t", v->parent);
         if (ret == 0 && mounts > 0)
             ret = err_set(err, ERR_CONFLICT,
@@ -344,7 +240,7 @@ insert_fn(struct sqlite3 *db, void *ctx, struct err *err)
         cleanup_free char *pl = layers_join(c->parent_layers, c->n_parent_layers);
         if (!pl)
             return err_set(err, ENOMEM, "record volume: out of memory");
-        ret = DB_RUN(db, NULL, err, "UPDATE volumes SET layers = ? WHERE handle = ?", "tt", pl,
+        ret = db_run(db, NULL, err, "UPDATE volumes SET layers = ? WHERE handle = ?", "tt", pl,
                      v->parent);
         if (ret < 0)
             return ret;
@@ -352,13 +248,13 @@ insert_fn(struct sqlite3 *db, void *ctx, struct err *err)
     cleanup_free char *layers = layers_join(v->layers, v->n_layers);
     if (!layers)
         return err_set(err, ENOMEM, "record volume: out of memory");
-    ret = DB_RUN(db, NULL, err,
+    ret = db_run(db, NULL, err,
                  "INSERT INTO volumes (handle, parent, layers, created_at, ttl_s, expires_at,"
                  " privileged) VALUES (?, ?, ?, ?, ?, ?, ?)",
                  "tttiiii", v->handle, v->parent, layers, v->created_at, v->ttl_s, v->expires_at,
                  (int64_t)v->privileged);
     for (size_t i = 0; ret == 0 && i < v->n_props; i++)
-        ret = DB_RUN(db, NULL, err,
+        ret = db_run(db, NULL, err,
                      "INSERT OR REPLACE INTO volume_props (handle, key, value) VALUES (?, ?, ?)",
                      "ttt", v->handle, v->props[i].key, v->props[i].value);
     return ret;
@@ -442,6 +338,18 @@ vmeta_list(struct meta *m, struct volume_rec ***out, size_t *n, struct err *err)
     return 0;
 }
 
+static int
+count_fn(struct sqlite3 *db, void *ctx, struct err *err)
+{
+    return db_int(db, ctx, NULL, err, "SELECT COUNT(*) FROM volumes", "");
+}
+
+int
+vmeta_count(struct meta *m, int64_t *n, struct err *err)
+{
+    return meta_run_locked(m, count_fn, n, err);
+}
+
 struct patch_ctx {
     const char *handle;
     const struct volume_prop *props;
@@ -456,21 +364,21 @@ patch_fn(struct sqlite3 *db, void *ctx, struct err *err)
     int64_t unused;
     bool found = false;
     int ret =
-        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
+        db_int(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
     if (ret == 0 && !found)
         ret = err_set(err, ENOENT, "volume %s: not found", c->handle);
     for (size_t i = 0; ret == 0 && i < c->n_props; i++) {
         if (c->props[i].value)
             ret =
-                DB_RUN(db, NULL, err,
+                db_run(db, NULL, err,
                        "INSERT OR REPLACE INTO volume_props (handle, key, value) VALUES (?, ?, ?)",
                        "ttt", c->handle, c->props[i].key, c->props[i].value);
         else
-            ret = DB_RUN(db, NULL, err, "DELETE FROM volume_props WHERE handle = ? AND key = ?",
+            ret = db_run(db, NULL, err, "DELETE FROM volume_props WHERE handle = ? AND key = ?",
                          "tt", c->handle, c->props[i].key);
     }
     if (ret == 0 && c->ttl_s >= 0)
-        ret = DB_RUN(db, NULL, err, "UPDATE volumes SET ttl_s = ?, expires_at = ? WHERE handle = ?",
+        ret = db_run(db, NULL, err, "UPDATE volumes SET ttl_s = ?, expires_at = ? WHERE handle = ?",
                      "iit", c->ttl_s, c->ttl_s ? c->now + c->ttl_s : (int64_t)0, c->handle);
     return ret;
 }
@@ -564,7 +472,7 @@ delete_fn(struct sqlite3 *db, void *ctx, struct err *err)
     volume_rec_free(v);
     ret = collect_tree(db, c->handle, &c->out, 0, err);
     for (size_t i = 0; ret == 0 && i < c->out.n; i++)
-        ret = DB_RUN(db, NULL, err, "DELETE FROM volumes WHERE handle = ?", "t", c->out.h[i]);
+        ret = db_run(db, NULL, err, "DELETE FROM volumes WHERE handle = ?", "t", c->out.h[i]);
     return ret;
 }
 
@@ -595,7 +503,7 @@ mount_fn(struct sqlite3 *db, void *ctx, struct err *err)
     int changes = 0;
     if (!c->add) {
         int ret =
-            DB_RUN(db, &changes, err, "DELETE FROM volume_mounts WHERE handle = ? AND user_id = ?",
+            db_run(db, &changes, err, "DELETE FROM volume_mounts WHERE handle = ? AND user_id = ?",
                    "tt", c->handle, c->user);
         if (ret == 0 && changes == 0)
             ret = err_set(err, ENOENT, "volume %s: %s does not mount it", c->handle, c->user);
@@ -604,11 +512,11 @@ mount_fn(struct sqlite3 *db, void *ctx, struct err *err)
     int64_t unused;
     bool found = false;
     int ret =
-        DB_INT(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
+        db_int(db, &unused, &found, err, "SELECT 1 FROM volumes WHERE handle = ?", "t", c->handle);
     if (ret == 0 && !found)
         ret = err_set(err, ENOENT, "volume %s: not found", c->handle);
     if (ret == 0)
-        ret = DB_RUN(db, NULL, err,
+        ret = db_run(db, NULL, err,
                      "INSERT OR IGNORE INTO volume_mounts (handle, user_id, readonly)"
                      " VALUES (?, ?, ?)",
                      "tti", c->handle, c->user, (int64_t)c->readonly);
@@ -651,7 +559,7 @@ expired_fn(struct sqlite3 *db, void *ctx, struct err *err)
     if (ret == 0 && rc != SQLITE_DONE)
         ret = db_err(db, rc, err, "expired volumes");
     if (ret == 0)
-        ret = DB_INT(db, &c->next, NULL, err,
+        ret = db_int(db, &c->next, NULL, err,
                      "SELECT coalesce(min(expires_at), 0) FROM volumes WHERE expires_at > ?", "i",
                      c->now);
     return ret;

@@ -2,9 +2,9 @@
  * Volume records in the metadata database (<root>/meta.db, the same
  * SQLite file and connection as store/meta.c): the volume, its properties,
  * its parent and copy-on-write layers, its TTL, and the containers that
- * mount it. The tables are created on first use with CREATE TABLE IF NOT
- * EXISTS, independently of meta.c's schema version, so the two schemas
- * can grow without stepping on each other. Every public function is one
+ * mount it. The tables are component "volumes" of the store's one schema
+ * scheme (store/db.h), versioned apart from meta.c's "meta", so the two
+ * schemas grow without stepping on each other. Every public function is one
  * transaction (meta_run_locked). Blocking and thread-safe: pool jobs.
  */
 #ifndef BERTH_STORE_VOLUME_META_H
@@ -65,6 +65,8 @@ int vmeta_get(struct meta *m, const char *handle, struct volume_rec **out, struc
 
 /* Every volume, oldest first. *out is NULL when there are none. */
 int vmeta_list(struct meta *m, struct volume_rec ***out, size_t *n, struct err *err);
+/* How many volumes there are. */
+int vmeta_count(struct meta *m, int64_t *n, struct err *err);
 
 /*
  * Applies a patch: props set (value) or removed (value NULL); ttl_s >= 0

@@ -38,6 +38,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/randid.h"
 #include "common/log.h"
 #include "common/rootdir.h"
 #include "store/unpack.h"
@@ -47,17 +48,6 @@
 #define OVERLAY_XATTR_PREFIX "trusted.overlay."
 #define MAX_DEPTH 1024
 #define NEW_DIR_MODE 0755
-
-static int
-hex8(char out[17])
-{
-    unsigned char raw[8];
-    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-        return -EIO;
-    for (int i = 0; i < 8; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
-    return 0;
-}
 
 /* ---- in -------------------------------------------------------------------- */
 
@@ -182,7 +172,7 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
     bool made = false;
     if (fs_fd < 0)
         ret = err_errno(err, -fs_fd, "open volume %s", handle);
-    if (ret == 0 && hex8(hex) < 0)
+    if (ret == 0 && randid_hex(hex, 8, NULL) < 0)
         ret = err_set(err, EIO, "volume %s: no random name", handle);
     snprintf(staging, sizeof(staging), "%s%s", VOLUME_STAGING_PREFIX, hex);
     snprintf(wrap, sizeof(wrap), "%s%s", staging, VOLUME_WRAP_SUFFIX);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
@@ -119,6 +120,45 @@ rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err)
     if (!*out)
         return err_set(err, ENOMEM, "cgroup path: out of memory");
     return 0;
+}
+
+int
+rt_cgroup_parent_remove(const char *parent, struct err *err)
+{
+    if (!parent || !*parent || parent[0] == '/' || strstr(parent, ".."))
+        return err_set(err, EINVAL, "cgroup parent %s: not a relative path",
+                       parent ? parent : "(null)");
+    cleanup_fclose FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return err_errno(err, errno, "open /proc/self/cgroup");
+    int ret = 0;
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        /* "ID:CONTROLLERS:PATH"; v2 is "0::PATH". One controller names a
+         * v1 hierarchy ("cpu" of "cpu,cpuacct", or "name=systemd"). */
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        char controller[256];
+        size_t n = strcspn(c1 + 1, ",:");
+        if (n >= sizeof(controller))
+            continue;
+        memcpy(controller, c1 + 1, n);
+        controller[n] = '\0';
+        if (n == 0 && strncmp(line, "0:", 2) != 0)
+            continue;
+        cleanup_free char *dir = NULL;
+        struct err ignored = {0};
+        if (rt_cgroup_dir(getpid(), n ? controller : NULL, &dir, &ignored) < 0)
+            continue; /* not mounted here: runc made nothing there either */
+        cleanup_free char *path = fs_path_join(dir, parent);
+        if (!path)
+            return err_set(err, ENOMEM, "cgroup parent: out of memory");
+        if (rmdir(path) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY && ret == 0)
+            ret = err_errno(err, errno, "remove cgroup %s", path);
+    }
+    return ret;
 }
 
 static int

@@ -2,7 +2,9 @@
  * Reading a container's resource usage from its cgroup, on cgroup v1
  * (memory.usage_in_bytes, cpuacct.usage) and v2 (memory.current,
  * cpu.stat usage_usec), and hybrid hosts (v1 controllers win when they
- * are mounted). Blocks on /proc and /sys reads: pool threads only.
+ * are mounted); and removing the per-daemon parent of the containers'
+ * cgroups. Blocks on /proc and /sys: pool threads, or the daemon's
+ * shutdown once the loop has stopped.
  */
 #ifndef BERTH_RUNTIME_OCI_CGROUP_H
 #define BERTH_RUNTIME_OCI_CGROUP_H
@@ -18,6 +20,15 @@
  * ENOENT when the controller is not mounted or pid is gone.
  */
 int rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err);
+
+/*
+ * Removes the directory parent (a relative cgroupsPath's first part, which
+ * runc makes under its own, so this process's, cgroup in each hierarchy)
+ * from every hierarchy this process is in, where it is empty. One that
+ * still holds a container's cgroup stays: the kernel refuses (EBUSY), and
+ * that is not an error. 0, or the first other failure.
+ */
+int rt_cgroup_parent_remove(const char *parent, struct err *err);
 
 /* Memory and CPU usage of the cgroup that pid is in. */
 int rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err);

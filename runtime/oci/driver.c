@@ -19,8 +19,10 @@
  * set-up of /dev to the host.
  *
  * Every operation blocks (a runtime invocation, the disk, the init): pool
- * threads only. The context is read-only after open, so threads share it.
+ * threads only (close: the daemon's teardown, after the loop stopped).
+ * The context is read-only after open, so threads share it.
  */
+#include <dirent.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,6 +36,8 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
+#include "common/strv.h"
 #include "runtime/driver.h"
 #include "runtime/oci/cgroup.h"
 #include "runtime/oci/proc.h"
@@ -60,6 +64,14 @@ oci_close(void *p)
     struct oci_ctx *ctx = p;
     if (!ctx)
         return;
+    /* runc makes the parent of the containers' cgroups and removes only
+     * theirs: without this, every store root a daemon ran on left an empty
+     * directory in each hierarchy. Containers that keep running across a
+     * restart keep theirs (the kernel refuses to remove it). */
+    struct err ignored = {0};
+    if (ctx->usable && ctx->cgroup_parent &&
+        rt_cgroup_parent_remove(ctx->cgroup_parent, &ignored) < 0)
+        log_warn("oci runtime: %s", ignored.msg);
     rt_runc_close(&ctx->runc);
     free(ctx->init_path);
     free(ctx->cgroup_parent);
@@ -206,7 +218,7 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
                        spec->handle ? spec->handle : "(null)");
     if (!spec->dir || spec->dir[0] != '/')
         return err_set(err, EINVAL, "container %s: directory must be absolute", spec->handle);
-    cleanup_free char *state = rt_container_state_dir(spec->dir);
+    cleanup_free char *state = rt_proc_state_dir(spec->dir);
     cleanup_free char *bundle = fs_path_join(spec->dir, "bundle");
     cleanup_free char *log = fs_path_join(spec->dir, "init.log");
     cleanup_free char *cgpath = NULL;
@@ -342,7 +354,7 @@ oci_proc_spawn(void *p, const char *handle, const char *dir, const struct rt_pro
                struct rt_proc_status *out, struct err *err)
 {
     struct oci_ctx *ctx = p;
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "spawn in %s: out of memory", handle);
     struct rt_proc_spec s = *spec;
@@ -355,7 +367,7 @@ static int
 oci_proc_signal(void *p, const char *handle, const char *dir, const char *id, int sig,
                 struct err *err)
 {
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "signal in %s: out of memory", handle);
     return rt_proc_signal(state, id, sig, err);
@@ -365,7 +377,7 @@ static int
 oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
                 struct rt_proc_status *out, struct err *err)
 {
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "status in %s: out of memory", handle);
     return rt_proc_status_read(state, id, out, err);
@@ -375,7 +387,7 @@ static int
 oci_proc_output_open(void *p, const char *handle, const char *dir, const char *id, int which,
                      struct err *err)
 {
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "output in %s: out of memory", handle);
     return rt_proc_output_open(state, id, which ? RT_PROC_STDERR : RT_PROC_STDOUT, err);
@@ -384,7 +396,7 @@ oci_proc_output_open(void *p, const char *handle, const char *dir, const char *i
 static int
 oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id, struct err *err)
 {
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "stdin in %s: out of memory", handle);
     return rt_proc_stdin_open(state, id, err);
@@ -393,10 +405,84 @@ oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id
 static int
 oci_proc_stdin_close(void *p, const char *handle, const char *dir, const char *id, struct err *err)
 {
-    cleanup_free char *state = rt_container_state_dir(dir);
+    cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "stdin in %s: out of memory", handle);
     return rt_proc_stdin_close(state, id, err);
+}
+
+static char *
+oci_proc_watch_dir(void *p, const char *handle, const char *dir, const char *id)
+{
+    cleanup_free char *state = rt_proc_state_dir(dir);
+    return state ? rt_proc_dir(state, id) : NULL;
+}
+
+/* The init writes stdout and stderr as it goes, pid then exit, and truncated at the cap. */
+static enum rt_proc_change
+oci_proc_change(const char *filename)
+{
+    if (strcmp(filename, "stdout") == 0)
+        return RT_PROC_CHANGE_STDOUT;
+    if (strcmp(filename, "stderr") == 0)
+        return RT_PROC_CHANGE_STDERR;
+    if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0 ||
+        strcmp(filename, "truncated") == 0)
+        return RT_PROC_CHANGE_STATUS;
+    return RT_PROC_CHANGE_NONE;
+}
+
+static int
+oci_proc_list(void *p, const char *handle, const char *dir, char ***ids, struct err *err)
+{
+    cleanup_free char *state = rt_proc_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "processes of %s: out of memory", handle);
+    return rt_proc_list(state, ids, err);
+}
+
+static int
+oci_proc_times(void *p, const char *handle, const char *dir, const char *id,
+               struct rt_proc_times *out, struct err *err)
+{
+    cleanup_free char *state = rt_proc_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "process %s in %s: out of memory", id, handle);
+    return rt_proc_times(state, id, out, err);
+}
+
+static int
+oci_proc_remove(void *p, const char *handle, const char *dir, const char *id, struct err *err)
+{
+    cleanup_free char *state = rt_proc_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "process %s in %s: out of memory", id, handle);
+    return rt_proc_remove(state, id, err);
+}
+
+/* runc keeps one directory per container below its --root. */
+static int
+oci_container_list(void *p, char ***handles, struct err *err)
+{
+    struct oci_ctx *ctx = p;
+    char **v = calloc(1, sizeof(char *));
+    size_t n = 0;
+    if (!v)
+        return err_set(err, ENOMEM, "list runtime containers: out of memory");
+    /* A runtime that cannot run keeps no containers to list. */
+    DIR *dp = ctx->usable && ctx->runc.root ? opendir(ctx->runc.root) : NULL;
+    struct dirent *de;
+    while (dp && (de = readdir(dp)) != NULL) {
+        if (rt_handle_valid(de->d_name) && strv_push(&v, &n, de->d_name) < 0) {
+            closedir(dp);
+            strv_free(v);
+            return err_set(err, ENOMEM, "list runtime containers: out of memory");
+        }
+    }
+    if (dp)
+        closedir(dp);
+    *handles = v;
+    return 0;
 }
 
 static const char *const oci_isolation[] = {"process", NULL};
@@ -417,4 +503,10 @@ const struct rt_driver rt_oci_driver = {
     .proc_output_open = oci_proc_output_open,
     .proc_stdin_open = oci_proc_stdin_open,
     .proc_stdin_close = oci_proc_stdin_close,
+    .proc_watch_dir = oci_proc_watch_dir,
+    .proc_change = oci_proc_change,
+    .proc_list = oci_proc_list,
+    .proc_times = oci_proc_times,
+    .proc_remove = oci_proc_remove,
+    .container_list = oci_container_list,
 };

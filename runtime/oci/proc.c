@@ -21,6 +21,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/strv.h"
 
 #define RECORD_MAX 4096
 
@@ -109,7 +110,35 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
 {
     memset(out, 0, sizeof(*out));
     char buf[RECORD_MAX];
-    int ret = read_record(dfd, "pid", buf, sizeof(buf), err);
+    /*
+     * The exit record before the pid record: the init (one thread) writes
+     * pid right after the exec and exit only when it reaps the process, so
+     * once exit is there, a missing pid means the process never started.
+     * Read the other way round, a process that started and exited between
+     * the two reads looked as if it had never started.
+     */
+    int ret = read_record(dfd, "exit", buf, sizeof(buf), err);
+    if (ret < 0 && ret != -ENOENT)
+        return ret;
+    if (ret == 0) {
+        bool have_code = false;
+        char *save = NULL;
+        for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            long v;
+            if (strncmp(line, "code ", 5) == 0 && parse_int(line + 5, 0, 255, &v) == 0) {
+                out->exit_code = (int)v;
+                have_code = true;
+            } else if (strncmp(line, "signal ", 7) == 0 && parse_int(line + 7, 1, 64, &v) == 0) {
+                out->signal = (int)v;
+            } else if (strncmp(line, "error ", 6) == 0) {
+                snprintf(out->error, sizeof(out->error), "%s", line + 6);
+            }
+        }
+        if (!have_code)
+            return err_set(err, EIO, "process %s: bad exit record", id);
+        out->exited = true;
+    }
+    ret = read_record(dfd, "pid", buf, sizeof(buf), err);
     if (ret == 0) {
         long v;
         if (parse_int(buf, 1, INT32_MAX, &v) < 0)
@@ -120,27 +149,6 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
         return ret;
     }
     out->output_truncated = faccessat(dfd, "truncated", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    ret = read_record(dfd, "exit", buf, sizeof(buf), err);
-    if (ret == -ENOENT)
-        return 0;
-    if (ret < 0)
-        return ret;
-    bool have_code = false;
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        long v;
-        if (strncmp(line, "code ", 5) == 0 && parse_int(line + 5, 0, 255, &v) == 0) {
-            out->exit_code = (int)v;
-            have_code = true;
-        } else if (strncmp(line, "signal ", 7) == 0 && parse_int(line + 7, 1, 64, &v) == 0) {
-            out->signal = (int)v;
-        } else if (strncmp(line, "error ", 6) == 0) {
-            snprintf(out->error, sizeof(out->error), "%s", line + 6);
-        }
-    }
-    if (!have_code)
-        return err_set(err, EIO, "process %s: bad exit record", id);
-    out->exited = true;
     return 0;
 }
 
@@ -539,4 +547,72 @@ rt_proc_remove(const char *state_dir, const char *id, struct err *err)
     char path[128];
     snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, id);
     return fs_remove_tree(path, err);
+}
+
+char *
+rt_proc_state_dir(const char *dir)
+{
+    return fs_path_join(dir, "state");
+}
+
+char *
+rt_proc_dir(const char *state_dir, const char *id)
+{
+    char *path = NULL;
+    if (!rt_id_valid(id) || asprintf(&path, "%s/procs/%s", state_dir, id) < 0)
+        return NULL;
+    return path;
+}
+
+int
+rt_proc_list(const char *state_dir, char ***ids, struct err *err)
+{
+    char **v = calloc(1, sizeof(char *));
+    size_t n = 0;
+    if (!v)
+        return err_set(err, ENOMEM, "list processes: out of memory");
+    cleanup_close int sfd = open_state(state_dir, err);
+    int pfd = sfd < 0 ? -1 : openat(sfd, "procs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *dp = pfd < 0 ? NULL : fdopendir(pfd);
+    if (!dp) {
+        if (pfd >= 0)
+            close(pfd);
+        *ids = v; /* no records: no processes */
+        return 0;
+    }
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        if (!rt_id_valid(de->d_name))
+            continue;
+        if (strv_push(&v, &n, de->d_name) < 0) {
+            closedir(dp);
+            strv_free(v);
+            return err_set(err, ENOMEM, "list processes: out of memory");
+        }
+    }
+    closedir(dp);
+    *ids = v;
+    return 0;
+}
+
+static int64_t
+mtime_ms(int dfd, const char *name)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+        return 0;
+    return (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000;
+}
+
+int
+rt_proc_times(const char *state_dir, const char *id, struct rt_proc_times *out, struct err *err)
+{
+    memset(out, 0, sizeof(*out));
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    out->started_ms = mtime_ms(dfd, "spec");
+    out->finished_ms = mtime_ms(dfd, "exit");
+    out->has_stdin = faccessat(dfd, "stdin", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    return 0;
 }

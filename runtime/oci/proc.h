@@ -64,6 +64,19 @@ int rt_proc_stdin_close(const char *state_dir, const char *id, struct err *err);
 int rt_proc_output_open(const char *state_dir, const char *id, enum rt_proc_stream which,
                         struct err *err);
 
+/* The state directory below a container's private dir ("<dir>/state"); caller frees. */
+char *rt_proc_state_dir(const char *dir);
+
+/* The directory of one process's records, "<state>/procs/<id>"; caller frees. */
+char *rt_proc_dir(const char *state_dir, const char *id);
+
+/* Every process id under procs/ (caller frees with strv_free). */
+int rt_proc_list(const char *state_dir, char ***ids, struct err *err);
+
+/* The spec's and exit record's times, and whether a stdin FIFO exists. */
+int rt_proc_times(const char *state_dir, const char *id, struct rt_proc_times *out,
+                  struct err *err);
+
 /* Removes an exited process's directory, output included. ERR_CONFLICT while it runs. */
 int rt_proc_remove(const char *state_dir, const char *id, struct err *err);
 

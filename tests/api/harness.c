@@ -705,6 +705,49 @@ raw_wait_closed(int fd, int timeout_ms)
     }
 }
 
+void
+raw_http(unsigned port, const char *req, size_t len, int timeout_ms, struct hresp *out,
+         bool *closed)
+{
+    memset(out, 0, sizeof(*out));
+    int fd = raw_connect(port);
+    ck_assert_msg(fd >= 0, "raw_http: cannot connect to port %u", port);
+    raw_send(fd, req, len); /* a server that answers early may close first */
+    size_t cap = 1 << 20;
+    char *buf = calloc(1, cap + 1);
+    ck_assert_ptr_nonnull(buf);
+    bool eof = false;
+    size_t got = raw_recv(fd, buf, cap, timeout_ms, &eof);
+    buf[got] = '\0';
+    if (closed && !eof) {
+        /* Closed, and with nothing more: a second reply would mean the
+         * server read the rest of the bytes as another request. */
+        char extra[256];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        *closed = poll(&p, 1, 2000) == 1 && recv(fd, extra, sizeof(extra), 0) <= 0;
+    } else if (closed) {
+        *closed = true;
+    }
+    close(fd);
+    const char *hend = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) == 0 && strlen(buf) > 12)
+        out->status = strtol(buf + 9, NULL, 10);
+    size_t hlen = hend ? (size_t)(hend - buf) + 4 : got;
+    out->headers = strndup(buf, hlen);
+    out->body = strdup(buf + hlen);
+    out->body_len = got - hlen;
+    free(buf);
+    if (out->body_len) {
+        json_tokener *tok = json_tokener_new();
+        out->json = json_tokener_parse_ex(tok, out->body, (int)out->body_len);
+        if (json_tokener_get_error(tok) != json_tokener_success) {
+            json_object_put(out->json);
+            out->json = NULL;
+        }
+        json_tokener_free(tok);
+    }
+}
+
 /* ---- running berthd to completion ---- */
 
 static char *

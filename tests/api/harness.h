@@ -149,6 +149,17 @@ size_t raw_recv(int fd, char *buf, size_t len, int timeout_ms, bool *eof);
  * milliseconds it took, or -1 if it is still open after timeout_ms. */
 long raw_wait_closed(int fd, int timeout_ms);
 
+/*
+ * One exchange as a hostile client has it: sends len raw bytes on a fresh
+ * connection to port, reads the reply (until a complete reply with a
+ * Content-Length, the peer's close, or timeout_ms) and fills out as
+ * http_do does (status 0 when no status line came). With closed non-NULL,
+ * then waits up to 2 s more and tells whether the server closed the
+ * connection without sending anything more.
+ */
+void raw_http(unsigned port, const char *req, size_t len, int timeout_ms, struct hresp *out,
+              bool *closed);
+
 /* Monotonic milliseconds. */
 double now_ms(void);
 /* Sleeps ms milliseconds. */

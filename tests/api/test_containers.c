@@ -3,12 +3,14 @@
  * here with umoci (or a raw busybox directory): validation, the image's
  * /etc, security defaults, memory and pids limits, what a delete and a
  * failed create leave behind (nothing), eight containers at once each
- * running a process "task", property filters, a missing runtime, and a
- * kill -9 of the daemon while a process runs.
+ * running a process "task", property filters, a missing runtime, a
+ * kill -9 of the daemon while a process runs, and the cgroup parent a
+ * stopped daemon leaves (none, unless a container still runs in it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -380,6 +382,29 @@ START_TEST(two_daemons_give_the_same_handle_different_cgroups)
 }
 END_TEST
 
+/* Once its containers are deleted and it stopped, a daemon leaves no
+ * cgroup of its own (berth-<hash of its root>) in any hierarchy. */
+START_TEST(no_cgroup_is_left_after_the_last_container_and_the_daemon)
+{
+    struct berthd b = {0};
+    ctr_require_runtime();
+    berthd_start(&b, NULL);
+    ctr_create_raw(&b, "c-cg1");
+    ctr_create_raw(&b, "c-cg2");
+    char parent[64];
+    snprintf(parent, sizeof(parent), "berth-%.12s",
+             ctr_sh_out("printf %%s '%s' | sha256sum", b.root));
+    const char *found = ctr_sh_out(
+        "find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null | wc -l", parent);
+    ck_assert_msg(atoi(found) > 0, "no %s cgroup while containers run", parent);
+    ctr_delete(&b, "c-cg1");
+    ctr_delete(&b, "c-cg2");
+    berthd_finish(&b);
+    found = ctr_sh_out("find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' 2>/dev/null", parent);
+    ck_assert_msg(found[0] == '\0', "left behind: %s", found);
+}
+END_TEST
+
 START_TEST(container_list_filters_by_property)
 {
     struct berthd b = {0};
@@ -524,6 +549,47 @@ START_TEST(container_survives_kill_9_of_the_daemon)
 }
 END_TEST
 
+/* The directories holding handle's cgroups, space-separated (static). */
+static const char *
+cgroup_parents_of(const char *handle)
+{
+    return ctr_sh_out("find /sys/fs/cgroup -maxdepth 8 -type d -name '%s' -printf '%%h ' "
+                      "2>/dev/null",
+                      handle);
+}
+
+/* runc makes the parent of the containers' cgroups (one per store root)
+ * and removes only the containers' own: the daemon removes the parent when
+ * it stops, unless a container that keeps running is still in it. */
+START_TEST(daemon_stop_removes_its_empty_cgroup_parent)
+{
+    struct berthd b1 = {0}, b2 = {0};
+    ctr_require_runtime();
+    berthd_start(&b1, NULL);
+    char handle[64];
+    snprintf(handle, sizeof(handle), "c-parent-%d", (int)getpid());
+    ctr_create_raw(&b1, handle);
+    char parents[4096];
+    snprintf(parents, sizeof(parents), "%s", cgroup_parents_of(handle));
+    ck_assert_msg(parents[0] != '\0', "no cgroup directory named %s", handle);
+    int status = berthd_term(&b1, 10000);
+    ck_assert_msg(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "berthd ended with wait status 0x%x", status);
+    ck_assert_msg(ctr_sh("for d in %s; do [ -d \"$d/%s\" ] || exit 1; done", parents, handle) == 0,
+                  "the running container lost a cgroup in %s", parents);
+
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s", b1.root);
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ctr_track(&b2, handle);
+    ctr_delete(&b2, handle);
+    berthd_finish(&b2);
+    ck_assert_msg(ctr_sh("for d in %s; do [ -d \"$d\" ] && exit 1; done; exit 0", parents) == 0,
+                  "a cgroup parent is left: %s", parents);
+    berthd_cleanup(&b1);
+}
+END_TEST
+
 static Suite *
 containers_suite(void)
 {
@@ -543,6 +609,8 @@ containers_suite(void)
     tcase_add_test(tc, container_runtime_missing_is_503_with_its_error);
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
     tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
+    tcase_add_test(tc, daemon_stop_removes_its_empty_cgroup_parent);
+    tcase_add_test(tc, no_cgroup_is_left_after_the_last_container_and_the_daemon);
     suite_add_tcase(s, tc);
     return s;
 }

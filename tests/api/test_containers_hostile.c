@@ -108,7 +108,7 @@ import_hostile(const struct berthd *b, const char *dir, const char *name,
     fx_write_layout(dir, &s);
     free(t.data);
     char q[128];
-    snprintf(q, sizeof(q), "?name=%s", name);
+    snprintf(q, sizeof(q), "?name=%s:latest", name); /* its ref.name is a bare tag */
     struct hresp r;
     fx_import_layout(b, q, dir, NULL, &r);
     ck_assert_msg(r.status == 201, "import %s: %ld %s", name, r.status, r.body);
@@ -258,7 +258,7 @@ START_TEST(targets_of_the_wrong_type_or_leading_to_reserved_places_are_refused)
     fx_write_layout(layout, &s);
     free(t.data);
     struct hresp r;
-    fx_import_layout(&b, "?name=fileimg", layout, NULL, &r);
+    fx_import_layout(&b, "?name=fileimg:latest", layout, NULL, &r);
     ck_assert_msg(r.status == 201, "import: %ld %s", r.status, r.body);
     hresp_free(&r);
     /* The last two lead, through the image's symlinks, to /proc/x and /dev. */

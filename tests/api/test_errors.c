@@ -1,7 +1,8 @@
 /*
  * Error replies: every one is {"error": {"code", "message"}} with the
  * right status, for unknown paths and methods, oversized or malformed
- * bodies, bodies where none is taken, and oversized URIs and headers.
+ * bodies, bodies where none is taken, oversized URIs and headers, too many
+ * query parameters, and request framing that could be read two ways.
  *
  * The JSON-body checks are helpers that take the route. They run against
  * the first JSON route this build has (harness_json_route: POST
@@ -167,6 +168,42 @@ START_TEST(malformed_json_is_400_naming_the_problem)
 }
 END_TEST
 
+/* What json-c's lenient parser takes is refused, naming what and where;
+ * integer fields take integral exponents. */
+START_TEST(json_bodies_are_parsed_strictly)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    static const struct {
+        const char *body, *why;
+    } cases[] = {
+        {"{\"handle\":\"t1\",\"properties\":{\"a\":\"1\"},}", "at byte 38: trailing comma"},
+        {"{'handle':\"t1\"}", "at byte 1: single-quoted string"},
+        {"{\"handle\":\"t1\" /* c */}", "at byte 15: comment"},
+        {"{\"handle\":\"t1\",\"handle\":\"t2\"}", "at byte 15: duplicate key \"handle\""},
+        {"{\"ttl_s\":NaN}", "at byte 9"},
+        {"{\"ttl_s\":Infinity}", "at byte 9"},
+        {"{\"ttl_s\":1.5}", "expected an integer"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hresp r;
+        http_post_json(&b, "/v1/volumes", cases[i].body, &r);
+        ck_assert_error_reply(&r, 400, "bad_request", cases[i].why);
+        hresp_free(&r);
+    }
+    /* Nothing was made by any of them. */
+    struct hresp r;
+    http_get(&b, "/v1/volumes", &r);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "volumes")), 0);
+    hresp_free(&r);
+    http_post_json(&b, "/v1/volumes", "{\"handle\":\"e\",\"ttl_s\":1e2}", &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    ck_assert_int_eq(json_object_get_int64(json_at(r.json, "ttl_s")), 100);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(wrong_field_type_is_400_naming_the_field)
 {
     struct berthd b = {0};
@@ -176,6 +213,7 @@ START_TEST(wrong_field_type_is_400_naming_the_field)
         const char *route, *body, *field;
     } known[] = {
         {"/v1/debug/hash", "{\"bytes\": \"lots\"}", "bytes"},
+        {"/v1/images/prune", "{\"keep_bytes\": \"lots\"}", "keep_bytes"},
     };
     const char *route = json_route_or_skip(&b, "wrong_field_type_is_400_naming_the_field");
     bool ran = false;
@@ -300,6 +338,162 @@ START_TEST(headers_of_20kib_are_431)
 }
 END_TEST
 
+/* About 1,000 query parameters overran MHD's per-connection memory in the
+ * middle of parsing them, and the request got no answer at all. */
+START_TEST(query_of_1000_parameters_is_414)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char *path = malloc(16 * 1024);
+    ck_assert_ptr_nonnull(path);
+    size_t n = (size_t)sprintf(path, "/v1/health?");
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)sprintf(path + n, "%sp%d=v", i ? "&" : "", i);
+    ck_assert_uint_lt(n, 8192); /* under the length limit: the count is what is refused */
+    struct hresp r;
+    http_do(&b, &(struct hreq){.path = path, .timeout_ms = 3000}, &r);
+    ck_assert_error_reply(&r, 414, "uri_too_long", "1000 query parameters");
+    hresp_free(&r);
+
+    /* As many as the limit is fine. */
+    n = (size_t)sprintf(path, "/v1/health?");
+    for (int i = 0; i < 64; i++)
+        n += (size_t)sprintf(path + n, "%sp%d=v", i ? "&" : "", i);
+    http_do(&b, &(struct hreq){.path = path, .timeout_ms = 5000}, &r);
+    ck_assert_msg(r.status == 200 || r.status == 503, "64 query parameters: %ld %s", r.status,
+                  r.body);
+    hresp_free(&r);
+    free(path);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* A request of n header fields "X-nnnnn: v" (12 bytes each as counted
+ * against the limit) and one of pad_len bytes, sent raw. */
+static void
+raw_headers_request(struct berthd *b, int n, size_t pad_len, struct hresp *r)
+{
+    size_t cap = (size_t)n * 16 + pad_len + 256;
+    char *req = malloc(cap);
+    ck_assert_ptr_nonnull(req);
+    size_t len = (size_t)sprintf(req, "GET /v1/health HTTP/1.1\r\nHost: t\r\n");
+    for (int i = 0; i < n; i++)
+        len += (size_t)sprintf(req + len, "X-%05d: v\r\n", i);
+    if (pad_len) {
+        len += (size_t)sprintf(req + len, "X-Pad: ");
+        memset(req + len, 'p', pad_len);
+        len += pad_len;
+        len += (size_t)sprintf(req + len, "\r\n");
+    }
+    len += (size_t)sprintf(req + len, "Connection: close\r\n\r\n");
+    raw_http(b->port, req, len, 5000, r, NULL);
+    free(req);
+}
+
+/* Header blocks larger than MHD's per-connection pool used to get MHD's
+ * own HTML 431 (or, with many small fields, even a block under our
+ * limit did); they are answered by berth, in JSON. */
+START_TEST(headers_past_64kib_or_in_many_fields_are_431_json)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    struct hresp r;
+    raw_headers_request(&b, 0, 100 * 1024, &r);
+    ck_assert_error_reply(&r, 431, "headers_too_large", "16384");
+    hresp_free(&r);
+    raw_headers_request(&b, 1500, 0, &r);
+    ck_assert_error_reply(&r, 431, "headers_too_large", "16384");
+    hresp_free(&r);
+    /* 1,000 small fields are under the limit, and served. */
+    raw_headers_request(&b, 1000, 0, &r);
+    ck_assert_msg(r.status == 200 || r.status == 503, "1,000 header fields: %ld %s", r.status,
+                  r.body);
+    ck_assert_ptr_nonnull(r.json);
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* A request whose body's length two HTTP parsers could read differently
+ * (a proxy in front and berthd) is refused with 400, and the connection
+ * is closed without reading what follows as another request. */
+static void
+check_refused_framing(struct berthd *b, const char *route, const char *headers, const char *body,
+                      const char *substr)
+{
+    char req[4096];
+    int len = snprintf(req, sizeof(req),
+                       "POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n%s\r\n%s"
+                       "GET /v1/metrics HTTP/1.1\r\nHost: t\r\n\r\n",
+                       route, headers, body);
+    struct hresp r;
+    bool closed = false;
+    raw_http(b->port, req, (size_t)len, 5000, &r, &closed);
+    char why[1024];
+    ck_assert_msg(error_body_ok(&r, 400, "bad_request", substr, why, sizeof(why)),
+                  "headers '%s': %s", headers, why);
+    ck_assert_msg(closed, "headers '%s': the connection stayed open, or a second reply came",
+                  headers);
+    hresp_free(&r);
+}
+
+START_TEST(conflicting_or_duplicate_content_length_is_400)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "conflicting_or_duplicate_content_length_is_400");
+    if (route) {
+        check_refused_framing(&b, route, "Content-Length: 2\r\nContent-Length: 30\r\n", "{}",
+                              "Content-Length is given 2 times (2, 30)");
+        check_refused_framing(&b, route, "Content-Length: 2\r\nContent-Length: 2\r\n", "{}",
+                              "Content-Length is given 2 times (2, 2)");
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(request_smuggling_shapes_are_400)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "request_smuggling_shapes_are_400");
+    static const struct {
+        const char *headers, *body, *substr;
+    } cases[] = {
+        /* MHD frames by Transfer-Encoding and ignores Content-Length. */
+        {"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n", "2\r\n{}\r\n0\r\n\r\n",
+         "both Transfer-Encoding (chunked) and Content-Length (2)"},
+        /* MHD reads a body with any other coding until the client closes. */
+        {"Transfer-Encoding: gzip\r\n", "{}", "Transfer-Encoding gzip is not supported"},
+        {"Transfer-Encoding: identity, chunked\r\n", "2\r\n{}\r\n0\r\n\r\n",
+         "Transfer-Encoding identity, chunked is not supported"},
+        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", "2\r\n{}\r\n0\r\n\r\n",
+         "Transfer-Encoding is given 2 times"},
+        /* To MHD this is no Transfer-Encoding, so no body: the chunks
+         * would be read as the next request. */
+        {"Transfer-Encoding : chunked\r\n", "2\r\n{}\r\n0\r\n\r\n",
+         "header name \"Transfer-Encoding \" has whitespace"},
+        {"Content-Length\t: 2\r\n", "{}", "has whitespace"},
+    };
+    for (size_t i = 0; route && i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_refused_framing(&b, route, cases[i].headers, cases[i].body, cases[i].substr);
+
+    /* Chunked in HTTP/1.0, which has no such thing. */
+    if (route) {
+        char req[512];
+        int len = snprintf(req, sizeof(req),
+                           "POST %s HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+                           "\r\n",
+                           route);
+        struct hresp r;
+        raw_http(b.port, req, (size_t)len, 5000, &r, NULL);
+        ck_assert_error_reply(&r, 400, "bad_request", "HTTP/1.0");
+        hresp_free(&r);
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 errors_suite(void)
 {
@@ -311,10 +505,15 @@ errors_suite(void)
     tcase_add_test(tc, json_body_over_1mib_chunked_is_413);
     tcase_add_test(tc, malformed_json_is_400_naming_the_problem);
     tcase_add_test(tc, wrong_field_type_is_400_naming_the_field);
+    tcase_add_test(tc, json_bodies_are_parsed_strictly);
     tcase_add_test(tc, body_on_a_route_that_takes_none_is_400);
     tcase_add_test(tc, uri_path_of_10kib_is_414);
     tcase_add_test(tc, uri_query_of_10kib_is_414);
     tcase_add_test(tc, headers_of_20kib_are_431);
+    tcase_add_test(tc, query_of_1000_parameters_is_414);
+    tcase_add_test(tc, headers_past_64kib_or_in_many_fields_are_431_json);
+    tcase_add_test(tc, conflicting_or_duplicate_content_length_is_400);
+    tcase_add_test(tc, request_smuggling_shapes_are_400);
     suite_add_tcase(s, tc);
     return s;
 }

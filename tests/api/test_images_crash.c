@@ -70,6 +70,34 @@ assert_clean_after_restart(struct berthd *b, int images)
     berthd_finish(b);
 }
 
+/* What a crash during a prune left (a blob nothing references) goes at
+ * the next start, in a job: health answers at once meanwhile. */
+START_TEST(garbage_left_by_a_crash_is_collected_at_start_up)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    char blob[PATH_MAX + 128];
+    snprintf(blob, sizeof(blob), "%s/content/sha256/%064d", b.root, 7);
+    fx_write_file(blob, "left by a prune that crashed", 28);
+    double t0 = now_ms();
+    berthd_start(&b, NULL);
+    struct hresp r;
+    http_get(&b, "/v1/health", &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_msg(now_ms() - t0 < 15000, "ready after %.0f ms", now_ms() - t0);
+    bool gone = false;
+    for (int i = 0; i < 600 && !gone; i++) {
+        gone = access(blob, F_OK) != 0;
+        if (!gone)
+            sleep_ms(50);
+    }
+    ck_assert_msg(gone, "the orphan blob %s is still there", blob);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(kill9_during_a_big_upload_leaves_nothing_and_importing_again_works)
 {
     struct berthd b;
@@ -210,6 +238,7 @@ crash_suite(void)
     Suite *s = suite_create("api_images_crash");
     TCase *tc = tcase_create("crash");
     tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, garbage_left_by_a_crash_is_collected_at_start_up);
     tcase_add_test(tc, kill9_during_a_big_upload_leaves_nothing_and_importing_again_works);
     tcase_add_test(tc, kill9_during_a_layout_unpack_leaves_nothing_and_importing_again_works);
     tcase_add_test(tc,

@@ -1061,6 +1061,40 @@ START_TEST(docker_archive_with_escaping_layer_path_is_422)
 }
 END_TEST
 
+/*
+ * manifest.json naming a config or a layer the archive lacks: the import
+ * gave up through a goto into the scope of a cleanup variable and freed
+ * whatever the stack held (clang refuses to compile that; gcc did).
+ */
+START_TEST(docker_archive_naming_a_member_it_lacks_is_422)
+{
+    struct berthd b;
+    start_with_base(&b);
+    const char *cases[][2] = {
+        {"[{\"Config\":\"nope.json\",\"RepoTags\":[\"x:1\"],\"Layers\":[\"l.tar\"]}]",
+         "config nope.json is not in the archive"},
+        {"[{\"Config\":\"c.json\",\"RepoTags\":[\"x:1\"],\"Layers\":[\"gone.tar\"]}]",
+         "layer gone.tar is not in the archive"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct fx_buf t = {0};
+        fx_tar_file(&t, "c.json", "{}");
+        fx_tar_file(&t, "manifest.json", cases[i][0]);
+        fx_tar_end(&t);
+        struct before st;
+        take_before(&b, &st);
+        struct fx_src src = {.data = t.data, .len = t.len};
+        struct hresp r;
+        fx_post(&b, "/v1/images", "application/x-tar", NULL, &src, false, 30000, &r);
+        assert_refused(&r, cases[i][1]);
+        hresp_free(&r);
+        assert_nothing_left(&b, &st);
+        free(t.data);
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 verify_suite(void)
 {
@@ -1106,6 +1140,7 @@ verify_suite(void)
     tcase_add_test(tc, truncated_gzip_upload_is_refused_and_leaves_nothing);
     tcase_add_test(tc, garbage_upload_is_refused_and_leaves_nothing);
     tcase_add_test(tc, docker_archive_with_escaping_layer_path_is_422);
+    tcase_add_test(tc, docker_archive_naming_a_member_it_lacks_is_422);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -103,6 +103,117 @@ START_TEST(process_ids_and_errors)
 }
 END_TEST
 
+/* A start that fails keeps nothing: 422, and the id is free again at once. */
+START_TEST(a_failed_start_leaves_no_record)
+{
+    struct berthd b = {0};
+    start(&b, "p-fail");
+    const char *bodies[] = {
+        "{\"id\":\"again\",\"path\":\"/no/such/program\"}",
+        "{\"id\":\"again\",\"path\":\"true\",\"dir\":\"/no/such/dir\"}",
+        "{\"id\":\"again\",\"path\":\"true\",\"user\":\"nosuch\"}",
+        NULL,
+    };
+    struct hresp r;
+    for (const char *const *body = bodies; *body; body++) {
+        http_post_json(&b, "/v1/containers/p-fail/processes", *body, &r);
+        ck_assert_msg(r.status == 422, "%s: %ld %s", *body, r.status, r.body);
+        hresp_free(&r);
+        http_get(&b, "/v1/containers/p-fail/processes/again", &r);
+        ck_assert_msg(r.status == 404, "%s left a record: %ld %s", *body, r.status, r.body);
+        hresp_free(&r);
+    }
+    http_get(&b, "/v1/containers/p-fail/processes", &r);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "processes")), 0);
+    hresp_free(&r);
+    proc_start(&b, "p-fail", "{\"id\":\"again\",\"path\":\"true\"}");
+    ck_assert_int_eq(proc_wait(&b, "p-fail", "again"), 0);
+    ctr_delete(&b, "p-fail");
+    berthd_finish(&b);
+}
+END_TEST
+
+/* DELETE of a process: 409 while it runs, then its record and output go. */
+START_TEST(delete_removes_an_exited_process_and_lists_are_oldest_first)
+{
+    struct berthd b = {0};
+    start(&b, "p-del");
+    /* Ids out of alphabetical order: the list keeps the order of starts. */
+    proc_start(&b, "p-del", "{\"id\":\"zz\",\"path\":\"sh\",\"args\":[\"-c\",\"echo z\"]}");
+    proc_start(&b, "p-del", "{\"id\":\"aa\",\"path\":\"sleep\",\"args\":[\"30\"]}");
+    proc_start(&b, "p-del", "{\"id\":\"mm\",\"path\":\"true\"}");
+    struct hresp r;
+    http_get(&b, "/v1/containers/p-del/processes", &r);
+    json_object *list = json_at(r.json, "processes");
+    ck_assert_int_eq(json_object_array_length(list), 3);
+    const char *want[] = {"zz", "aa", "mm"};
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_str_eq(json_object_get_string(json_at(json_object_array_get_idx(list, i), "id")),
+                         want[i]);
+    hresp_free(&r);
+    ck_assert_int_eq(proc_wait(&b, "p-del", "zz"), 0);
+    http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/containers/p-del/processes/aa"},
+            &r);
+    ck_assert_error_reply(&r, 409, "conflict", "aa");
+    hresp_free(&r);
+    http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/containers/p-del/processes/zz"},
+            &r);
+    ck_assert_msg(r.status == 204, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/p-del/processes/zz", &r);
+    ck_assert_int_eq(r.status, 404);
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/p-del/processes/zz/stdout", &r);
+    ck_assert_int_eq(r.status, 404);
+    hresp_free(&r);
+    http_do(&b, &(struct hreq){.method = "DELETE", .path = "/v1/containers/p-del/processes/zz"},
+            &r);
+    ck_assert_int_eq(r.status, 404);
+    hresp_free(&r);
+    /* The id is free again, and the record is gone from disk too. */
+    proc_start(&b, "p-del", "{\"id\":\"zz\",\"path\":\"sh\",\"args\":[\"-c\",\"echo again\"]}");
+    ck_assert_int_eq(proc_wait(&b, "p-del", "zz"), 0);
+    char *out = proc_output(&b, "p-del", "zz", "stdout", "");
+    ck_assert_str_eq(out, "again\n");
+    free(out);
+    ctr_delete(&b, "p-del");
+    berthd_finish(&b);
+}
+END_TEST
+
+/* Query arguments that are not what they say are 400, never clamped or waited on. */
+START_TEST(bad_timeouts_and_offsets_are_400)
+{
+    struct berthd b = {0};
+    start(&b, "p-query");
+    proc_start(&b, "p-query", "{\"id\":\"s\",\"path\":\"sleep\",\"args\":[\"30\"]}");
+    const char *queries[] = {
+        "wait?timeout=nan",
+        "wait?timeout=inf",
+        "wait?timeout=-1",
+        "wait?timeout=1x",
+        "wait?timeout=1e9",
+        "stdout?offset=99999999999999999999",
+        "stdout?offset=-1",
+        "stdout?offset=abc",
+        "stderr?offset=18446744073709551616",
+        NULL,
+    };
+    for (const char *const *q = queries; *q; q++) {
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/containers/p-query/processes/s/%s", *q);
+        struct hresp r;
+        double t0 = now_ms();
+        http_do(&b, &(struct hreq){.method = "GET", .path = path, .timeout_ms = 5000}, &r);
+        ck_assert_msg(r.status == 400, "%s: %ld %s", *q, r.status, r.body);
+        ck_assert_msg(now_ms() - t0 < 2000, "%s took %.0f ms", *q, now_ms() - t0);
+        hresp_free(&r);
+    }
+    ctr_delete(&b, "p-query");
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(process_stdin_round_trip)
 {
     struct berthd b = {0};
@@ -296,6 +407,9 @@ processes_suite(void)
     tcase_add_test(tc, shutdown_with_a_live_follower_exits_cleanly);
     tcase_add_test(tc, process_stdout_stderr_and_exit_code);
     tcase_add_test(tc, process_ids_and_errors);
+    tcase_add_test(tc, a_failed_start_leaves_no_record);
+    tcase_add_test(tc, delete_removes_an_exited_process_and_lists_are_oldest_first);
+    tcase_add_test(tc, bad_timeouts_and_offsets_are_400);
     tcase_add_test(tc, process_stdin_round_trip);
     tcase_add_test(tc, process_follow_live_and_late_attach);
     tcase_add_test(tc, process_signals_give_128_plus_n);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fsutil.h"
@@ -135,7 +136,7 @@ teardown(void)
 static char *
 state_of(const char *dir)
 {
-    return rt_container_state_dir(dir);
+    return rt_proc_state_dir(dir);
 }
 
 /* Spawns in the shared (or given) container; asserts it started. */
@@ -608,6 +609,98 @@ START_TEST(create_reports_the_runtime_error)
 }
 END_TEST
 
+/* ---- the records, read while the init writes them (no runtime needed) ---- */
+
+/* Without the fix a wrong read came within 20 to 50 rounds here; the
+ * rounds stop at RACE_SECONDS so a busy machine cannot time the test out. */
+#define RACE_ROUNDS 1000
+#define RACE_SECONDS 5
+
+struct race {
+    char *state;
+    int current; /* the process directory being written (atomic) */
+    int done;    /* atomic */
+    int reads;
+    int wrong;
+    char first_wrong[128];
+};
+
+/* As the init writes a record: a temporary file renamed into place. */
+static void
+race_record(int dfd, const char *name, const char *text)
+{
+    int fd = openat(dfd, ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    ck_assert_int_eq(renameat(dfd, ".tmp", dfd, name), 0);
+}
+
+static void *
+race_reader(void *arg)
+{
+    struct race *r = arg;
+    while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+        char id[32];
+        snprintf(id, sizeof(id), "p%d", __atomic_load_n(&r->current, __ATOMIC_ACQUIRE));
+        struct rt_proc_status st;
+        struct err err = {0};
+        if (rt_proc_status_read(r->state, id, &st, &err) < 0)
+            continue;
+        __atomic_add_fetch(&r->reads, 1, __ATOMIC_RELAXED);
+        if (st.exited && !st.started && __atomic_add_fetch(&r->wrong, 1, __ATOMIC_RELAXED) == 1)
+            snprintf(r->first_wrong, sizeof(r->first_wrong), "%s: exit code %d, no pid", id,
+                     st.exit_code);
+    }
+    return NULL;
+}
+
+/* The init writes pid right after the exec and exit when it reaps: a
+ * status read while a short process starts and ends must never say that
+ * it exited without having started (the daemon answers such a spawn 422
+ * "failed to start"). Seen under load before the exit record was read
+ * first. */
+START_TEST(status_read_never_shows_a_started_process_as_never_started)
+{
+    struct race r = {.state = tu_tmpdir("race")};
+    char *procs = fs_path_join(r.state, "procs");
+    ck_assert_int_eq(mkdir(procs, 0700), 0);
+    int pfd = open(procs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(pfd, 0);
+    char id[32] = "p0";
+    ck_assert_int_eq(mkdirat(pfd, id, 0700), 0);
+    pthread_t readers[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&readers[i], NULL, race_reader, &r), 0);
+    time_t end = time(NULL) + RACE_SECONDS;
+    int rounds = 0;
+    for (int i = 0;
+         i < RACE_ROUNDS && time(NULL) < end && !__atomic_load_n(&r.wrong, __ATOMIC_RELAXED);
+         i++, rounds++) {
+        snprintf(id, sizeof(id), "p%d", i);
+        if (i > 0)
+            ck_assert_int_eq(mkdirat(pfd, id, 0700), 0);
+        __atomic_store_n(&r.current, i, __ATOMIC_RELEASE);
+        int dfd = openat(pfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(dfd, 0);
+        race_record(dfd, "pid", "4242\n");
+        race_record(dfd, "exit", "code 3\n");
+        close(dfd);
+    }
+    __atomic_store_n(&r.done, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++)
+        pthread_join(readers[i], NULL);
+    ck_assert_msg(r.wrong == 0,
+                  "%d of %d reads in %d rounds said exited but never started (first: %s)", r.wrong,
+                  r.reads, rounds, r.first_wrong);
+    ck_assert_int_gt(r.reads, 0);
+    close(pfd);
+    free(procs);
+    tu_rmtree(r.state);
+    free(r.state);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -635,6 +728,10 @@ main(void)
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
     tcase_add_test(tc, create_reports_the_runtime_error);
     suite_add_tcase(s, tc);
+    TCase *records = tcase_create("records");
+    tcase_set_timeout(records, 120);
+    tcase_add_test(records, status_read_never_shows_a_started_process_as_never_started);
+    suite_add_tcase(s, records);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -715,6 +715,45 @@ START_TEST(docker_manifest_rejects_wrong_shapes)
 }
 END_TEST
 
+/* True when msg holds only printable ASCII. */
+static bool
+printable(const char *msg)
+{
+    for (const char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+            return false;
+    return true;
+}
+
+/* Found by fuzz/fuzz_oci.c: raw bytes of a document reached messages. */
+START_TEST(messages_quote_annotation_keys_algorithms_and_platforms)
+{
+    struct err err = {0};
+    expect_invalid(manifest_with_layer("\"mediaType\":\"" OCI_MT_LAYER_TAR "\",\"digest\":\"" DA
+                                       "\",\"size\":1,\"annotations\":{\"a\\nb\\u00e9\":1}",
+                                       &err),
+                   &err, "layers[1].annotations[\"a\\x0ab\\xc3\\xa9\"] is an integer");
+    ck_assert_msg(printable(err.msg), "%s", err.msg);
+    memset(&err, 0, sizeof(err));
+    expect_invalid(manifest_with_layer("\"mediaType\":\"" OCI_MT_LAYER_TAR
+                                       "\",\"digest\":\"s\\nha:abc\",\"size\":1",
+                                       &err),
+                   &err, "\"s\\x0aha:abc\" is not sha256:<64 lowercase hex>");
+    ck_assert_msg(printable(err.msg), "%s", err.msg);
+
+    struct oci_index *idx = index_of("{\"schemaVersion\":2,\"manifests\":[" ENTRY(
+        DA, PLAT("li\\nux", "amd\\u00e964",
+                 ",\"os.version\":\"1\\\\\\t\"")) "," ENTRY(DB, PLAT("linux", "arm64", "")) "]}");
+    const struct oci_descriptor *sel = NULL;
+    struct oci_platform want = {.os = "linux", .architecture = "riscv64"};
+    memset(&err, 0, sizeof(err));
+    expect_invalid(oci_select_manifest(idx, &want, NULL, NAME, &sel, &err), &err,
+                   "it offers li\\x0aux/amd\\xc3\\xa964 1\\x5c\\x09, linux/arm64");
+    ck_assert_msg(printable(err.msg), "%s", err.msg);
+    oci_index_free(idx);
+}
+END_TEST
+
 START_TEST(free_functions_take_null)
 {
     oci_index_free(NULL);
@@ -748,6 +787,7 @@ oci_suite(void)
     tcase_add_test(tc, resolve_refuses_nesting_past_the_limit);
     tcase_add_test(tc, docker_manifest_rejects_escaping_paths);
     tcase_add_test(tc, docker_manifest_rejects_wrong_shapes);
+    tcase_add_test(tc, messages_quote_annotation_keys_algorithms_and_platforms);
     tcase_add_test(tc, free_functions_take_null);
     suite_add_tcase(s, tc);
     return s;
