@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "jsonutil/jsonutil.h"
+
 static const struct hcs_hresult_info hresults[] = {
     /* Host Compute Service (FACILITY_COMPUTE, 0x037). */
     {0x80370100u, "HCS_E_TERMINATED_DURING_START", EIO,
@@ -170,8 +172,9 @@ hcs_result_summary(const char *result_json, const char *skip, char *buf, size_t 
     buf[0] = '\0';
     if (!result_json || !*result_json)
         return buf;
-    json_object *doc = json_tokener_parse(result_json);
-    if (!doc || !json_object_is_type(doc, json_type_object)) {
+    json_object *doc = NULL;
+    if (jsonutil_parse(result_json, strlen(result_json), &doc, NULL) < 0 ||
+        !json_object_is_type(doc, json_type_object)) {
         /* Not a ResultError: the text itself, cut short, says the most. */
         char raw[200];
         snprintf(raw, sizeof(raw), "%s", result_json);

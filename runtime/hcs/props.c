@@ -8,11 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonutil/jsonutil.h"
+
+/* HCS's answer as a JSON object, strictly parsed; EIO when it is anything else. */
 static json_object *
 parse_object(const char *json, const char *what, struct err *err)
 {
-    json_object *o = json ? json_tokener_parse(json) : NULL;
-    if (!o || !json_object_is_type(o, json_type_object)) {
+    json_object *o = NULL;
+    if (!json || jsonutil_parse(json, strlen(json), &o, NULL) < 0 ||
+        !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         err_set(err, EIO, "%s: hcs answered %.120s, not a json object", what,
                 json ? json : "nothing");
@@ -28,10 +32,11 @@ get_uint(json_object *o, const char *key, uint64_t *out, const char *what, struc
     json_object *v;
     if (!json_object_object_get_ex(o, key, &v))
         return 0;
-    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+    int64_t n;
+    if (!jsonutil_int64_of(v, &n) || n < 0)
         return err_set(err, EIO, "%s: %s is %.60s, not a non-negative integer", what, key,
                        json_object_to_json_string(v));
-    *out = (uint64_t)json_object_get_int64(v);
+    *out = (uint64_t)n;
     return 1;
 }
 
@@ -159,9 +164,9 @@ get_u32(json_object *o, const char *key, uint32_t *out, const char *what, struct
     json_object *v;
     if (!json_object_object_get_ex(o, key, &v))
         return 0;
-    if (!json_object_is_type(v, json_type_int))
+    int64_t n;
+    if (!jsonutil_int64_of(v, &n))
         return err_set(err, EIO, "%s: %s is not an integer", what, key);
-    int64_t n = json_object_get_int64(v);
     if (n < INT32_MIN || n > (int64_t)UINT32_MAX)
         return err_set(err, EIO, "%s: %s %lld is out of range", what, key, (long long)n);
     *out = (uint32_t)n;

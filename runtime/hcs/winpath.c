@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/pctdecode.h"
+
 static bool
 is_sep(char c)
 {
@@ -150,18 +152,6 @@ hcs_path_is_windows(const char *s)
     return ok;
 }
 
-static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int
 hcs_path_from_raw_uri(const char *uri, char *out, size_t size, struct err *err)
 {
@@ -179,23 +169,11 @@ hcs_path_from_raw_uri(const char *uri, char *out, size_t size, struct err *err)
     if (len > HCS_PATH_MAX)
         return err_set(err, EINVAL, "rootfs %.64s...: longer than %d bytes", uri, HCS_PATH_MAX);
     char decoded[HCS_PATH_MAX + 1];
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi = i + 1 < len ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0)
-                return err_set(err, EINVAL, "rootfs %.200s: a %% escape is not two hex digits",
-                               uri);
-            c = (char)(hi << 4 | lo);
-            if (c == '\0')
-                return err_set(err, EINVAL, "rootfs %.200s: an escaped NUL (%%00)", uri);
-            i += 2;
-        }
-        decoded[n++] = c;
-    }
-    decoded[n] = '\0';
+    if (pct_decode(s, len, decoded, sizeof(decoded)) < 0)
+        return err_set(err, EINVAL,
+                       "rootfs %.200s: a %% escape is not two hex digits, or is an escaped NUL "
+                       "(%%00)",
+                       uri);
     if (!(is_drive_letter(decoded[0]) && decoded[1] == ':'))
         return err_set(err, EINVAL,
                        "rootfs %.200s: the path %.200s is not a windows path (want a drive, "
