@@ -128,6 +128,31 @@ START_TEST(every_failed_step_of_a_layout_import_leaves_nothing_and_the_retry_wor
 }
 END_TEST
 
+START_TEST(every_failed_step_of_an_upload_leaves_nothing_and_the_retry_works)
+{
+    struct import_ctx c = {.layers = 1};
+    c.data = fx_read_file(fx_path("docker.tar"), &c.len);
+    ck_assert_ptr_nonnull(c.data);
+    walk_import(&c, "import-upload", NULL, false);
+    free(c.data);
+}
+END_TEST
+
+/*
+ * A docker save archive has no manifest: the import writes one, and when
+ * its fsync failed the writer was freed twice (the daemon aborted). Every
+ * fsync of the upload, whatever the quick walk picks.
+ */
+START_TEST(every_failed_fsync_of_an_upload_is_answered_even_the_written_manifests)
+{
+    struct import_ctx c = {.layers = 1};
+    c.data = fx_read_file(fx_path("docker.tar"), &c.len);
+    ck_assert_ptr_nonnull(c.data);
+    walk_import(&c, "import-upload-fsync", "fsync", true);
+    free(c.data);
+}
+END_TEST
+
 /* ---- prune -------------------------------------------------------------------------- */
 
 /*
@@ -205,6 +230,8 @@ fault_images_suite(void)
     tcase_set_timeout(tc, 600);
     ctr_add_fixture(tc);
     tcase_add_test(tc, every_failed_step_of_a_layout_import_leaves_nothing_and_the_retry_works);
+    tcase_add_test(tc, every_failed_step_of_an_upload_leaves_nothing_and_the_retry_works);
+    tcase_add_test(tc, every_failed_fsync_of_an_upload_is_answered_even_the_written_manifests);
     tcase_add_test(tc, every_failed_step_of_a_prune_keeps_what_is_used_and_the_retry_works);
     suite_add_tcase(s, tc);
     return s;

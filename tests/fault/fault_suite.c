@@ -810,8 +810,17 @@ fault_walk(struct berthd *b, const struct fault_op *op)
                 fault_counts_get(b, &after);
                 fault_reset(b);
             } else {
+                /* Dead: what fired is in its log. */
                 memset(&after, 0, sizeof(after));
                 after.fired = 1;
+                char *log = berthd_log(b);
+                const char *line = NULL;
+                for (const char *p = strstr(log, "berth-fault: failing"); p;
+                     p = strstr(p + 1, "berth-fault: failing"))
+                    line = p;
+                snprintf(after.last, sizeof(after.last), "%.*s",
+                         line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+                free(log);
             }
             snprintf(what, sizeof(what), "%s %s (%s)", op->name, spec,
                      after.last[0] ? after.last : "no fault fired");
