@@ -87,10 +87,22 @@ ctr_works(struct berthd *b, void *ctx, const char *what)
     fault_check(b, what, users_of(b, "/v1/images/base:1") == 1, "image base has no user");
     fault_check(b, what, users_of(b, "/v1/volumes/cv") == 1, "volume cv has no user");
     static unsigned seq;
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"id\":\"p%u\",\"path\":\"sh\",\"args\":[\"-c\","
+             "\"echo ok > /mnt/v/probe && cat /mnt/v/probe\"]}",
+             ++seq);
+    http_post_json(b, "/v1/containers/" CTR "/processes", body, &r);
+    long st_code = r.status;
+    fault_check(b, what, st_code == 201, "a process in the container: %ld %.300s", r.status,
+                r.body);
+    hresp_free(&r);
+    if (st_code != 201)
+        return;
     char id[32];
-    snprintf(id, sizeof(id), "p%u", ++seq);
-    char *out = NULL;
-    int code = proc_run_sh(b, CTR, id, "echo ok > /mnt/v/probe && cat /mnt/v/probe", &out);
+    snprintf(id, sizeof(id), "p%u", seq);
+    int code = proc_wait(b, CTR, id);
+    char *out = proc_output(b, CTR, id, "stdout", "");
     fault_check(b, what, code == 0 && strcmp(out, "ok\n") == 0,
                 "a process in the container: exit %d, output %s", code, out);
     free(out);
