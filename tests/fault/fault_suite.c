@@ -159,6 +159,13 @@ fault_failure(const struct berthd *b, const char *what, const char *fmt, ...)
 }
 
 void
+fault_checks_done(const char *name)
+{
+    if (failures)
+        ck_abort_msg("%s: %u checks failed; see FAULT FINDING lines", name, failures);
+}
+
+void
 fault_http(const struct berthd *b, const char *method, const char *path, const char *body,
            struct hresp *out)
 {
@@ -601,20 +608,22 @@ walk_full(void)
  * lease dropped, a temporary removed) are where a failure is most often
  * mishandled.
  */
-static size_t
-walk_points(unsigned long count, bool full, unsigned long *out, size_t max)
+size_t
+fault_walk_points(unsigned long count, bool full, unsigned quick, unsigned long *out, size_t max)
 {
     size_t n = 0;
-    if (full || walk_full() || count <= 12) {
+    if (full || walk_full() || count <= quick) {
         for (unsigned long i = 1; i <= count && n < max; i++)
             out[n++] = i;
         return n;
     }
-    for (unsigned long i = 1; i <= 4; i++)
+    /* A third at each end, a third spread between them. */
+    unsigned end = quick / 3, mid = quick - 2 * end;
+    for (unsigned long i = 1; i <= end; i++)
         out[n++] = i;
-    for (unsigned long i = 1; i <= 4; i++)
-        out[n++] = 4 + (count - 8) * i / 5;
-    for (unsigned long i = count - 3; i <= count; i++)
+    for (unsigned long i = 1; i <= mid; i++)
+        out[n++] = end + (count - 2 * end) * i / (mid + 1);
+    for (unsigned long i = count - end + 1; i <= count; i++)
         out[n++] = i;
     return n;
 }
@@ -643,26 +652,27 @@ kind_wanted(const struct fault_op *op, int k)
     return false;
 }
 
-/*
- * BERTH_FAULT_POINT=OP[:KIND[:N]]: whether the point OP:KIND:N is one
- * asked for (or nothing was asked for); kind -1 asks about the operation.
- */
-static bool
-point_wanted(const struct fault_op *op, int k, unsigned long n)
+bool
+fault_point_wanted(const char *op, const char *kind, unsigned long n)
 {
     const char *only = getenv("BERTH_FAULT_POINT");
     if (!only || !*only)
         return true;
     char have[128];
-    if (k < 0)
-        snprintf(have, sizeof(have), "%s", op->name);
+    if (!kind)
+        snprintf(have, sizeof(have), "%s", op);
     else
-        snprintf(have, sizeof(have), "%s:%s:%lu", op->name, fault_kind_names[k], n);
-    size_t len = strlen(only);
-    if (k < 0)
-        return strncmp(only, have, strlen(have)) == 0 &&
-               (only[strlen(have)] == ':' || only[strlen(have)] == '\0');
+        snprintf(have, sizeof(have), "%s:%s:%lu", op, kind, n);
+    size_t len = strlen(only), hlen = strlen(have);
+    if (!kind) /* the operation: a prefix of what was asked for */
+        return strncmp(only, have, hlen) == 0 && (only[hlen] == ':' || only[hlen] == '\0');
     return strncmp(have, only, len) == 0 && (have[len] == ':' || have[len] == '\0');
+}
+
+static bool
+point_wanted(const struct fault_op *op, int k, unsigned long n)
+{
+    return fault_point_wanted(op->name, k < 0 ? NULL : fault_kind_names[k], n);
 }
 
 /* Undoes a success, and checks that what is left is the starting state, leaking nothing. */
@@ -793,7 +803,7 @@ fault_walk(struct berthd *b, const struct fault_op *op)
         if (!kind_wanted(op, k) || before.calls[k] == 0)
             continue;
         unsigned long points[512];
-        size_t np = walk_points(before.calls[k], op->full, points, 512);
+        size_t np = fault_walk_points(before.calls[k], op->full, 12, points, 512);
         unsigned clean = 0, absorbed = 0, unfired = 0, here = 0;
         double t0 = now_ms();
         for (size_t i = 0; i < np; i++) {
@@ -874,7 +884,6 @@ fault_walk(struct berthd *b, const struct fault_op *op)
                     op->name, fault_kind_names[k], here, before.calls[k], clean, absorbed, unfired,
                     (now_ms() - t0) / 1000);
     }
-    if (failures)
-        ck_abort_msg("%s: %u checks failed; see FAULT FINDING lines", op->name, failures);
+    fault_checks_done(op->name);
     return walked;
 }

@@ -67,6 +67,8 @@ void fault_restart(struct berthd *b, const char *what);
 /* Reports a failed check: aborts the test, or with BERTH_FAULT_KEEP_GOING prints it and counts. */
 void fault_failure(const struct berthd *b, const char *what, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Fails the test if BERTH_FAULT_KEEP_GOING let failed checks pass by (the end of a walk). */
+void fault_checks_done(const char *name);
 #define fault_check(b, what, cond, ...)                                                            \
     do {                                                                                           \
         if (!(cond))                                                                               \
@@ -125,5 +127,14 @@ struct fault_op {
 unsigned fault_walk(struct berthd *b, const struct fault_op *op);
 /* Whether BERTH_FAULT_POINT restricts the walks (so a walk may cover no point). */
 bool fault_walk_filtered(void);
+/* Whether BERTH_FAULT_POINT=OP[:KIND[:N]] asks for op's point kind:n (kind NULL: for op at all). */
+bool fault_point_wanted(const char *op, const char *kind, unsigned long n);
+/*
+ * The Ns a walk takes for a kind counted count times: every one when full
+ * (or BERTH_FAULT_WALK=full) or when there are at most quick, else quick
+ * of them, a third from each end and a third spread between; how many.
+ */
+size_t fault_walk_points(unsigned long count, bool full, unsigned quick, unsigned long *out,
+                         size_t max);
 
 #endif

@@ -34,7 +34,9 @@
  *   sqlread   SQLite xRead                                 SQLITE_IOERR_READ
  *   sqllock   SQLite xLock, xShmLock                       SQLITE_BUSY
  * "short" makes the chosen write write half of what it was given (at
- * least one byte) and return that, as a real write may near a full disk.
+ * least one byte) and return that, as a real write may near a full disk;
+ * "kill" (any kind) makes the daemon SIGKILL itself instead of making the
+ * call, a crash at an exact point, for the suites that walk the recovery.
  *
  * Not counted: writes to fds 0-2 (the log, whose line count depends on
  * timing) and writes to the health monitor's <root>/.health-probe (it
@@ -51,7 +53,7 @@
  * SPEC is a comma-separated list of KIND:N[+][:ERRNO]: fail the Nth call
  * of KIND counted since the last arm or reset (1-based), or with "+" the
  * Nth and every later one, with ERRNO (a name: EIO, ENOSPC, EXDEV,
- * ENOMEM, EBUSY, EROFS, EDQUOT, EPERM, or "short") instead of the kind's
+ * ENOMEM, EBUSY, EROFS, EDQUOT, EPERM, EEXIST, "short" or "kill") instead of the kind's
  * default. Each fault that fires is logged to stderr as one
  * "berth-fault: ..." line with the call's arguments and a backtrace.
  *
@@ -114,8 +116,9 @@ enum fault_kind {
     FAULT_KINDS
 };
 
-/* An errno value that means "write half and return it". */
+/* errno values that mean "write half and return it" and "die here". */
 #define FAULT_SHORT (-1)
+#define FAULT_KILL (-2)
 
 struct fault_point {
     const char *name;
@@ -148,9 +151,9 @@ static const struct {
     const char *name;
     int value;
 } errno_names[] = {
-    {"EIO", EIO},       {"ENOSPC", ENOSPC},     {"EXDEV", EXDEV},   {"ENOMEM", ENOMEM},
-    {"EBUSY", EBUSY},   {"EROFS", EROFS},       {"EDQUOT", EDQUOT}, {"EPERM", EPERM},
-    {"EEXIST", EEXIST}, {"short", FAULT_SHORT},
+    {"EIO", EIO},       {"ENOSPC", ENOSPC},     {"EXDEV", EXDEV},     {"ENOMEM", ENOMEM},
+    {"EBUSY", EBUSY},   {"EROFS", EROFS},       {"EDQUOT", EDQUOT},   {"EPERM", EPERM},
+    {"EEXIST", EEXIST}, {"short", FAULT_SHORT}, {"kill", FAULT_KILL},
 };
 
 static const char *
@@ -196,11 +199,13 @@ fault_report(enum fault_kind k, int e, const char *fmt, ...)
     pthread_mutex_lock(&last_mu);
     snprintf(last, sizeof(last), "%.*s", len - 1, line);
     pthread_mutex_unlock(&last_mu);
-    if (__real_write(STDERR_FILENO, line, (size_t)len) < 0)
-        return;
-    void *frames[24];
-    int n = backtrace(frames, 24);
-    backtrace_symbols_fd(frames, n, STDERR_FILENO);
+    if (__real_write(STDERR_FILENO, line, (size_t)len) >= 0) {
+        void *frames[24];
+        int n = backtrace(frames, 24);
+        backtrace_symbols_fd(frames, n, STDERR_FILENO);
+    }
+    if (e == FAULT_KILL)
+        kill(getpid(), SIGKILL);
 }
 
 /* The path an fd names, for the report and the write filter. */
