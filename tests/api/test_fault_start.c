@@ -33,9 +33,9 @@
 
 #define CTR "sc"
 /* A start costs more than most operations, and its calls are alike (the
- * store's directories, its records read back): six points per kind in
+ * store's directories, its records read back): few points per kind in
  * the quick walk. */
-#define QUICK_POINTS 6
+#define QUICK_POINTS 4
 
 static char *volume_before;
 
@@ -206,7 +206,8 @@ START_TEST(every_failed_step_of_a_start_leaves_the_store_whole_for_the_next)
     unsigned walked = 0;
     for (int k = 0; k < FAULT_KINDS; k++) {
         unsigned long points[512];
-        size_t np = fault_walk_points(c.calls[k], false, QUICK_POINTS, points, 512);
+        size_t np =
+            fault_walk_points(c.calls[k], false, fault_quick_points(k, QUICK_POINTS), points, 512);
         unsigned up = 0, exited = 0;
         for (size_t i = 0; i < np; i++) {
             char spec[64], what[256];
@@ -525,7 +526,8 @@ START_TEST(every_failed_step_of_a_recovery_leaves_it_to_the_next_start)
 
     for (int k = 0; k < FAULT_KINDS; k++) {
         unsigned long points[512];
-        size_t np = fault_walk_points(c.calls[k], false, QUICK_POINTS, points, 512);
+        size_t np =
+            fault_walk_points(c.calls[k], false, fault_quick_points(k, QUICK_POINTS), points, 512);
         unsigned up = 0, exited = 0, here = 0;
         for (size_t i = 0; i < np; i++) {
             if (!fault_point_wanted(sc->name, fault_kind_names[k], points[i]))

@@ -136,5 +136,7 @@ bool fault_point_wanted(const char *op, const char *kind, unsigned long n);
  */
 size_t fault_walk_points(unsigned long count, bool full, unsigned quick, unsigned long *out,
                          size_t max);
+/* The quick walk's points for kind k: n, fewer for sqllock. */
+unsigned fault_quick_points(int k, unsigned n);
 
 #endif
