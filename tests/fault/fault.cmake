@@ -1,8 +1,8 @@
 # The fault-injection build (test builds only): berthd-fault is berthd
-# linked with tests/fault/fault_wrap.c and -Wl,--wrap for the system calls
+# linked with tests/fault/fault_wrap.c (and fault_vfs.c) and -Wl,--wrap for the system calls
 # whose failures the fault suites walk (see fault_wrap.c for what is and
 # is not reached). The suites tests/api/test_fault_*.c run it instead of
-# berthd and link the walk engine, tests/fault/fault_suite.c.
+# berthd and link the walk engine, tests/fault/fault_suite.c and fault_checks.c.
 #
 # Included from the top-level CMakeLists.txt after the API suites are
 # defined, so that it only adds to them.
@@ -14,7 +14,7 @@ foreach(sym ${BERTH_FAULT_WRAPPED})
   list(APPEND BERTH_FAULT_WRAP_FLAGS "LINKER:--wrap=${sym}")
 endforeach()
 
-add_executable(berthd-fault daemon/main.c tests/fault/fault_wrap.c)
+add_executable(berthd-fault daemon/main.c tests/fault/fault_wrap.c tests/fault/fault_vfs.c)
 target_link_libraries(berthd-fault PRIVATE berth_daemon PkgConfig::SQLITE)
 target_link_options(berthd-fault PRIVATE ${BERTH_FAULT_WRAP_FLAGS})
 # Exported symbols give the fault reports' backtraces function names.
@@ -23,7 +23,7 @@ set_target_properties(berthd-fault PROPERTIES ENABLE_EXPORTS ON)
 file(GLOB FAULT_TESTS CONFIGURE_DEPENDS tests/api/test_fault*.c)
 foreach(src ${FAULT_TESTS})
   get_filename_component(name ${src} NAME_WE)
-  target_sources(api_${name} PRIVATE tests/fault/fault_suite.c)
+  target_sources(api_${name} PRIVATE tests/fault/fault_suite.c tests/fault/fault_checks.c)
   target_compile_definitions(api_${name} PRIVATE BERTHD_FAULT_PATH="$<TARGET_FILE:berthd-fault>")
   add_dependencies(api_${name} berthd-fault)
   # BERTH_FAULT_WALK=full walks every call (see README, Testing).

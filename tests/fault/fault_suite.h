@@ -92,6 +92,8 @@ void fault_http(const struct berthd *b, const char *method, const char *path, co
  * container's.
  */
 void fault_check_store(struct berthd *b, const char *what);
+/* The same, but with files false it leaves alone files nothing owns (after a failed removal). */
+void fault_check_store_files(struct berthd *b, const char *what, bool files);
 
 /* The handles or digests GET path lists under key (array of objects with member field). */
 size_t fault_list(const struct berthd *b, const char *path, const char *key, const char *field,
