@@ -195,7 +195,7 @@ fault_containers_suite(void)
 {
     Suite *s = suite_create("api_fault_containers");
     TCase *tc = tcase_create("walk");
-    tcase_set_timeout(tc, 600);
+    tcase_set_timeout(tc, fault_walk_timeout(600));
     ctr_add_fixture(tc);
     /* _i 0: a plain writable layer; 1: one bounded by limits.disk_bytes. */
     tcase_add_loop_test(

@@ -227,7 +227,7 @@ fault_images_suite(void)
 {
     Suite *s = suite_create("api_fault_images");
     TCase *tc = tcase_create("walk");
-    tcase_set_timeout(tc, 600);
+    tcase_set_timeout(tc, fault_walk_timeout(600));
     ctr_add_fixture(tc);
     tcase_add_test(tc, every_failed_step_of_a_layout_import_leaves_nothing_and_the_retry_works);
     tcase_add_test(tc, every_failed_step_of_an_upload_leaves_nothing_and_the_retry_works);

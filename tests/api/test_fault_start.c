@@ -577,7 +577,7 @@ fault_start_suite(void)
 {
     Suite *s = suite_create("api_fault_start");
     TCase *tc = tcase_create("walk");
-    tcase_set_timeout(tc, 600);
+    tcase_set_timeout(tc, fault_walk_timeout(600));
     ctr_add_fixture(tc);
     tcase_add_test(tc, every_failed_step_of_a_start_leaves_the_store_whole_for_the_next);
     tcase_add_loop_test(tc, every_failed_step_of_a_recovery_leaves_it_to_the_next_start, 0,

@@ -168,7 +168,7 @@ fault_volumes_suite(void)
 {
     Suite *s = suite_create("api_fault_volumes");
     TCase *tc = tcase_create("walk");
-    tcase_set_timeout(tc, 600);
+    tcase_set_timeout(tc, fault_walk_timeout(600));
     tcase_add_test(tc, every_failed_step_of_a_volume_upload_leaves_the_volume_as_it_was);
     suite_add_tcase(s, tc);
     return s;

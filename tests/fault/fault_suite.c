@@ -370,6 +370,12 @@ check_error_reply(struct berthd *b, const char *what, const struct hresp *r)
     fault_check(b, what, ok, "not a JSON error reply: %s", code ? why : r->body);
 }
 
+int
+fault_walk_timeout(int quick_s)
+{
+    return walk_full() ? quick_s * 10 : quick_s;
+}
+
 bool
 fault_walk_filtered(void)
 {

@@ -127,6 +127,8 @@ struct fault_op {
 
 /* Walks op over b (see the top of this file); returns the points walked. */
 unsigned fault_walk(struct berthd *b, const struct fault_op *op);
+/* A test case's timeout for a walk that takes quick_s in the quick walk (longer for the full). */
+int fault_walk_timeout(int quick_s);
 /* Whether BERTH_FAULT_POINT restricts the walks (so a walk may cover no point). */
 bool fault_walk_filtered(void);
 /* Whether BERTH_FAULT_POINT=OP[:KIND[:N]] asks for op's point kind:n (kind NULL: for op at all). */
