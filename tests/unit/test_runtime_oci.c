@@ -541,6 +541,77 @@ START_TEST(delete_leaves_no_runtime_state_or_cgroup)
 }
 END_TEST
 
+/*
+ * A daemon killed between writing a spawn's spec and sending "spawn" to
+ * the init (found by the crash campaign) left a process directory that
+ * nothing will ever start: it must read as never started (exit 127 with
+ * the reason), not as running forever, and a spawn command that comes
+ * late must not start it.
+ */
+START_TEST(a_spawn_cut_before_its_command_reads_as_not_started)
+{
+    char *state = state_of(shared_dir);
+    const char *spec = "path sh\narg sh\narg -c\narg echo ran\ndir /\nuid 0\ngid 0\nstdin 0\n";
+    ck_assert_int_eq(
+        tu_sh("mkdir %s/procs/cut && printf '%%s' '%s' > %s/procs/cut/spec", state, spec, state),
+        0);
+    struct rt_proc_status st;
+    struct err err = {0};
+    ck_assert_msg(drv->proc_status(ctx, "", shared_dir, "cut", &st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(st.exited && !st.started, "a spawn that was never sent reads as running");
+    ck_assert_int_eq(st.exit_code, 127);
+    ck_assert_msg(strstr(st.error, "not started"), "error: %s", st.error);
+    char *errs = output(shared_dir, "cut", RT_PROC_STDERR);
+    ck_assert_msg(strstr(errs, "not started"), "stderr: %s", errs);
+    free(errs);
+    /* The command, sent late, is ignored: the process never runs. */
+    ck_assert_int_eq(tu_sh("echo 'spawn cut' > %s/ctl", state), 0);
+    char *argv[] = {"true", NULL};
+    spawn_in(shared_dir, "after-cut", argv, false, 0, 0); /* the init took the command before */
+    ck_assert_int_eq(wait_exit(shared_dir, "after-cut").exit_code, 0);
+    struct stat sb;
+    char *pid = fs_path_join(state, "procs/cut/pid");
+    char *out = fs_path_join(state, "procs/cut/stdout");
+    ck_assert_msg(stat(pid, &sb) < 0 && stat(out, &sb) < 0, "the late spawn ran it");
+    free(pid);
+    free(out);
+    ck_assert_int_eq(drv->proc_status(ctx, "", shared_dir, "cut", &st, &err), 0);
+    ck_assert_int_eq(st.exit_code, 127);
+    free(state);
+}
+END_TEST
+
+/* A spawn under way is not taken for a cut one: statuses read while it
+ * starts never settle it. */
+static void *
+status_reader(void *arg)
+{
+    volatile bool *stop = arg;
+    while (!*stop) {
+        struct rt_proc_status st;
+        struct err err = {0};
+        if (drv->proc_status(ctx, "", shared_dir, "racing", &st, &err) == 0 && st.exited &&
+            st.exit_code == 127)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(statuses_read_during_a_spawn_do_not_settle_it)
+{
+    volatile bool stop = false;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, status_reader, (void *)&stop), 0);
+    char *argv[] = {"sh", "-c", "exit 4", NULL};
+    spawn_in(shared_dir, "racing", argv, false, 0, 0);
+    stop = true;
+    void *settled = NULL;
+    pthread_join(t, &settled);
+    ck_assert_msg(!settled, "a status read settled a spawn under way");
+    ck_assert_int_eq(wait_exit(shared_dir, "racing").exit_code, 4);
+}
+END_TEST
+
 START_TEST(create_reports_the_runtime_error)
 {
     char handle[64];
@@ -587,6 +658,8 @@ main(void)
     tcase_add_test(tc, containers_keep_same_process_ids_apart);
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
     tcase_add_test(tc, create_reports_the_runtime_error);
+    tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
+    tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
