@@ -47,6 +47,8 @@
 #define OCI_READY_TIMEOUT_MS 10000
 #define OCI_SPAWN_TIMEOUT_MS 10000
 #define OCI_KILL_WAIT_MS 2000
+/* Runtime calls of a killed daemon get this long to finish at open (runc.c gives its own 60 s). */
+#define OCI_STRAY_WAIT_MS 30000
 
 /* A spawn this daemon is carrying out (see oci_proc_status). */
 struct oci_spawning {
@@ -122,6 +124,11 @@ oci_open(const struct rt_config *cfg, void **out, struct err *err)
      * it on the health endpoint and each operation fails with it.
      */
     ctx->usable = rt_runc_init(&ctx->runc, cfg->oci_runtime, root, &ctx->unusable) == 0;
+    /* What a daemon killed on this root left running finishes first:
+     * the caller's clean-up after the crash comes next. */
+    struct err ignored = {0};
+    if (ctx->usable)
+        rt_runc_wait_strays(&ctx->runc, OCI_STRAY_WAIT_MS, &ignored);
     *out = ctx;
     return 0;
 }

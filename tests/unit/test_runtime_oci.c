@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fsutil.h"
@@ -612,6 +614,71 @@ START_TEST(statuses_read_during_a_spawn_do_not_settle_it)
 }
 END_TEST
 
+/*
+ * A daemon killed while `runc run` ran leaves that call running; the next
+ * daemon's clean-up must come after it (found by the crash campaign: the
+ * undo of the interrupted create ran first, and the container the stray
+ * call then finished creating was left mounted and running, unlisted).
+ * So open waits for runtime calls on its state root, and only those.
+ */
+static double
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+START_TEST(open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root)
+{
+    char *rt = fs_path_join(base, "stray-rt");
+    char *other = fs_path_join(base, "other-rt");
+    ck_assert_int_eq(tu_sh("mkdir -p %s/runc %s/runc && printf '#!/bin/sh\\nsleep \"$1\"\\n' > "
+                           "%s/fake && chmod +x %s/fake",
+                           rt, other, base, base),
+                     0);
+    char *fake = fs_path_join(base, "fake");
+    char *root = fs_path_join(rt, "runc");
+    char *other_root = fs_path_join(other, "runc");
+    /* A call on this root (1.2 s), and one on another root that must not be waited for. */
+    pid_t mine = fork();
+    if (mine == 0) {
+        execl(fake, fake, "1.2", "--root", root, "run", "--detach", "h", (char *)NULL);
+        _exit(127);
+    }
+    pid_t theirs = fork();
+    if (theirs == 0) {
+        execl(fake, fake, "30", "--root", other_root, "run", "h", (char *)NULL);
+        _exit(127);
+    }
+    usleep(200 * 1000);
+    struct rt_config cfg = {.state_root = rt, .cgroup_parent = "berth-test"};
+    void *c2 = NULL;
+    struct err err = {0};
+    double t0 = mono_ms();
+    ck_assert_int_eq(drv->open(&cfg, &c2, &err), 0);
+    double took = mono_ms() - t0;
+    int st;
+    bool mine_done = waitpid(mine, &st, WNOHANG) == mine;
+    bool theirs_done = waitpid(theirs, &st, WNOHANG) == theirs;
+    kill(theirs, SIGKILL);
+    kill(mine, SIGKILL);
+    waitpid(theirs, &st, 0);
+    waitpid(mine, &st, 0);
+    ck_assert_msg(mine_done,
+                  "open returned (after %.0f ms) while a runtime call on its root still ran", took);
+    ck_assert_msg(took > 500, "open took %.0f ms", took);
+    ck_assert_msg(took < 10000 && !theirs_done,
+                  "open waited for (or killed) a call on another root (%.0f ms)", took);
+    drv->close(c2);
+    free(rt);
+    free(other);
+    free(fake);
+    free(root);
+    free(other_root);
+}
+END_TEST
+
 START_TEST(create_reports_the_runtime_error)
 {
     char handle[64];
@@ -660,6 +727,7 @@ main(void)
     tcase_add_test(tc, create_reports_the_runtime_error);
     tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
     tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
+    tcase_add_test(tc, open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
