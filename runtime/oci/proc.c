@@ -104,15 +104,24 @@ parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
+/*
+ * The exit record is read before the pid record: the init writes pid
+ * before exit, so a process seen exited is also seen started if it ever
+ * was. Read the other way round, a quick process could exit between the
+ * two reads and look as if it had exited without ever starting.
+ */
 static int
 status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
-    char buf[RECORD_MAX];
-    int ret = read_record(dfd, "pid", buf, sizeof(buf), err);
+    char buf[RECORD_MAX], pidbuf[RECORD_MAX];
+    int exit_ret = read_record(dfd, "exit", buf, sizeof(buf), err);
+    if (exit_ret < 0 && exit_ret != -ENOENT)
+        return exit_ret;
+    int ret = read_record(dfd, "pid", pidbuf, sizeof(pidbuf), err);
     if (ret == 0) {
         long v;
-        if (parse_int(buf, 1, INT32_MAX, &v) < 0)
+        if (parse_int(pidbuf, 1, INT32_MAX, &v) < 0)
             return err_set(err, EIO, "process %s: bad pid record", id);
         out->started = true;
         out->pid = (pid_t)v;
@@ -120,11 +129,8 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
         return ret;
     }
     out->output_truncated = faccessat(dfd, "truncated", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    ret = read_record(dfd, "exit", buf, sizeof(buf), err);
-    if (ret == -ENOENT)
+    if (exit_ret == -ENOENT)
         return 0;
-    if (ret < 0)
-        return ret;
     bool have_code = false;
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -679,6 +680,68 @@ START_TEST(open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root)
 }
 END_TEST
 
+/*
+ * A quick process's pid and exit records come one right after the other
+ * (found by the crash campaign: "spawn p76: failed to start", 422, for a
+ * process that ran). The init writes pid before exit, so a status read
+ * must never see the exit without the pid: here a writer thread plays the
+ * init's part over and over while statuses are read.
+ */
+struct flip {
+    char *procs;
+    volatile int current; /* the process the writer is on */
+    volatile bool stop;
+};
+
+static void *
+flip_records(void *arg)
+{
+    struct flip *f = arg;
+    char d[PATH_MAX], p[PATH_MAX], t[PATH_MAX];
+    for (int i = 0; i < 20000 && !f->stop; i++) {
+        /* A fresh process each time, records only ever added, as the init does. */
+        snprintf(d, sizeof(d), "%s/q%d", f->procs, i);
+        mkdir(d, 0700);
+        f->current = i;
+        snprintf(t, sizeof(t), "%s/.pid.tmp", d);
+        snprintf(p, sizeof(p), "%s/pid", d);
+        tu_write(t, "42\n", 3);
+        rename(t, p);
+        snprintf(t, sizeof(t), "%s/.exit.tmp", d);
+        snprintf(p, sizeof(p), "%s/exit", d);
+        tu_write(t, "code 0\n", 7);
+        rename(t, p);
+    }
+    f->stop = true;
+    return NULL;
+}
+
+START_TEST(a_status_never_shows_an_exit_without_the_start_before_it)
+{
+    char *state = fs_path_join(base, "flip-state");
+    struct flip f = {.current = -1};
+    f.procs = fs_path_join(state, "procs");
+    ck_assert_int_eq(tu_sh("mkdir -p %s", f.procs), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, flip_records, &f), 0);
+    long reads = 0, torn = 0;
+    while (!f.stop) {
+        char id[32];
+        snprintf(id, sizeof(id), "q%d", f.current);
+        struct rt_proc_status st;
+        struct err err = {0};
+        if (f.current >= 0 && rt_proc_status_read(state, id, &st, &err) == 0) {
+            reads++;
+            torn += st.exited && !st.started;
+        }
+    }
+    pthread_join(t, NULL);
+    ck_assert_msg(torn == 0, "%ld of %ld reads saw the exit record without the pid", torn, reads);
+    free(f.procs);
+    free(state);
+}
+END_TEST
+
 START_TEST(create_reports_the_runtime_error)
 {
     char handle[64];
@@ -728,6 +791,7 @@ main(void)
     tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
     tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
     tcase_add_test(tc, open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root);
+    tcase_add_test(tc, a_status_never_shows_an_exit_without_the_start_before_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
