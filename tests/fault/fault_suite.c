@@ -169,26 +169,6 @@ fault_http(const struct berthd *b, const char *method, const char *path, const c
             out);
 }
 
-size_t
-fault_list(const struct berthd *b, const char *path, const char *key, const char *field,
-           char out[][160], size_t max)
-{
-    struct hresp r;
-    http_get(b, path, &r);
-    ck_assert_msg(r.status == 200, "GET %s: %ld %s", path, r.status, r.body);
-    json_object *arr = json_at(r.json, key);
-    ck_assert_msg(arr && json_object_is_type(arr, json_type_array), "GET %s: no %s: %s", path, key,
-                  r.body);
-    size_t n = json_object_array_length(arr);
-    ck_assert_uint_le(n, max);
-    for (size_t i = 0; i < n; i++) {
-        json_object *v = json_at(json_object_array_get_idx(arr, i), field);
-        snprintf(out[i], 160, "%s", v ? json_object_get_string(v) : "");
-    }
-    hresp_free(&r);
-    return n;
-}
-
 /* ---- the walk --------------------------------------------------------------------- */
 
 static bool

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <stddef.h>
 
 static sqlite3_vfs *real_vfs;
 static sqlite3_vfs fault_vfs;
