@@ -26,6 +26,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "store/layer_int.h"
 
 #define RECORD_MAGIC "berth-mounted-layers 1"
@@ -325,7 +326,7 @@ mounted_layers_unmount(struct mounted_layers *m, struct err *err)
     }
     if (r < 0)
         return r;
-    if (m->record && unlink(m->record) < 0 && errno != ENOENT)
-        return err_errno(err, errno, "unmount layers: remove record %s", m->record);
+    if (m->record && (r = osfs_unlink(m->record)) < 0 && r != -ENOENT)
+        return err_errno(err, -r, "unmount layers: remove record %s", m->record);
     return 0;
 }
