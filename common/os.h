@@ -163,6 +163,15 @@ int os_run_quiet(char *const *argv, int *status, struct err *err);
  * them). *n gets their number. */
 const int *os_stop_signals(size_t *n);
 
+/*
+ * Raises the soft limit on open descriptors to want, never past the hard
+ * limit; *have gets the limit in force afterwards. 0 when it is at least
+ * want, -EMFILE when the hard limit is lower. Windows has no such limit
+ * on sockets and handles (C runtime descriptors aside, which berth uses
+ * for files only): 0 with *have = want.
+ */
+int os_open_files_raise(uint64_t want, uint64_t *have);
+
 /* Process-wide settings, first thing in main: SIGPIPE ignored on Linux
  * (a write to a closed socket is an error, not death); on Windows stderr
  * in binary mode, so log lines end in "\n" there too. */

@@ -205,6 +205,23 @@ os_process_setup(void)
 }
 
 int
+os_open_files_raise(uint64_t want, uint64_t *have)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    *have = rl.rlim_cur;
+    if (rl.rlim_cur >= want)
+        return 0;
+    rlim_t cur = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -EMFILE;
+    *have = rl.rlim_cur > cur ? rl.rlim_cur : cur;
+    return rl.rlim_cur < want ? -EMFILE : 0;
+}
+
+int
 os_service_run(int (*run)(void *arg), void (*stop)(void *arg), void *arg, struct err *err)
 {
     (void)run;

@@ -165,19 +165,47 @@ rootdir_open_or_make_dir(int dir, const char *name, mode_t mode, bool *created)
 }
 
 int
+rootdir_fd_reopen_regular(int pathfd, const struct stat *want)
+{
+    struct stat st;
+    if (fstat(pathfd, &st) < 0)
+        return neg_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if (want && (st.st_dev != want->st_dev || st.st_ino != want->st_ino))
+        return -ESTALE;
+    /* The magic link names the inode pathfd holds, whatever happened to
+     * its name since: no lookup by name, so nothing can be swapped in. */
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", pathfd);
+    int fd = open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return fd < 0 ? neg_errno() : fd;
+}
+
+int
 rootdir_open_file(int dir, const char *name)
 {
-    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    return fd < 0 ? neg_errno() : fd;
+    int pfd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return neg_errno();
+    int fd = rootdir_fd_reopen_regular(pfd, NULL);
+    close(pfd);
+    return fd;
 }
 
 int
 rootdir_open_in_root(int root, const char *rel)
 {
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+    /* O_PATH first: what the container put there is checked before any
+     * open of it runs (rootdir_fd_reopen_regular). */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
-    return fd < 0 ? neg_errno() : (int)fd;
+    long pfd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+    if (pfd < 0)
+        return neg_errno();
+    int fd = rootdir_fd_reopen_regular((int)pfd, NULL);
+    close((int)pfd);
+    return fd;
 }
 
 int

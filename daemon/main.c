@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "api/http.h"
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -102,6 +103,25 @@ stop_begin(struct berthd *b, const char *why)
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
 }
 
+/*
+ * Every connection is a descriptor, and so are the store's files, the
+ * processes' pipes and the pool's work: a soft limit of 1024 (a login
+ * shell's default) would refuse connections well before --max-connections.
+ * The soft limit is raised to what the connections need plus room for the
+ * rest, never past the hard limit. Children (runc, the containers' init,
+ * CNI plugins) inherit it, as they would under a service manager's
+ * LimitNOFILE. Windows has no such limit (common/os.h).
+ */
+static void
+raise_open_files_limit(unsigned max_connections)
+{
+    uint64_t want = (uint64_t)max_connections + HTTP_RESERVE_CONNECTIONS + 1024, have = 0;
+    if (os_open_files_raise(want, &have) == -EMFILE)
+        log_warn("open files: the limit is %llu, %u connections need about %llu: raise the hard "
+                 "limit (ulimit -Hn) or lower --max-connections",
+                 (unsigned long long)have, max_connections, (unsigned long long)want);
+}
+
 static void
 signal_cb(uv_signal_t *s, int signum)
 {
@@ -186,6 +206,7 @@ berthd_run(void *arg)
     }
     log_setup(b->cfg.log_level, b->cfg.log_format);
     os_process_setup();
+    raise_open_files_limit(b->cfg.max_connections);
     size_thread_pool(b->cfg.pool_threads);
 
     /* A root that cannot be made is reported by health as degraded, and

@@ -103,8 +103,10 @@ blob_location(struct import *imp, const char *digest)
  * Opens rel ("blobs/sha256/<hex>", "index.json") inside the layout
  * directory without following a symlink in any component, so a layout
  * (one a task wrote into a volume, say) cannot point the import at files
- * elsewhere on the host (common/rootdir.h). Returns the fd, or -errno
- * (ELOOP for a symlink).
+ * elsewhere on the host, and without opening anything but a regular file
+ * (a device node or FIFO a container made is never opened;
+ * common/rootdir.h). Returns the fd, or -errno: ELOOP for a symlink on the
+ * way, EINVAL for something other than a regular file.
  */
 static int
 layout_openat(struct import *imp, const char *rel)
@@ -127,8 +129,7 @@ layout_openat(struct import *imp, const char *rel)
         if (fd < 0)
             return fd;
     }
-    /* Never through a symlink, and without blocking on a FIFO: callers
-     * refuse anything but a regular file after opening. */
+    /* Never through a symlink, and never anything but a regular file. */
     int file = rootdir_open_file(fd, name);
     rootdir_close(fd);
     return file;
@@ -151,6 +152,9 @@ layout_blob_open(struct import *imp, const char *digest, struct err *err)
                            "blob %s: %s is or goes through a symbolic link; a layout's blobs "
                            "must be files",
                            digest, rel);
+        if (fd == -EINVAL)
+            return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest,
+                           rel);
         return err_errno(err, -fd, "open %s/%s", imp->req->layout_dir, rel);
     }
     struct os_stat sb;
@@ -173,6 +177,8 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
     if (fd == -ELOOP)
         return err_set(err, ERR_INVALID_CONTENT,
                        "%s: a symbolic link; a layout's files must be files", rel);
+    if (fd == -EINVAL)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
     if (fd < 0)
         return err_errno(err, -fd, "open %s/%s", dir, rel);
     struct os_stat sb;
@@ -806,13 +812,18 @@ resolve_docker(struct import *imp, struct err *err)
         goto out;
     struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->b.staging, imp->b.manifest_digest,
                                             (int64_t)json_len, -1, err);
-    if (!w || blob_writer_write(w, json, json_len, err) < 0 ||
-        blob_writer_finish(w, NULL, NULL, err) < 0) {
-        if (w && err->code)
-            blob_writer_abort(w);
+    if (!w) {
         rc = -err->code;
         goto out;
     }
+    if (blob_writer_write(w, json, json_len, err) < 0) {
+        blob_writer_abort(w);
+        rc = -err->code;
+        goto out;
+    }
+    /* finish frees the writer whether it succeeds or not. */
+    if ((rc = blob_writer_finish(w, NULL, NULL, err)) < 0)
+        goto out;
     for (size_t t = 0; t < pick->n_repo_tags; t++)
         if (add_name(imp, pick->repo_tags[t]) < 0) {
             rc = err_set(err, ENOMEM, "out of memory");

@@ -369,12 +369,17 @@ export_entry(struct export *x, int dfd, const char *name, const char *arcname,
         archive_entry_copy_symlink(e, target);
         archive_entry_set_size(e, 0);
     } else if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
-        /* O_NONBLOCK: the tree may be written by a container meanwhile,
-         * and a FIFO swapped in for the file must not block the job; the
-         * fstat below refuses anything that is not what was listed. */
+        /* The tree may be written by a container meanwhile: what is
+         * opened must still be what was listed (checked below), and a FIFO
+         * or device node swapped in for a file is never opened
+         * (rootdir_open_file refuses it with EINVAL before any open runs). */
         fd = name ? (S_ISDIR(st->st_mode) ? rootdir_open_dir(dfd, name)
                                           : rootdir_open_file(dfd, name))
                   : rootdir_dup(dfd);
+        if (fd == -EINVAL || fd == -ENOTDIR || fd == -ELOOP) {
+            archive_entry_free(e);
+            return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read", arcname);
+        }
         if (fd < 0) {
             archive_entry_free(e);
             return err_errno(x->err, -fd, "open %s", arcname);
