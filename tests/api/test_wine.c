@@ -236,9 +236,18 @@ START_TEST(volume_tar_round_trip_and_a_copied_child)
 
     ck_assert_int_eq(sh("mkdir -p %s/src/d/e && for i in $(seq 1 50); do echo file $i > "
                         "%s/src/d/f$i; done && echo deep > %s/src/d/e/deep && "
-                        "head -c 300000 /dev/urandom > %s/src/big && "
+                        "head -c 300000 /dev/urandom > %s/src/big",
+                        b.tmp, b.tmp, b.tmp, b.tmp),
+                     0);
+    /* Past MAX_PATH (260): the volume's own path plus these 400 bytes
+     * needs the \\?\ form at the OS boundary. */
+    char deep[512] = "";
+    for (int i = 0; i < 6; i++)
+        snprintf(deep + strlen(deep), sizeof(deep) - strlen(deep), "/%s%d",
+                 "a-rather-long-directory-name-to-pass-max-path-quickly-xxxxxx", i);
+    ck_assert_int_eq(sh("mkdir -p %s/src%s && echo long > %s/src%s/leaf && "
                         "tar -C %s/src -cf %s/in.tar .",
-                        b.tmp, b.tmp, b.tmp, b.tmp, b.tmp, b.tmp),
+                        b.tmp, deep, b.tmp, deep, b.tmp, b.tmp),
                      0);
     char tarp[PATH_MAX + 16];
     snprintf(tarp, sizeof(tarp), "%s/in.tar", b.tmp);
