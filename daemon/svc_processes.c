@@ -116,24 +116,32 @@ spawn_done(void *ctx, bool cancelled)
     spawn_job_free(j);
 }
 
-/* The command: path and args, or the image's Entrypoint and Cmd (args
- * replacing Cmd), as `docker run` does. */
-static char **
-command_of(const struct ctr_params *p, const struct process_spec *o, struct err *err)
+void
+process_command_parts(const struct ctr_params *p, const struct process_spec *o,
+                      char *const **entrypoint, char *const **cmd)
+{
+    /* Docker's merge: an entrypoint of the container's own drops the
+     * image's Cmd too, unless it is empty. */
+    bool own_ep = o->has_entrypoint && o->entrypoint && o->entrypoint[0];
+    *entrypoint = o->has_entrypoint ? o->entrypoint : p->image_entrypoint;
+    *cmd = o->has_args ? o->args : own_ep ? NULL : p->image_cmd;
+}
+
+char **
+process_command(const struct ctr_params *p, const struct process_spec *o, struct err *err)
 {
     char **argv = calloc(1, sizeof(char *));
     size_t n = 0;
     bool oom = !argv;
-    if (o->path) {
+    char *const *ep = NULL, *const *cmd = o->args;
+    if (o->path)
         oom = oom || strv_push(&argv, &n, o->path) < 0;
-    } else {
-        for (size_t i = 0; !oom && p->image_entrypoint && p->image_entrypoint[i]; i++)
-            oom = strv_push(&argv, &n, p->image_entrypoint[i]) < 0;
-        for (size_t i = 0; !oom && !o->has_args && p->image_cmd && p->image_cmd[i]; i++)
-            oom = strv_push(&argv, &n, p->image_cmd[i]) < 0;
-    }
-    for (size_t i = 0; !oom && o->args && o->args[i]; i++)
-        oom = strv_push(&argv, &n, o->args[i]) < 0;
+    else
+        process_command_parts(p, o, &ep, &cmd);
+    for (size_t i = 0; !oom && ep && ep[i]; i++)
+        oom = strv_push(&argv, &n, ep[i]) < 0;
+    for (size_t i = 0; !oom && cmd && cmd[i]; i++)
+        oom = strv_push(&argv, &n, cmd[i]) < 0;
     if (oom) {
         strv_free(argv);
         err_set(err, ENOMEM, "start process: out of memory");
@@ -211,8 +219,8 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     if (!j)
         return err_set(err, ENOMEM, "start process: out of memory");
     const struct ctr_params *p = c->p;
-    const char *user = o->user ? o->user : p->image_user;
-    j->argv = command_of(p, o, err);
+    const char *user = o->user ? o->user : p->user ? p->user : p->image_user;
+    j->argv = process_command(p, o, err);
     if (!j->argv) {
         spawn_job_free(j);
         return -err->code;
