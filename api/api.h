@@ -20,6 +20,8 @@ int api_start(struct daemon *d, struct api **out, struct err *err);
 
 /* The port bound (the configured one, or the one picked for port 0). */
 unsigned api_port(const struct api *api);
+/* The Docker API's TCP port, or 0 when it is off or on a unix socket. */
+unsigned api_docker_port(const struct api *api);
 
 struct daemon *api_daemon(const struct api *api);
 struct metrics *api_metrics(const struct api *api);

@@ -245,7 +245,7 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
         snprintf(b->root, sizeof(b->root), "%s/root", b->tmp);
     snprintf(b->log_path, sizeof(b->log_path), "%s/berthd.log", b->tmp);
 
-    const char *argv[HARNESS_MAX_ARGS + 8];
+    const char *argv[HARNESS_MAX_ARGS + 10];
     int argc = 0;
     argv[argc++] = harness_berthd_path();
     if (!opts->no_listen_flag) {
@@ -255,6 +255,16 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
     if (!opts->no_root_flag) {
         argv[argc++] = "--root";
         argv[argc++] = b->root;
+    }
+    /* The Docker API's default socket is the host's: off unless the test asks for it. */
+    bool docker_asked = false;
+    for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++)
+        docker_asked |= strncmp(opts->args[i], "--docker-listen", 15) == 0;
+    for (int i = 0; opts->env[i]; i++)
+        docker_asked |= strncmp(opts->env[i], "BERTH_DOCKER_LISTEN=", 20) == 0;
+    if (!docker_asked) {
+        argv[argc++] = "--docker-listen";
+        argv[argc++] = "none";
     }
     for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++)
         argv[argc++] = opts->args[i];
@@ -273,11 +283,17 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
         dup2(devnull, STDIN_FILENO);
         dup2(devnull, STDOUT_FILENO);
         /* A clean environment for berthd's own settings. */
-        static const char *const ours[] = {"BERTH_LISTEN",          "BERTH_ROOT",
-                                           "BERTH_RUNTIME",         "BERTH_OCI_RUNTIME",
-                                           "BERTH_LOG_LEVEL",       "BERTH_LOG_FORMAT",
-                                           "BERTH_MAX_CONNECTIONS", "BERTH_CONNECTION_TIMEOUT",
-                                           "BERTH_POOL_THREADS",    NULL};
+        static const char *const ours[] = {"BERTH_LISTEN",
+                                           "BERTH_ROOT",
+                                           "BERTH_RUNTIME",
+                                           "BERTH_OCI_RUNTIME",
+                                           "BERTH_LOG_LEVEL",
+                                           "BERTH_LOG_FORMAT",
+                                           "BERTH_MAX_CONNECTIONS",
+                                           "BERTH_CONNECTION_TIMEOUT",
+                                           "BERTH_POOL_THREADS",
+                                           "BERTH_DOCKER_LISTEN",
+                                           NULL};
         for (const char *const *e = ours; *e; e++)
             unsetenv(*e);
         for (int i = 0; opts->env[i]; i++)
