@@ -381,6 +381,7 @@ ctr_target_clear(struct ctr_target *t)
 struct check_job {
     struct ctr_target t;
     struct rt_proc_status st;
+    int64_t finished_ms; /* from the driver's records once exited, 0 when unknown */
     int rc;
     struct err err;
 };
@@ -391,6 +392,12 @@ check_work(void *ctx)
     struct check_job *j = ctx;
     struct ctr_target *t = &j->t;
     j->rc = t->drv->proc_status(t->drv_ctx, t->handle, t->dir, t->id, &j->st, &j->err);
+    /* The end as its records keep it, so that it reads the same after a restart. */
+    struct rt_proc_times times;
+    struct err ignored;
+    if (j->rc == 0 && j->st.exited &&
+        t->drv->proc_times(t->drv_ctx, t->handle, t->dir, t->id, &times, &ignored) == 0)
+        j->finished_ms = times.finished_ms;
 }
 
 static void
@@ -405,7 +412,7 @@ check_done(void *ctx, bool cancelled)
         if (!cancelled && j->rc == 0 && j->st.output_truncated)
             pr->output_truncated = true;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
-            proc_set_exited(pr, &j->st, clock_unix_ms());
+            proc_set_exited(pr, &j->st, j->finished_ms ? j->finished_ms : clock_unix_ms());
             /* The container's own events first ("die" before a stop's "stop"). */
             if (pr == j->t.c->main_proc)
                 ctr_main_exited(j->t.c);

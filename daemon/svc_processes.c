@@ -44,6 +44,7 @@ struct spawn_job {
     char *cwd, *user;
     bool stdin;
     struct rt_proc_status st;
+    int64_t started_ms, finished_ms; /* from the driver's records, 0 when unknown */
     int rc;
     struct err err;
 };
@@ -87,9 +88,14 @@ spawn_work(void *ctx)
     if (j->rc < 0)
         return;
     j->rc = j->t.drv->proc_spawn(j->t.drv_ctx, j->t.handle, j->t.dir, &spec, &j->st, &j->err);
+    /* Its start as its records keep it, so that it reads the same after a restart. */
+    struct rt_proc_times times;
+    struct err ignored;
+    if (j->rc == 0 &&
+        j->t.drv->proc_times(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &times, &ignored) == 0)
+        j->started_ms = times.started_ms, j->finished_ms = times.finished_ms;
     if (j->rc == -ENOEXEC) {
         /* It never ran: no record is kept, so the id can be used again. */
-        struct err ignored;
         j->t.drv->proc_remove(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &ignored);
         j->err.code = ERR_INVALID_CONTENT;
         j->rc = -ERR_INVALID_CONTENT;
@@ -107,7 +113,11 @@ spawn_done(void *ctx, bool cancelled)
             err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
     struct ctr_proc *pr = NULL;
     if (j->rc == 0 && c->registered && !container_proc_find(c, j->t.id))
-        pr = container_proc_add(c, j->t.id, j->stdin, &j->st, clock_unix_ms());
+        pr = container_proc_add(c, j->t.id, j->stdin, &j->st,
+                                j->started_ms ? j->started_ms : clock_unix_ms());
+    /* It may be over already: its end as the records keep it, as after a reload. */
+    if (pr && pr->exited && j->finished_ms)
+        pr->finished_at = j->finished_ms;
     if (j->rc == 0 && !pr)
         j->rc = err_set(&j->err, c->registered ? ENOMEM : ENOENT, "start process %s: %s", j->t.id,
                         c->registered ? "out of memory" : "its container was deleted");
