@@ -16,6 +16,7 @@
 
 #include "api/docker/docker.h"
 #include "api/front.h"
+#include "api/hijack.h"
 #include "api/http.h"
 #include "api/listen_unix.h"
 #include "api/metrics.h"
@@ -36,8 +37,9 @@
 struct api_listener {
     struct api *api;
     const struct api_front *front;
-    struct http_server *http; /* NULL when this front end is off */
-    struct listen_unix sock;  /* a unix socket's file, when it listens on one */
+    struct http_server *http;   /* NULL when this front end is off */
+    struct listen_unix sock;    /* a unix socket's file, when it listens on one */
+    struct hijack_set *hijacks; /* its upgraded connections; NULL: none can be */
 };
 
 struct api {
@@ -511,6 +513,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         if (!req->start_ns)
             req->start_ns = uv_hrtime();
         snprintf(req->method, sizeof(req->method), "%s", method);
+        snprintf(req->version, sizeof(req->version), "%s", version);
         /* Route on the raw path: MHD's decoded url would turn %2F into a
          * separator and let %00 cut the path short. */
         const char *raw = req->raw_uri ? req->raw_uri : url;
@@ -636,6 +639,9 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req->stream)
         api_stream_detach(req->stream);
     req->stream = NULL;
+    if (req->hijack)
+        hijack_detach(req->hijack);
+    req->hijack = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
     if (req->call)
@@ -864,7 +870,11 @@ listener_start(struct api *api, struct api_listener *lis, const struct api_front
     opts->completed = completed_cb;
     opts->uri_log = uri_log_cb;
     opts->cls = lis;
-    return http_server_start(d->loop, opts, &lis->http, err);
+    int ret = http_server_start(d->loop, opts, &lis->http, err);
+    /* Without it, only hijacking fails (ENOMEM). */
+    if (ret == 0)
+        lis->hijacks = hijack_set_new(d->loop, lis->http);
+    return ret;
 }
 
 /*
@@ -932,6 +942,7 @@ api_start(struct daemon *d, struct api **out, struct err *err)
         /* The server's handles close on the loop's next turn; nothing of
          * api is referenced by them. */
         http_server_stop(api->v1.http, NULL, NULL);
+        hijack_set_free(api->v1.hijacks);
         metrics_free(api->metrics);
         free(api);
         return -err->code;
@@ -978,6 +989,27 @@ api_connections(const struct api *api)
            (api->docker.http ? http_server_connections(api->docker.http) : 0);
 }
 
+struct hijack_set *
+api_hijacks(const struct api *api)
+{
+    return api->v1.hijacks;
+}
+
+struct hijack_set *
+api_req_hijacks(const struct api_req *req)
+{
+    const struct api *api = req->api;
+    return req->front == api->docker.front && api->docker.http ? api->docker.hijacks
+                                                               : api->v1.hijacks;
+}
+
+/* Hijacks not yet freed, on both servers. */
+static unsigned
+hijacks_count(const struct api *api)
+{
+    return hijack_set_count(api->v1.hijacks) + hijack_set_count(api->docker.hijacks);
+}
+
 void
 api_begin_shutdown(struct api *api)
 {
@@ -998,6 +1030,9 @@ api_begin_shutdown(struct api *api)
             hook(req);
         }
     }
+    /* Hijacked connections are asked to finish, and closed gracefully. */
+    hijack_set_begin_shutdown(api->v1.hijacks);
+    hijack_set_begin_shutdown(api->docker.hijacks);
 }
 
 static void
@@ -1009,6 +1044,8 @@ http_stopped_cb(void *arg)
     void (*done)(void *) = api->done;
     void *done_arg = api->done_arg;
     api->daemon->lag.observe = NULL;
+    hijack_set_free(api->v1.hijacks);
+    hijack_set_free(api->docker.hijacks);
     metrics_free(api->metrics);
     free(api);
     if (done)
@@ -1038,7 +1075,8 @@ static void
 drain_timer_cb(uv_timer_t *t)
 {
     struct api *api = t->data;
-    if (api->suspended && api->drain_rounds++ < 100) {
+    /* Hijacks closed by api_finish_shutdown may still be closing handles. */
+    if ((api->suspended || hijacks_count(api)) && api->drain_rounds++ < 100) {
         while (api->suspended) {
             struct api_req *req = api->suspended;
             if (req->stream)
@@ -1048,7 +1086,7 @@ drain_timer_cb(uv_timer_t *t)
         uv_timer_start(t, drain_timer_cb, 50, 0);
         return;
     }
-    if (api->suspended)
+    if (api->suspended || hijacks_count(api))
         log_error("shutdown: connections still suspended after 5 s");
     uv_close((uv_handle_t *)t, drain_timer_closed_cb);
 }
@@ -1058,6 +1096,10 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
 {
     api->done = done;
     api->done_arg = arg;
+    /* Hijacked connections end first: one taken over after a 200 is
+     * suspended, and must not get the 503 below in its raw stream. */
+    hijack_set_abort(api->v1.hijacks);
+    hijack_set_abort(api->docker.hijacks);
     /* Every streamed reply ends now, suspended or not: one still sending
      * would suspend itself again for more data, and MHD refuses to stop
      * with a suspended connection. */

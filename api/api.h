@@ -13,6 +13,7 @@
 
 struct daemon;
 struct api;
+struct api_req;
 struct metrics;
 
 /* Starts serving on the daemon's configured address. */
@@ -26,6 +27,11 @@ unsigned api_docker_port(const struct api *api);
 struct daemon *api_daemon(const struct api *api);
 struct metrics *api_metrics(const struct api *api);
 unsigned api_connections(const struct api *api);
+/* The server's hijacked connections (api/hijack.h); NULL if it has none. */
+struct hijack_set *api_hijacks(const struct api *api);
+/* The hijacked connections of the server req came in on (the /v1 one or
+ * the Docker API's); NULL if it has none. */
+struct hijack_set *api_req_hijacks(const struct api_req *req);
 
 /*
  * First step of shutdown: stop accepting connections, and call the
