@@ -7,17 +7,27 @@
  * wait with its status line flushed before the container exits, name and
  * prefix lookups, a delete that refuses a running container and then a
  * forced one, /events as a stream that stays open, stats from the cgroup,
- * the pull message and the volumes routes.
+ * the pull message and the volumes routes; and --docker-listen itself.
  */
+#include <grp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness_containers.h"
 #include "harness_docker.h"
+
+static void
+dk_start_none(struct berthd *b)
+{
+    struct berthd_opts o = {.args = {"--docker-listen", "none", NULL}};
+    berthd_start(b, &o);
+}
 
 static void
 setup(void)
@@ -416,6 +426,73 @@ START_TEST(docker_images_pull_message_networks_and_volumes_routes)
 }
 END_TEST
 
+START_TEST(docker_listen_flag_values_socket_mode_and_group_and_none)
+{
+    /* Bad values: a one-line error naming the flag, exit code 2. */
+    static const char *const bad[][2] = {
+        {"bogus", "expected unix:///PATH, tcp://HOST:PORT or none"},
+        {"unix://relative.sock", "expected unix:///absolute/path"},
+        {"tcp://127.0.0.1:99999", "expected tcp://HOST:PORT"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL, *err = NULL;
+        int st = berthd_run((const char *[]){"--docker-listen", bad[i][0], NULL}, NULL, 10000, &out,
+                            &err);
+        ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: 0x%x %s", bad[i][0],
+                      st, err);
+        ck_assert_msg(strstr(err, "--docker-listen") && strstr(err, bad[i][1]), "%s: %s", bad[i][0],
+                      err);
+        free(out);
+        free(err);
+    }
+    /* The unix socket: 0660, group docker when there is one, else root's. */
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    struct stat sb;
+    ck_assert_int_eq(stat(b.docker_sock, &sb), 0);
+    ck_assert(S_ISSOCK(sb.st_mode));
+    ck_assert_msg((sb.st_mode & 07777) == 0660, "mode %o", (unsigned)(sb.st_mode & 07777));
+    struct group *g = getgrnam("docker");
+    ck_assert_uint_eq(sb.st_gid, g ? g->gr_gid : 0);
+    /* Asked for a socket another daemon serves: berthd does not start. */
+    char listen[PATH_MAX + 8];
+    snprintf(listen, sizeof(listen), "unix://%s", b.docker_sock);
+    char root2[PATH_MAX + 8];
+    snprintf(root2, sizeof(root2), "%s/root2", b.tmp);
+    char *out = NULL, *err = NULL;
+    int st = berthd_run((const char *[]){"--listen", "127.0.0.1:0", "--root", root2,
+                                         "--docker-listen", listen, NULL},
+                        NULL, 20000, &out, &err);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0, "0x%x", st);
+    ck_assert_msg(strstr(err, "another daemon serves it") ||
+                      strstr(out, "another daemon serves it"),
+                  "%s%s", out, err);
+    free(out);
+    free(err);
+    struct hresp r;
+    dk_req(&b, "GET", "/_ping", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    /* A clean stop removes the socket file. */
+    char sock[PATH_MAX];
+    snprintf(sock, sizeof(sock), "%s", b.docker_sock);
+    st = berthd_term(&b, 30000);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "0x%x", st);
+    ck_assert_int_ne(access(sock, F_OK), 0);
+    berthd_cleanup(&b);
+    /* none: /v1 only. */
+    struct berthd n = {0};
+    dk_start_none(&n);
+    char *log = berthd_log(&n);
+    ck_assert_msg(!strstr(log, "docker API: serving"), "%s", log);
+    free(log);
+    http_get(&n, "/v1/health", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    berthd_finish(&n);
+}
+END_TEST
+
 static Suite *
 docker_api_suite(void)
 {
@@ -430,6 +507,7 @@ docker_api_suite(void)
     tcase_add_test(tc, docker_delete_of_a_running_container_needs_force_and_then_removes_it);
     tcase_add_test(tc, docker_events_stream_stays_open_and_stats_come_from_the_cgroup);
     tcase_add_test(tc, docker_images_pull_message_networks_and_volumes_routes);
+    tcase_add_test(tc, docker_listen_flag_values_socket_mode_and_group_and_none);
     suite_add_tcase(s, tc);
     return s;
 }
