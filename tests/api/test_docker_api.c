@@ -493,6 +493,96 @@ START_TEST(docker_listen_flag_values_socket_mode_and_group_and_none)
 }
 END_TEST
 
+/* The State.StartedAt of name (caller frees). */
+static char *
+started_at(const struct berthd *b, const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/%s/json", name);
+    struct hresp r;
+    dk_req(b, "GET", path, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_msg(json_object_get_boolean(json_at(r.json, "State.Running")), "%s", r.body);
+    char *s = strdup(json_object_get_string(json_at(r.json, "State.StartedAt")));
+    hresp_free(&r);
+    return s;
+}
+
+/* How many containers GET /containers/json?<query> lists. */
+static size_t
+listed(const struct berthd *b, const char *query)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "/containers/json?%s", query);
+    struct hresp r;
+    dk_req(b, "GET", path, NULL, &r);
+    ck_assert_msg(r.status == 200, "%s: %ld %s", query, r.status, r.body);
+    size_t n = json_object_array_length(r.json);
+    hresp_free(&r);
+    return n;
+}
+
+START_TEST(docker_restart_kill_with_a_signal_wait_next_exit_and_list_filters)
+{
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = create(&b, "?name=r1", "{\"Image\":\"busybox\",\"Cmd\":[\"sleep\",\"300\"]}");
+    free(create(&b, "?name=idle", "{\"Image\":\"busybox\",\"Cmd\":[\"true\"]}"));
+    struct hresp r;
+    dk_req(&b, "POST", "/containers/r1/start", NULL, &r);
+    ck_assert_int_eq(r.status, 204);
+    hresp_free(&r);
+    char *s1 = started_at(&b, "r1");
+    sleep_ms(20);
+    dk_req(&b, "POST", "/containers/r1/restart?t=1", NULL, &r);
+    ck_assert_msg(r.status == 204, "restart: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    char *s2 = started_at(&b, "r1");
+    ck_assert_msg(strcmp(s1, s2) < 0, "started %s, then %s", s1, s2);
+
+    /* Filters: status, name (a regexp on "/name"), id prefix. */
+    ck_assert_uint_eq(listed(&b, "all=1"), 2);
+    ck_assert_uint_eq(listed(&b, ""), 1);
+    ck_assert_uint_eq(listed(&b, "filters=%7B%22status%22%3A%5B%22created%22%5D%7D"), 1);
+    ck_assert_uint_eq(listed(&b, "filters=%7B%22status%22%3A%5B%22running%22%5D%7D"), 1);
+    ck_assert_uint_eq(listed(&b, "all=1&filters=%7B%22name%22%3A%5B%22%5E%2Fr1%24%22%5D%7D"), 1);
+    char q[256];
+    snprintf(q, sizeof(q), "all=1&filters=%%7B%%22id%%22%%3A%%5B%%22%.8s%%22%%5D%%7D", id);
+    ck_assert_uint_eq(listed(&b, q), 1);
+    dk_req(&b, "GET", "/containers/json?filters=%7B%22status%22%3A%5B%22bogus%22%5D%7D", NULL, &r);
+    check_docker_error(&r, 400, "invalid filter 'status=bogus'");
+    hresp_free(&r);
+
+    /* A wait for the next exit, then a kill with a signal by name. */
+    struct bg_req w;
+    struct hreq wq = {.method = "POST",
+                      .path = "/containers/r1/wait?condition=next-exit",
+                      .docker = true,
+                      .timeout_ms = 30000};
+    bg_start(&w, &b, &wq);
+    sleep_ms(300);
+    dk_req(&b, "POST", "/containers/r1/kill?signal=NOPE", NULL, &r);
+    ck_assert_int_eq(r.status, 400);
+    hresp_free(&r);
+    dk_req(&b, "POST", "/containers/r1/kill?signal=SIGTERM", NULL, &r);
+    ck_assert_msg(r.status == 204, "kill: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    bg_join(&w);
+    ck_assert_msg(w.resp.status == 200 && strstr(w.resp.body, "\"StatusCode\":143"), "wait: %ld %s",
+                  w.resp.status, w.resp.body);
+    hresp_free(&w.resp);
+    ck_assert_uint_eq(listed(&b, "all=1&filters=%7B%22exited%22%3A%5B%22143%22%5D%7D"), 1);
+    dk_req(&b, "POST", "/containers/r1/stop", NULL, &r);
+    ck_assert_int_eq(r.status, 304);
+    hresp_free(&r);
+    free(s1);
+    free(s2);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_api_suite(void)
 {
@@ -508,6 +598,7 @@ docker_api_suite(void)
     tcase_add_test(tc, docker_events_stream_stays_open_and_stats_come_from_the_cgroup);
     tcase_add_test(tc, docker_images_pull_message_networks_and_volumes_routes);
     tcase_add_test(tc, docker_listen_flag_values_socket_mode_and_group_and_none);
+    tcase_add_test(tc, docker_restart_kill_with_a_signal_wait_next_exit_and_list_filters);
     suite_add_tcase(s, tc);
     return s;
 }
