@@ -192,6 +192,12 @@ berth_win_skip(runtime/oci "runc, cgroups and namespaces: Linux only by design; 
 berth_win_skip(runtime/init "the containers' static Linux init: Linux only by design")
 berth_win_skip(api/hijack.c "raw streams on upgraded connections over POSIX sockets (sendmsg, MSG_DONTWAIT); hijack_windows.c refuses upgrades until Docker's attach needs them there")
 berth_win_skip(api/bench_hijack.c "a benchmark route (BERTH_BENCH_ROUTES), not in the Windows build; it needs api/hijack.c")
+# The Docker API (issue 11), Linux only for now.
+berth_win_skip(daemon/svc_main.c "the main-process service: links the container service")
+berth_win_skip(daemon/ctr_events.c "compiles as it is; container events need the container registry")
+berth_win_skip(daemon/svc_image_tag.c "compiles as it is; links the store's metadata, not ported")
+berth_win_skip(api/listen_unix.c "AF_UNIX listening sockets with chown to a group: the Linux Docker socket")
+berth_win_skip(api/docker "the Docker API front end: links the API object and every service")
 berth_win_skip(daemon/net.c "the Linux network (CNI plugins, bridges, iptables); Windows networks are HCN's (issue 15)")
 berth_win_skip(daemon/net_attach.c "CNI ADD/DEL per container: Linux only; HCN endpoints on Windows")
 berth_win_skip(daemon/net_cni.c "runs CNI plugins with uv_spawn: Linux only")
