@@ -76,6 +76,8 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/cmdline.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
+    runtime/hcs/driver_proc_win.c
+    runtime/hcs/driver_win.c
     runtime/hcs/guid.c
     runtime/hcs/hcs_api_win.c
     runtime/hcs/host_win.c
@@ -83,7 +85,9 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/pipename.c
     runtime/hcs/props.c
     runtime/hcs/sizing.c
-    runtime/hcs/winpath.c)
+    runtime/hcs/winpath.c
+    runtime/driver.c
+    runtime/oci_windows.c)
 
 # ---- and every other one, with why not yet ----
 set(BERTH_WIN_SKIPPED_SOURCES)
@@ -163,7 +167,6 @@ berth_win_skip(daemon/net_conf.c "CNI conflists and resolv.conf: Linux only")
 berth_win_skip(daemon/net_host.c "network namespaces (setns, nsfs bind mounts): Linux only")
 berth_win_skip(daemon/net_reconcile.c "CNI leases and namespaces: Linux only")
 berth_win_skip(daemon/net_record.c "compiles as it is; records of CNI attachments, only the Linux network uses them")
-berth_win_skip(runtime/driver.c "compiles as it is; its table holds oci (runc, Linux only); hcs is the next issue")
 berth_win_skip(runtime/oci "runc, cgroups and namespaces: Linux only by design")
 berth_win_skip(runtime/init "the containers' static Linux init: Linux only by design")
 
@@ -190,6 +193,7 @@ set(BERTH_WIN_SUITES
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
     test_hcs_api
+    test_hcs_driver
     test_hcs_host)
 
 set(BERTH_WIN_SKIPPED_SUITES)

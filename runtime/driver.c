@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#ifdef _WIN32
+#include "runtime/hcs/driver.h"
+#endif
+
 extern const struct rt_driver rt_oci_driver;
 
 const struct rt_driver *
@@ -11,9 +15,14 @@ rt_driver_lookup(const char *name, struct err *err)
     if (!name || strcmp(name, "oci") == 0)
         return &rt_oci_driver;
     if (strcmp(name, "hcs") == 0) {
+#ifdef _WIN32
+        /* Where computecore.dll is missing, the driver's probe says so. */
+        return &rt_hcs_driver;
+#else
         err_set(err, ERR_UNAVAILABLE,
                 "runtime hcs: only available on Windows (Host Compute Service)");
         return NULL;
+#endif
     }
     if (strcmp(name, "host") == 0) {
         err_set(err, ERR_UNAVAILABLE,
