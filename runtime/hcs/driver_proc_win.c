@@ -477,11 +477,19 @@ hcs_dproc_reattach(struct hcs_drv *drv, struct hcs_dctr *c)
         struct err err = {0};
         struct pid_rec pr;
         struct exit_rec er;
-        if (pid_read(c->dir, id, &pr, &err) < 0 || exit_read(c->dir, id, &er, &err) == 0)
-            continue; /* never started, or settled */
+        if (exit_read(c->dir, id, &er, &err) == 0)
+            continue; /* settled */
         struct hcs_dproc *p = dproc_new(drv, c->dir, id);
         if (!p)
             continue;
+        if (pid_read(c->dir, id, &pr, &err) < 0) {
+            /* A daemon that died between the directory and the pid record:
+             * nothing will ever start it (as the oci driver settles them). */
+            exit_record_write(p, 127, 0,
+                              "not started: its spawn was cut short (the daemon stopped)");
+            hcs_dproc_free(p);
+            continue;
+        }
         p->has_stdin = pr.has_stdin != 0;
         p->reattached = true;
         p->cap = drv->max_output_bytes;

@@ -660,6 +660,10 @@ START_TEST(a_restarted_driver_reattaches_its_containers_and_processes)
     drv_close();
     Sleep(300); /* "s" exits meanwhile, its output still in the pipe */
     record_plant("ghost", "berth-ghost-00000000");
+    /* A spawn a dead daemon left half-done: its directory, no pid record. */
+    char half[MAX_PATH * 2];
+    snprintf(half, sizeof(half), "%s\\hcs-procs\\half", ctr_dir("keep"));
+    ck_assert(CreateDirectoryA(half, NULL));
     drv_open();
     ck_assert_int_eq(called("HcsOpenComputeSystem"), 2);
     ck_assert_int_eq(ctr_status("keep"), RT_CONTAINER_RUNNING);
@@ -676,6 +680,10 @@ START_TEST(a_restarted_driver_reattaches_its_containers_and_processes)
     ck_assert(st.exit_code == 4 || st.exit_code == 255);
     if (st.exit_code == 255)
         ck_assert_ptr_nonnull(strstr(st.error, "exit code is lost"));
+    st = wait_exit("keep", "half");
+    ck_assert_int_eq(st.exit_code, 127);
+    ck_assert(!st.started);
+    ck_assert_ptr_nonnull(strstr(st.error, "spawn was cut short"));
     /* The re-attached one is followed as before. */
     ck_assert_int_eq(drv->proc_signal(ctx, "keep", ctr_dir("keep"), "w", 9, &err), 0);
     st = wait_exit("keep", "w");
