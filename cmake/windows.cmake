@@ -76,6 +76,7 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/cmdline.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
+    runtime/hcs/driver_file_win.c
     runtime/hcs/driver_proc_win.c
     runtime/hcs/driver_win.c
     runtime/hcs/guid.c

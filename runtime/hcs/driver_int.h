@@ -1,7 +1,8 @@
 /*
- * The hcs driver's own state, shared by its two files: driver_win.c
- * (the context, compute systems, admission, re-attach at open) and
- * driver_proc_win.c (processes and their durable output records).
+ * The hcs driver's own state, shared by its files: driver_win.c
+ * (the context, compute systems, admission, re-attach at open),
+ * driver_proc_win.c (processes and their durable output records) and
+ * driver_file_win.c (the small file helpers both use).
  *
  * Layout, per container (the daemon's private `dir`):
  *
@@ -39,6 +40,7 @@
 struct hcs_dproc;
 
 struct hcs_dctr {
+    struct hcs_drv *drv;
     int refs; /* under drv->mu */
     char *handle, *dir;
     char sys_id[HCS_SYSTEM_ID_MAX], vm_id[HCS_SYSTEM_ID_MAX]; /* vm_id "" for process isolation */
@@ -90,6 +92,8 @@ struct hcs_drv {
 /* The container of handle with a reference (hcs_dctr_put), or NULL. */
 struct hcs_dctr *hcs_dctr_get(struct hcs_drv *drv, const char *handle);
 void hcs_dctr_put(struct hcs_drv *drv, struct hcs_dctr *c);
+
+/* ---- driver_file_win.c ---- */
 
 /* UTF-8 to a new UTF-16 string (free), NULL on bad text or no memory. */
 wchar_t *hcs_wide(const char *s);

@@ -45,20 +45,6 @@
 
 static const char *const hcs_isolations[] = {"process", "hyperv", NULL};
 
-/* ---- small file helpers (the driver's records; its own files only) ---- */
-
-wchar_t *
-hcs_wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        return NULL;
-    }
-    return w;
-}
-
 static char *
 join(const char *a, const char *b)
 {
@@ -67,105 +53,6 @@ join(const char *a, const char *b)
     if (s)
         snprintf(s, n, "%s\\%s", a, b);
     return s;
-}
-
-static int
-win_err(struct err *err, const char *what, const char *path)
-{
-    DWORD e = GetLastError();
-    int code = e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND ? ENOENT
-               : e == ERROR_ALREADY_EXISTS || e == ERROR_FILE_EXISTS  ? EEXIST
-               : e == ERROR_ACCESS_DENIED                             ? EACCES
-                                                                      : EIO;
-    return err_set(err, code, "%s %s: Windows error %lu", what, path, (unsigned long)e);
-}
-
-int
-hcs_file_replace(const char *path, const char *text, struct err *err)
-{
-    cleanup_free char *tmp = malloc(strlen(path) + 5);
-    if (!tmp)
-        return err_set(err, ENOMEM, "write %s: out of memory", path);
-    sprintf(tmp, "%s.tmp", path);
-    cleanup_free wchar_t *wt = hcs_wide(tmp), *wp = hcs_wide(path);
-    if (!wt || !wp)
-        return err_set(err, EINVAL, "write %s: not a valid path", path);
-    HANDLE h = CreateFileW(wt, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (h == INVALID_HANDLE_VALUE)
-        return win_err(err, "create", tmp);
-    DWORD n = 0, len = (DWORD)strlen(text);
-    BOOL ok = WriteFile(h, text, len, &n, NULL) && n == len && FlushFileBuffers(h);
-    CloseHandle(h);
-    if (!ok || !MoveFileExW(wt, wp, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
-        int ret = win_err(err, "write", path);
-        DeleteFileW(wt);
-        return ret;
-    }
-    return 0;
-}
-
-int
-hcs_file_read(const char *path, size_t max, char **out, struct err *err)
-{
-    cleanup_free wchar_t *wp = hcs_wide(path);
-    if (!wp)
-        return err_set(err, EINVAL, "read %s: not a valid path", path);
-    HANDLE h = CreateFileW(wp, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
-                           NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
-    if (h == INVALID_HANDLE_VALUE)
-        return win_err(err, "open", path);
-    char *buf = malloc(max + 1);
-    DWORD n = 0;
-    BOOL ok = buf && ReadFile(h, buf, (DWORD)max, &n, NULL);
-    CloseHandle(h);
-    if (!ok) {
-        free(buf);
-        return buf ? win_err(err, "read", path)
-                   : err_set(err, ENOMEM, "read %s: out of memory", path);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    return 0;
-}
-
-int
-hcs_mkdir(const char *path, struct err *err)
-{
-    cleanup_free wchar_t *wp = hcs_wide(path);
-    if (!wp)
-        return err_set(err, EINVAL, "mkdir %s: not a valid path", path);
-    if (!CreateDirectoryW(wp, NULL) && GetLastError() != ERROR_ALREADY_EXISTS)
-        return win_err(err, "mkdir", path);
-    return 0;
-}
-
-int
-hcs_rmdir_files(const char *path, struct err *err)
-{
-    cleanup_free char *pat = join(path, "*");
-    cleanup_free wchar_t *wpat = pat ? hcs_wide(pat) : NULL, *wp = hcs_wide(path);
-    if (!wpat || !wp)
-        return err_set(err, ENOMEM, "remove %s: out of memory", path);
-    WIN32_FIND_DATAW fd;
-    HANDLE f = FindFirstFileW(wpat, &fd);
-    if (f != INVALID_HANDLE_VALUE) {
-        do {
-            if (fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
-                continue;
-            size_t n = wcslen(wp) + wcslen(fd.cFileName) + 2;
-            wchar_t *file = malloc(n * sizeof(wchar_t));
-            if (file) {
-                swprintf(file, n, L"%ls\\%ls", wp, fd.cFileName);
-                DeleteFileW(file);
-                free(file);
-            }
-        } while (FindNextFileW(f, &fd));
-        FindClose(f);
-    }
-    if (!RemoveDirectoryW(wp) && GetLastError() != ERROR_FILE_NOT_FOUND &&
-        GetLastError() != ERROR_PATH_NOT_FOUND)
-        return win_err(err, "remove", path);
-    return 0;
 }
 
 /* ---- the container list ---- */
@@ -230,8 +117,11 @@ static void
 system_event_cb(void *arg, const struct hcs_event *ev)
 {
     struct hcs_dctr *c = arg;
-    if (ev->type == HCS_EVENT_SYSTEM_EXITED)
-        c->status = RT_CONTAINER_STOPPED; /* one aligned store; readers take the mutex */
+    if (ev->type != HCS_EVENT_SYSTEM_EXITED)
+        return;
+    pthread_mutex_lock(&c->drv->mu);
+    c->status = RT_CONTAINER_STOPPED;
+    pthread_mutex_unlock(&c->drv->mu);
 }
 
 /* ---- records ---- */
@@ -283,6 +173,7 @@ record_read(struct hcs_drv *drv, const char *handle, struct hcs_dctr **out, stru
     snprintf(c->sys_id, sizeof(c->sys_id), "%s", line[0]);
     snprintf(c->vm_id, sizeof(c->vm_id), "%s", strcmp(line[1], "-") == 0 ? "" : line[1]);
     c->hyperv = strcmp(line[2], "hyperv") == 0;
+    c->drv = drv;
     c->refs = 1;
     *out = c;
     return 0;
@@ -302,10 +193,9 @@ static int
 records_list(struct hcs_drv *drv, char ***out, struct err *err)
 {
     cleanup_free char *pat = join(drv->records, "*");
-    cleanup_free wchar_t *wpat = pat ? hcs_wide(pat) : NULL;
     char **v = calloc(1, sizeof(char *));
     size_t n = 0;
-    if (!wpat || !v) {
+    if (!pat || !v) {
         free(v);
         return err_set(err, ENOMEM, "list containers: out of memory");
     }
@@ -708,6 +598,7 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
         return err_set(err, ENOMEM, "container %s: out of memory", spec->handle);
     }
     c->refs = 1;
+    c->drv = drv;
     c->hyperv = hyperv;
     c->status = RT_CONTAINER_CREATED;
     uint8_t rnd[4];
@@ -746,9 +637,10 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
         (ret = hcs_system_set_callback(c->sys, system_event_cb, c, err)) < 0 ||
         (ret = hcs_system_start(c->sys, HCS_OP_TIMEOUT_MS, err)) < 0)
         goto undo;
-    c->status = RT_CONTAINER_RUNNING;
     build_free(&b);
     pthread_mutex_lock(&drv->mu);
+    if (c->status == RT_CONTAINER_CREATED) /* not stopped by an event already */
+        c->status = RT_CONTAINER_RUNNING;
     c->next = drv->ctrs;
     drv->ctrs = c;
     pthread_mutex_unlock(&drv->mu);
@@ -796,7 +688,9 @@ hcs_container_delete(void *p, const char *handle, const char *dir, struct err *e
     if (c->admitted)
         hcs_admit_release(drv->admit, c->ticket);
     c->admitted = false;
+    pthread_mutex_lock(&drv->mu);
     c->status = RT_CONTAINER_STOPPED;
+    pthread_mutex_unlock(&drv->mu);
     record_remove(drv, handle);
     if (dctr_unlink(drv, c))
         hcs_dctr_put(drv, c); /* the list's reference */
