@@ -51,8 +51,10 @@ health_get(struct api_req *req)
     json_object *rt = json_object_new_object();
     json_object_object_add(rt, "name", json_object_new_string(d->cfg->runtime));
     json_object_object_add(rt, "usable", json_object_new_boolean(snap.runtime_usable));
-    if (!snap.runtime_usable)
+    if (!snap.runtime_usable) {
         json_object_object_add(rt, "error", json_object_new_string(snap.runtime_error));
+        json_object_object_add(rt, "reason", json_object_new_string(snap.runtime_error));
+    }
     struct ctr_isolation iso[4];
     size_t niso = containers_isolations(d, iso, 4);
     if (niso) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/os.h"
 #include "common/clock.h"
 #include "common/randid.h"
 #include "common/strv.h"

@@ -16,7 +16,9 @@ rt_driver_lookup(const char *name, struct err *err)
         return &rt_oci_driver;
     if (strcmp(name, "hcs") == 0) {
 #ifdef _WIN32
-        /* Where computecore.dll is missing, the driver's probe says so. */
+        /* Where computecore.dll is missing (Wine has none), the driver opens
+         * unusable and its probe says why ("computecore.dll not found"), for
+         * health and the container routes. */
         return &rt_hcs_driver;
 #else
         err_set(err, ERR_UNAVAILABLE,
