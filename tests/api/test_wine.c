@@ -82,16 +82,23 @@ START_TEST(health_says_hcs_is_missing_and_metrics_count_it)
 }
 END_TEST
 
-START_TEST(container_routes_answer_503_with_the_reason)
+/*
+ * The hcs driver opens where computecore.dll is missing, unusable (health
+ * says why): the container routes answer as on a Linux host whose runc is
+ * missing, a list with nothing in it and a create that fails on what it
+ * names first, never a 500.
+ */
+START_TEST(container_routes_answer_without_hcs)
 {
     struct berthd b = {0};
     berthd_start(&b, NULL);
     struct hresp r;
     http_get(&b, "/v1/containers", &r);
-    ck_assert_error_reply(&r, 503, "unavailable", "computecore.dll not found");
+    ck_assert_msg(r.status == 200, "list: %ld %s", r.status, r.body);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "containers")), 0);
     hresp_free(&r);
     http_post_json(&b, "/v1/containers", "{\"image\": \"x\"}", &r);
-    ck_assert_error_reply(&r, 503, "unavailable", "computecore.dll not found");
+    ck_assert_msg(r.status == 404 || r.status == 503, "create: %ld %s", r.status, r.body);
     hresp_free(&r);
     berthd_finish(&b);
 }
@@ -412,7 +419,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, version_prints_and_exits_0);
     tcase_add_test(tc, health_says_hcs_is_missing_and_metrics_count_it);
-    tcase_add_test(tc, container_routes_answer_503_with_the_reason);
+    tcase_add_test(tc, container_routes_answer_without_hcs);
     tcase_add_test(tc, imports_check_digests_and_the_windows_build);
     tcase_add_test(tc, volume_tar_round_trip_and_a_copied_child);
     tcase_add_test(tc, service_starts_serves_and_stops_under_sc);
