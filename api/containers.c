@@ -82,7 +82,8 @@ api_container_to_json(const struct container *c, const struct ctr_usage *usage)
         json_object_object_add(o, "image_digest", json_object_new_string(p->image_digest));
     if (p->rootfs_dir)
         json_object_object_add(o, "rootfs_dir", json_object_new_string(p->rootfs_dir));
-    json_object_object_add(o, "isolation", json_object_new_string("process"));
+    json_object_object_add(o, "isolation",
+                           json_object_new_string(p->isolation[0] ? p->isolation : "process"));
     json_object *l = json_object_new_object();
     json_object_object_add(l, "memory_bytes",
                            json_object_new_int64((int64_t)p->limits.memory_bytes));

@@ -15,6 +15,7 @@
 #include "api/request.h"
 #include "daemon/daemon.h"
 #include "daemon/status.h"
+#include "daemon/svc_containers.h"
 
 void
 health_get(struct api_req *req)
@@ -53,6 +54,19 @@ health_get(struct api_req *req)
     if (!snap.runtime_usable) {
         json_object_object_add(rt, "error", json_object_new_string(snap.runtime_error));
         json_object_object_add(rt, "reason", json_object_new_string(snap.runtime_error));
+    }
+    struct ctr_isolation iso[4];
+    size_t niso = containers_isolations(d, iso, 4);
+    if (niso) {
+        json_object *isos = json_object_new_object();
+        for (size_t i = 0; i < niso; i++) {
+            json_object *m = json_object_new_object();
+            json_object_object_add(m, "usable", json_object_new_boolean(iso[i].usable));
+            if (!iso[i].usable)
+                json_object_object_add(m, "reason", json_object_new_string(iso[i].reason));
+            json_object_object_add(isos, iso[i].mode, m);
+        }
+        json_object_object_add(rt, "isolations", isos);
     }
     json_object_object_add(body, "runtime", rt);
 

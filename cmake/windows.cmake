@@ -153,6 +153,9 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/cmdline.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
+    runtime/hcs/driver_file_win.c
+    runtime/hcs/driver_proc_win.c
+    runtime/hcs/driver_win.c
     runtime/hcs/guid.c
     runtime/hcs/hcs_api_win.c
     runtime/hcs/host_win.c
@@ -234,6 +237,7 @@ set(BERTH_WIN_SUITES
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
     test_hcs_api
+    test_hcs_driver
     test_hcs_host)
 
 set(BERTH_WIN_SKIPPED_SUITES)

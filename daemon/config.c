@@ -13,6 +13,7 @@
 #include "common/os.h"
 #include "common/sock.h"
 #include "daemon/net_conf.h"
+#include "runtime/hcs/sizing.h"
 
 const char config_usage[] =
     "usage: berthd [flags]\n"
@@ -44,6 +45,13 @@ const char config_usage[] =
     "  --max-output-bytes N[KMGT]  output a process may write, stdout and stderr together;\n"
     "                              past it the process is killed (default 1G, 0: no cap)\n"
     "                                                                    BERTH_MAX_OUTPUT_BYTES\n"
+    "  --isolation process|hyperv  Windows containers' isolation when a create does not say\n"
+    "                              (default process; --runtime hcs only)       BERTH_ISOLATION\n"
+    "  --hyperv-cpus N             processors of a hyperv container's utility VM (default 2;\n"
+    "                              --runtime hcs only)                        BERTH_HYPERV_CPUS\n"
+    "  --hyperv-memory-mb N        memory of a utility VM when the container has no memory\n"
+    "                              limit (default 1024; --runtime hcs only)\n"
+    "                                                                   BERTH_HYPERV_MEMORY_MB\n"
     "  --network bridge|none       containers on a bridge with CNI (default), or loopback only\n"
     "                                                                             BERTH_NETWORK\n"
     "  --network-name NAME         the bridge and network name (default berth0)\n"
@@ -77,6 +85,9 @@ enum {
     OPT_STORE_MAX_BYTES,
     OPT_STORE_DEVICE_NODES,
     OPT_MAX_OUTPUT_BYTES,
+    OPT_ISOLATION,
+    OPT_HYPERV_CPUS,
+    OPT_HYPERV_MEMORY_MB,
     OPT_NETWORK,
     OPT_NETWORK_NAME,
     OPT_NETWORK_POOL,
@@ -109,6 +120,9 @@ static const struct option_desc option_descs[] = {
     {OPT_STORE_MAX_BYTES, "store-max-bytes", "BERTH_STORE_MAX_BYTES", required_argument},
     {OPT_STORE_DEVICE_NODES, "store-device-nodes", "BERTH_STORE_DEVICE_NODES", no_argument},
     {OPT_MAX_OUTPUT_BYTES, "max-output-bytes", "BERTH_MAX_OUTPUT_BYTES", required_argument},
+    {OPT_ISOLATION, "isolation", "BERTH_ISOLATION", required_argument},
+    {OPT_HYPERV_CPUS, "hyperv-cpus", "BERTH_HYPERV_CPUS", required_argument},
+    {OPT_HYPERV_MEMORY_MB, "hyperv-memory-mb", "BERTH_HYPERV_MEMORY_MB", required_argument},
     {OPT_NETWORK, "network", "BERTH_NETWORK", required_argument},
     {OPT_NETWORK_NAME, "network-name", "BERTH_NETWORK_NAME", required_argument},
     {OPT_NETWORK_POOL, "network-pool", "BERTH_NETWORK_POOL", required_argument},
@@ -288,6 +302,8 @@ config_parse_bytes(const char *s, int64_t *out)
 struct net_flags {
     bool name, pool, gateway;
     bool dns_from_flags; /* a --dns flag replaces BERTH_DNS's list */
+    /* The hcs runtime's flags given, by name, for the check against --runtime. */
+    const char *hcs_flag;
 };
 
 /* The reason in a message "WHAT VALUE: reason" (the message itself otherwise). */
@@ -461,6 +477,18 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
                            "--max-output-bytes %s: expected a byte count such as 1G (0: no cap)",
                            value);
         return 0;
+    case OPT_ISOLATION:
+        if (strcmp(value, "process") != 0 && strcmp(value, "hyperv") != 0)
+            return err_set(err, EINVAL, "--isolation %s: expected process or hyperv", value);
+        nf->hcs_flag = "isolation";
+        return set_str(&cfg->isolation, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
+    case OPT_HYPERV_CPUS:
+        nf->hcs_flag = "hyperv-cpus";
+        return parse_uint(flag, value, 1, HCS_UVM_MAX_CPUS, &cfg->hyperv_cpus, err);
+    case OPT_HYPERV_MEMORY_MB:
+        nf->hcs_flag = "hyperv-memory-mb";
+        return parse_uint(flag, value, HCS_UVM_MIN_MEMORY_MB, HCS_UVM_MAX_MEMORY_MB,
+                          &cfg->hyperv_memory_mb, err);
     }
     return err_set(err, EINVAL, "unknown option");
 }
@@ -513,6 +541,8 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->pool_threads = 8;
     cfg->store_max_bytes = -1;
     cfg->max_output_bytes = 1LL << 30;
+    cfg->hyperv_cpus = HCS_UVM_DEFAULT_CPUS;
+    cfg->hyperv_memory_mb = HCS_UVM_DEFAULT_MEMORY_MB;
     cfg->network_name = strdup(NET_NAME_DEFAULT);
     cfg->network_pool = strdup(NET_POOL_DEFAULT);
     if (!cfg->listen_host || !cfg->root || !cfg->runtime || !cfg->network_name ||
@@ -569,6 +599,13 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
                        argv[optind]);
     if (!cfg->root)
         return err_set(err, ENOMEM, "out of memory");
+    /* Parsed and checked everywhere, so a typo fails on Linux too; but
+     * meaningless to any runtime but hcs, which a reader should be told. */
+    if (nf.hcs_flag && strcmp(cfg->runtime, "hcs") != 0)
+        return err_set(err, EINVAL,
+                       "--%s: only for --runtime hcs (Windows containers); this daemon runs "
+                       "--runtime %s",
+                       nf.hcs_flag, cfg->runtime);
     return check_network(cfg, &nf, err) < 0 ? -err->code : CONFIG_RUN;
 }
 
@@ -579,6 +616,7 @@ config_close(struct config *cfg)
     free(cfg->root);
     free(cfg->runtime);
     free(cfg->oci_runtime);
+    free(cfg->isolation);
     free(cfg->network_name);
     free(cfg->network_pool);
     free(cfg->network_gateway);

@@ -37,6 +37,11 @@ struct config {
     bool store_device_nodes;  /* create device nodes found in layers */
     int64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */
 
+    /* The hcs runtime (runtime/hcs/): refused with any other --runtime. */
+    char *isolation;           /* --isolation: "process" or "hyperv"; NULL: process */
+    unsigned hyperv_cpus;      /* --hyperv-cpus: a utility VM's processors (2) */
+    unsigned hyperv_memory_mb; /* --hyperv-memory-mb: a VM's memory without a limit (1024) */
+
     /* The network (daemon/net.h). */
     bool network_disabled; /* --network none: every container gets only lo */
     char *network_name;    /* the bridge and network name: "berth0" */

@@ -127,6 +127,7 @@ ctr_params_dup(const struct ctr_params *p)
     memcpy(q->handle, p->handle, sizeof(q->handle));
     q->limits = p->limits;
     q->grace_time_s = p->grace_time_s;
+    memcpy(q->isolation, p->isolation, sizeof(q->isolation));
     q->created_at = p->created_at;
     q->image_ref = dup_or_null(p->image_ref, &fail);
     q->image_digest = dup_or_null(p->image_digest, &fail);

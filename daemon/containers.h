@@ -94,6 +94,9 @@ struct ctr_params {
     size_t nprops;
     int64_t grace_time_s;
     int64_t created_at; /* unix seconds */
+    /* "process" or "hyperv": asked for, else the daemon's --isolation
+     * (default process); what the runtime driver is given. */
+    char isolation[16];
     /* The image's run defaults (its config), resolved by the create job;
      * NULL or empty when the image has none or for a raw rootfs. */
     char **image_entrypoint, **image_cmd; /* NULL-terminated or NULL */

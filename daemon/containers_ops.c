@@ -179,6 +179,8 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
         json_object_object_add(props, p->prop_keys[i], json_object_new_string(p->prop_values[i]));
     json_object_object_add(o, "properties", props);
     json_object_object_add(o, "grace_time_s", json_object_new_int64(p->grace_time_s));
+    if (p->isolation[0])
+        json_object_object_add(o, "isolation", json_object_new_string(p->isolation));
     json_object_object_add(o, "created_at", json_object_new_int64(p->created_at));
     if (p->image_entrypoint)
         json_object_object_add(o, "image_entrypoint", strv_to_json(p->image_entrypoint));
@@ -264,6 +266,9 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
         }
     }
     p->grace_time_s = jsonutil_int64_or0(o, "grace_time_s");
+    cleanup_free char *isolation = jsonutil_strdup(o, "isolation");
+    if (isolation && (strcmp(isolation, "process") == 0 || strcmp(isolation, "hyperv") == 0))
+        snprintf(p->isolation, sizeof(p->isolation), "%s", isolation);
     p->created_at = jsonutil_int64_or0(o, "created_at");
     record_read_main(o, p);
     json_object_put(o);
@@ -461,6 +466,7 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
             .nmounts = p->nmounts,
             .readonly_rootfs = p->readonly_rootfs,
             .hostname = p->hostname,
+            .isolation = p->isolation[0] ? p->isolation : NULL,
         };
         ret = reg->drv->container_create(reg->drv_ctx, &spec, err);
     }
@@ -675,7 +681,10 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         struct rt_config rc = {.state_root = state_root,
                                .oci_runtime = d->cfg->oci_runtime,
                                .cgroup_parent = cgroup_parent,
-                               .max_output_bytes = (uint64_t)d->cfg->max_output_bytes};
+                               .max_output_bytes = (uint64_t)d->cfg->max_output_bytes,
+                               .isolation = d->cfg->isolation,
+                               .hyperv_cpus = d->cfg->hyperv_cpus,
+                               .hyperv_memory_mb = d->cfg->hyperv_memory_mb};
         if (reg->drv->open(&rc, &reg->drv_ctx, &reg->drv_err) < 0)
             reg->drv = NULL;
     }

@@ -233,6 +233,23 @@ check_create(const struct containers *reg, struct ctr_params *p, const char *iso
     return ret;
 }
 
+size_t
+containers_isolations(struct daemon *d, struct ctr_isolation *out, size_t max)
+{
+    struct containers *reg = NULL;
+    struct err err = {0};
+    if (containers_registry(d, &reg, &err) < 0 || !reg->drv->isolation_usable)
+        return 0;
+    size_t n = 0;
+    for (const char *const *m = reg->drv->isolation; m && *m && n < max; m++, n++) {
+        struct err why = {0};
+        out[n].mode = *m;
+        out[n].usable = reg->drv->isolation_usable(reg->drv_ctx, *m, &why) == 0;
+        snprintf(out[n].reason, sizeof(out[n].reason), "%s", out[n].usable ? "" : why.msg);
+    }
+    return n;
+}
+
 /* ---- create ---------------------------------------------------------------- */
 
 struct create_job {
@@ -307,6 +324,10 @@ container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
         randid_new(p->handle, sizeof(p->handle), "c-");
     if (!p->created_at)
         p->created_at = clock_unix_s();
+    snprintf(p->isolation, sizeof(p->isolation), "%s",
+             isolation           ? isolation
+             : d->cfg->isolation ? d->cfg->isolation
+                                 : "process");
     struct create_job *j = calloc(1, sizeof(*j));
     struct ctr_params *copy = j ? ctr_params_dup(p) : NULL;
     if (!copy) {

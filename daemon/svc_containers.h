@@ -29,6 +29,21 @@ struct ctr_usage {
  * no usable runtime driver). */
 int containers_registry(struct daemon *d, struct containers **out, struct err *err);
 
+/* One isolation mode of the runtime and whether this host can run it. */
+struct ctr_isolation {
+    const char *mode; /* static: the driver's name for it ("process", "hyperv") */
+    bool usable;
+    char reason[ERR_MSG_MAX]; /* why not, when !usable */
+};
+
+/*
+ * The runtime's isolation modes, as its start-up detection found them
+ * (health's runtime.isolations): up to max into out, and their number; 0
+ * when there is no usable driver or it does not tell (oci: one mode, as
+ * usable as the runtime). Loop thread; does not block.
+ */
+size_t containers_isolations(struct daemon *d, struct ctr_isolation *out, size_t max);
+
 /* The container named handle (borrowed: valid until the loop runs on), or
  * ENOENT / ERR_UNAVAILABLE. */
 int container_lookup(struct daemon *d, const char *handle, struct container **out, struct err *err);

@@ -37,7 +37,7 @@ struct process_spec {
     char *const *env; /* "NAME=value", over the container's (which is over the image's) */
     const char *dir;  /* NULL: the container's working_dir, else the image's, else "/" */
     const char *user; /* NULL: the container's user, else the image's User, else root */
-    bool has_stdin; /* the JSON field "stdin" */
+    bool has_stdin;   /* the JSON field "stdin" */
 };
 
 /*

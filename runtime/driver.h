@@ -59,6 +59,16 @@ struct rt_container_spec {
     /* The network namespace to join (a bound nsfs file, daemon/net.h), or
      * NULL: a new one with only lo, made by the runtime. */
     const char *netns_path;
+    /* The isolation asked for (one of the driver's `isolation` list), or
+     * NULL: the driver's default (rt_config.isolation). */
+    const char *isolation;
+    /* Windows (hcs) only, ignored elsewhere: the image's read-only layer
+     * folders on the host, topmost first and the base layer last
+     * (NULL-terminated), and the container's writable layer: under process
+     * isolation the mounted scratch volume (\\?\Volume{GUID}\), under
+     * hyperv the scratch .vhdx the utility VM attaches. */
+    char *const *layers;
+    const char *scratch;
 };
 
 /* A process to run in a container. */
@@ -127,6 +137,12 @@ struct rt_config {
     const char *init_path;     /* the berth-init binary; NULL: beside the daemon's executable */
     const char *cgroup_parent; /* NULL: "berth" (relative: under the daemon's own cgroup) */
     uint64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */
+    /* hcs: the default isolation (NULL: "process") and the utility VM of a
+     * hyperv container (0: 2 processors, 1024 MB; daemon/config.c's
+     * --hyperv-cpus and --hyperv-memory-mb). */
+    const char *isolation;
+    uint32_t hyperv_cpus;
+    uint32_t hyperv_memory_mb;
 };
 
 struct rt_driver {
@@ -190,6 +206,12 @@ struct rt_driver {
      * frees with strv_free), so the daemon can remove those no record of
      * its own claims. */
     int (*container_list)(void *ctx, char ***handles, struct err *err);
+    /*
+     * Optional (NULL: every mode of `isolation` is usable when the driver
+     * is): is mode usable on this host? 0, or a negative errno with why in
+     * err. What start-up detection found: does not block, any thread.
+     */
+    int (*isolation_usable)(void *ctx, const char *mode, struct err *err);
 };
 
 /*

@@ -90,6 +90,7 @@ START_TEST(container_create_validates_its_request)
     snprintf(handle, sizeof(handle), "%s", json_object_get_string(json_at(r.json, "handle")));
     ck_assert(strlen(handle) > 0);
     ck_assert_str_eq(json_object_get_string(json_at(r.json, "state")), "running");
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "isolation")), "process");
     hresp_free(&r);
     snprintf(body, sizeof(body), "{\"handle\":\"%s\",\"image\":\"busybox\"}", handle);
     ctr_create(&b, body, &r);

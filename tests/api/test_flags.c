@@ -50,7 +50,7 @@ END_TEST
 START_TEST(bad_flag_values_print_one_line_and_exit_2)
 {
     static const struct {
-        const char *args[4];
+        const char *args[6];
         const char *env;
         const char *mention;
     } cases[] = {
@@ -63,6 +63,11 @@ START_TEST(bad_flag_values_print_one_line_and_exit_2)
         {{"--no-such-flag"}, NULL, "--no-such-flag"},
         {{"--listen", "127.0.0.1:0", "stray"}, NULL, "stray"},
         {{NULL}, "BERTH_LOG_FORMAT=yaml", "BERTH_LOG_FORMAT"},
+        /* The hcs runtime's flags: checked here too, and meaningless to oci. */
+        {{"--isolation", "hyperv"}, NULL, "only for --runtime hcs"},
+        {{"--hyperv-cpus", "2"}, NULL, "--hyperv-cpus: only for --runtime hcs"},
+        {{"--runtime", "hcs", "--hyperv-memory-mb", "64"}, NULL, "--hyperv-memory-mb 64"},
+        {{NULL}, "BERTH_ISOLATION=vm", "BERTH_ISOLATION"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out, *err;

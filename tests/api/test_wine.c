@@ -61,8 +61,10 @@ START_TEST(health_says_hcs_is_missing_and_metrics_count_it)
     ck_assert_str_eq(json_object_get_string(json_at(r.json, "status")), "degraded");
     ck_assert_str_eq(json_object_get_string(json_at(r.json, "runtime.name")), "hcs");
     ck_assert(!json_object_get_boolean(json_at(r.json, "runtime.usable")));
-    ck_assert_str_eq(json_object_get_string(json_at(r.json, "runtime.reason")),
-                     "computecore.dll not found");
+    /* The hcs driver's own reason: the load's error and what HCS needs follow. */
+    const char *reason = json_object_get_string(json_at(r.json, "runtime.reason"));
+    ck_assert_msg(reason && strncmp(reason, "computecore.dll not found", 25) == 0, "reason %s",
+                  reason);
     ck_assert(json_object_get_boolean(json_at(r.json, "store.writable")));
     /* The root as Windows names it: the Linux path on Wine's drive Z:. */
     const char *root = json_object_get_string(json_at(r.json, "store.root"));
@@ -80,16 +82,23 @@ START_TEST(health_says_hcs_is_missing_and_metrics_count_it)
 }
 END_TEST
 
-START_TEST(container_routes_answer_503_with_the_reason)
+/*
+ * The hcs driver opens where computecore.dll is missing, unusable (health
+ * says why): the container routes answer as on a Linux host whose runc is
+ * missing, a list with nothing in it and a create that fails on what it
+ * names first, never a 500.
+ */
+START_TEST(container_routes_answer_without_hcs)
 {
     struct berthd b = {0};
     berthd_start(&b, NULL);
     struct hresp r;
     http_get(&b, "/v1/containers", &r);
-    ck_assert_error_reply(&r, 503, "unavailable", "computecore.dll not found");
+    ck_assert_msg(r.status == 200, "list: %ld %s", r.status, r.body);
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "containers")), 0);
     hresp_free(&r);
     http_post_json(&b, "/v1/containers", "{\"image\": \"x\"}", &r);
-    ck_assert_error_reply(&r, 503, "unavailable", "computecore.dll not found");
+    ck_assert_msg(r.status == 404 || r.status == 503, "create: %ld %s", r.status, r.body);
     hresp_free(&r);
     berthd_finish(&b);
 }
@@ -371,8 +380,10 @@ START_TEST(service_starts_serves_and_stops_under_sc)
                 &r);
     } while (r.status == 0 && now_ms() < deadline);
     ck_assert_msg(r.status == 503, "health of the service: %ld %s", r.status, r.body);
-    ck_assert_str_eq(json_object_get_string(json_at(r.json, "runtime.reason")),
-                     "computecore.dll not found");
+    /* The hcs driver's own reason: the load's error and what HCS needs follow. */
+    const char *reason = json_object_get_string(json_at(r.json, "runtime.reason"));
+    ck_assert_msg(reason && strncmp(reason, "computecore.dll not found", 25) == 0, "reason %s",
+                  reason);
     hresp_free(&r);
 
     /* The control manager's stop is the orderly shutdown. */
@@ -408,7 +419,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, version_prints_and_exits_0);
     tcase_add_test(tc, health_says_hcs_is_missing_and_metrics_count_it);
-    tcase_add_test(tc, container_routes_answer_503_with_the_reason);
+    tcase_add_test(tc, container_routes_answer_without_hcs);
     tcase_add_test(tc, imports_check_digests_and_the_windows_build);
     tcase_add_test(tc, volume_tar_round_trip_and_a_copied_child);
     tcase_add_test(tc, service_starts_serves_and_stops_under_sc);

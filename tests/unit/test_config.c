@@ -28,6 +28,9 @@ clear_env(void)
     unsetenv("BERTH_NETWORK_GATEWAY");
     unsetenv("BERTH_DNS");
     unsetenv("BERTH_CNI_CONFIG");
+    unsetenv("BERTH_ISOLATION");
+    unsetenv("BERTH_HYPERV_CPUS");
+    unsetenv("BERTH_HYPERV_MEMORY_MB");
 }
 
 START_TEST(config_defaults)
@@ -276,6 +279,63 @@ START_TEST(config_max_output_bytes_from_flag_and_environment)
 }
 END_TEST
 
+START_TEST(config_hcs_flags_are_parsed_for_runtime_hcs)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv), CONFIG_RUN);
+    ck_assert_ptr_null(cfg.isolation);
+    ck_assert_uint_eq(cfg.hyperv_cpus, 2);
+    ck_assert_uint_eq(cfg.hyperv_memory_mb, 1024);
+    config_close(&cfg);
+    setenv("BERTH_HYPERV_CPUS", "4", 1);
+    char *argv2[] = {"berthd", "--runtime",          "hcs",  "--isolation",
+                     "hyperv", "--hyperv-memory-mb", "2048", NULL};
+    ck_assert_msg(parse(&cfg, &err, 7, argv2) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_str_eq(cfg.isolation, "hyperv");
+    ck_assert_uint_eq(cfg.hyperv_cpus, 4);
+    ck_assert_uint_eq(cfg.hyperv_memory_mb, 2048);
+    config_close(&cfg);
+    clear_env();
+}
+END_TEST
+
+START_TEST(config_hcs_flags_are_refused_with_another_runtime)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", "--isolation", "hyperv", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv), -EINVAL);
+    ck_assert_str_eq(err.msg, "--isolation: only for --runtime hcs (Windows containers); this "
+                              "daemon runs --runtime oci");
+    config_close(&cfg);
+    setenv("BERTH_HYPERV_MEMORY_MB", "512", 1);
+    char *argv2[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv2), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--hyperv-memory-mb: only for --runtime hcs"));
+    config_close(&cfg);
+    clear_env();
+    /* Bad values are refused whatever the runtime, naming the value. */
+    char *bad[][5] = {{"berthd", "--runtime", "hcs", "--isolation", "vm"},
+                      {"berthd", "--runtime", "hcs", "--hyperv-cpus", "0"},
+                      {"berthd", "--runtime", "hcs", "--hyperv-memory-mb", "128"},
+                      {"berthd", "--runtime", "hcs", "--hyperv-cpus", "two"}};
+    const char *want[] = {"--isolation vm: expected process or hyperv",
+                          "--hyperv-cpus 0: expected a whole number from 1 to 1024",
+                          "--hyperv-memory-mb 128: expected a whole number from 256 to 1048576",
+                          "--hyperv-cpus two: expected a whole number from 1 to 1024"};
+    for (size_t i = 0; i < 4; i++) {
+        char *a[] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], NULL};
+        ck_assert_int_eq(parse(&cfg, &err, 5, a), -EINVAL);
+        ck_assert_str_eq(err.msg, want[i]);
+        config_close(&cfg);
+    }
+}
+END_TEST
+
 START_TEST(config_byte_counts_take_suffixes)
 {
     int64_t v = 0;
@@ -307,6 +367,8 @@ main(void)
     tcase_add_test(tc, config_bad_environment_names_the_variable);
     tcase_add_test(tc, config_byte_counts_take_suffixes);
     tcase_add_test(tc, config_max_output_bytes_from_flag_and_environment);
+    tcase_add_test(tc, config_hcs_flags_are_parsed_for_runtime_hcs);
+    tcase_add_test(tc, config_hcs_flags_are_refused_with_another_runtime);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
