@@ -199,20 +199,26 @@ if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
     par_api() {
         local i=$1 t0 t1 k
         t0=$(ms)
+        local pids=()
         for k in $(seq "$par"); do
             (api_round "p$i-$k" >/dev/null) &
+            pids+=($!)
         done
-        wait
+        for k in "${pids[@]}"; do # not a bare wait: berthd is a child of this shell too
+            wait "$k" || { echo "a parallel API round failed" >&2; exit 1; }
+        done
         t1=$(ms)
         awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
     }
     par_floor() {
         local t0 t1 k
         t0=$(ms)
+        local pids=()
         for k in $(seq "$par"); do
             runc --root "$tmp/runc" run --bundle "$tmp/pbundle$k" "floor$k" </dev/null >/dev/null &
+            pids+=($!)
         done
-        wait
+        wait "${pids[@]}"
         t1=$(ms)
         awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
     }

@@ -337,28 +337,37 @@ oci_container_delete(void *p, const char *handle, const char *dir, struct err *e
     unsigned long long start = 0;
     struct err ignored = {0};
     ret = rt_runc_init_process(&ctx->runc, handle, &pid, &start, &ignored);
-    if (ret == -ENOENT)
-        return 0;
+    if (ret == -ENOENT) /* or a removal that a killed daemon left half done */
+        return rt_runc_stateless_drop(&ctx->runc, handle, err);
     if (ret == 0 && pid > 0) {
         /* The pidfd pins the process; its start time proves it is still the
          * init and not a reused PID. Then no runtime call is needed to kill. */
         int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        bool killed = false;
+        bool killed = false, exited = false;
         if (pfd >= 0 && proc_start_time(pid) == start)
             killed = syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
         if (killed) {
             struct pollfd pp = {.fd = pfd, .events = POLLIN};
-            while (poll(&pp, 1, OCI_KILL_WAIT_MS) < 0 && errno == EINTR)
+            int n;
+            while ((n = poll(&pp, 1, OCI_KILL_WAIT_MS)) < 0 && errno == EINTR)
                 ;
+            exited = n > 0;
         }
         if (pfd >= 0)
             close(pfd);
+        /* The init has exited, and with it every process of its PID
+         * namespace: what is left is what `runc delete` would remove, a
+         * runtime start (a Go binary) later. */
+        if (exited && rt_runc_destroy_stopped(&ctx->runc, handle, &ignored) == 0)
+            return 0;
+        if (exited)
+            log_debug("container %s: %s; running the runtime's delete", handle, ignored.msg);
         if ((killed || pfd < 0) && rt_runc_delete(&ctx->runc, handle, false, &ignored) == 0)
             return 0;
     }
     ret = rt_runc_delete(&ctx->runc, handle, true, err);
     if (ret == -ENOENT)
-        return 0;
+        return rt_runc_stateless_drop(&ctx->runc, handle, err);
     return ret;
 }
 
