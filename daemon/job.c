@@ -23,6 +23,7 @@ struct job {
     job_done_fn done;
     void *ctx;
     bool is_long;
+    bool prompt;              /* runs at the daemon's priority (job_submit_prompt) */
     struct job *prev, *next;  /* outstanding list, loop-owned */
     struct job *next_waiting; /* long jobs waiting for a slot */
 };
@@ -82,15 +83,30 @@ nice_pool_thread(void)
 
 static void start_waiting(struct job_queue *q);
 
+/* A prompt job's thread runs at the daemon's own nice, then goes back. */
+static bool
+thread_nice_set(int nice)
+{
+    return setpriority(PRIO_PROCESS, (id_t)gettid(), nice) == 0;
+}
+
 static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
     nice_pool_thread();
+    bool raised = false;
+    if (job->prompt) {
+        errno = 0;
+        int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+        raised = errno == 0 && thread_nice_set(base);
+    }
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
+    if (raised && !thread_nice_set(POOL_THREAD_NICE))
+        log_debug("job: cannot lower the pool thread's priority again: %s", strerror(errno));
 }
 
 static void
@@ -182,6 +198,26 @@ job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn 
     struct job *job = job_new(q, name, work, done, ctx);
     if (!job)
         return -ENOMEM;
+    atomic_fetch_add(&q->queued, 1);
+    int rc = job_start(q, job);
+    if (rc < 0) {
+        atomic_fetch_sub(&q->queued, 1);
+        free(job);
+        return rc;
+    }
+    return 0;
+}
+
+int
+job_submit_prompt(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
+                  void *ctx)
+{
+    if (q->shutting_down)
+        return -ECANCELED;
+    struct job *job = job_new(q, name, work, done, ctx);
+    if (!job)
+        return -ENOMEM;
+    job->prompt = true;
     atomic_fetch_add(&q->queued, 1);
     int rc = job_start(q, job);
     if (rc < 0) {

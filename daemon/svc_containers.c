@@ -285,7 +285,8 @@ container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
     j->cb = cb;
     j->arg = arg;
     j->dir = strdup(c->dir);
-    ret = j->dir ? job_submit(d->jobs, "container.create", create_work, create_done, j) : -ENOMEM;
+    ret = j->dir ? job_submit_prompt(d->jobs, "container.create", create_work, create_done, j)
+                 : -ENOMEM;
     if (ret < 0) {
         containers_remove(c);
         container_unref(c);
@@ -451,7 +452,7 @@ delete_finish(struct ctr_delete *op)
     op->finishing = true;
     if (op->grace_timer)
         uv_timer_stop(op->grace_timer);
-    int rc = job_submit(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
+    int rc = job_submit_prompt(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
     if (rc < 0) {
         struct err err;
         err_set(&err, ECANCELED, "delete container %s: cannot start the job: %s", op->p->handle,
@@ -568,8 +569,8 @@ container_delete(struct daemon *d, const char *handle, container_delete_cb cb, v
      * runs: the undo is a job too. */
     op->term_sent = op->nids == 0;
     op->finishing = op->nids == 0;
-    ret = op->nids ? job_submit(d->jobs, "container.term", term_work, term_done, op)
-                   : job_submit(d->jobs, "container.delete", delete_work, delete_done, op);
+    ret = op->nids ? job_submit_prompt(d->jobs, "container.term", term_work, term_done, op)
+                   : job_submit_prompt(d->jobs, "container.delete", delete_work, delete_done, op);
     if (ret < 0) {
         delete_free(op);
         return err_set(err, ECANCELED, "delete container %s: cannot start the job: %s", handle,
