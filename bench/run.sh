@@ -38,6 +38,11 @@ cmake --build "$build" -j"$(nproc)" --target berthd berth-init >/dev/null 2>&1
 tmp=/tmp/berth-bench-run-$$-$RANDOM
 mkdir -m 0700 "$tmp"
 pid= cpid=
+# The floor's container IDs and cgroup parent are this run's own: runc puts
+# a container without a cgroupsPath (the bare spec) in /<id>, and two runs
+# at once must never share a cgroup.
+fid=floor-$$
+fcg=berth-bench-floor-$$
 handles=()
 cleanup() {
     set +e
@@ -50,10 +55,10 @@ cleanup() {
         runc --root "$tmp/root/runtime/runc" delete --force "$h" >/dev/null 2>&1
         umount -l "$tmp/root/containers/$h/rootfs" >/dev/null 2>&1
     done
-    for f in floor floor1 floor2 floor3 floor4 floor5 floor6 floor7 floor8; do
+    for f in "$fid" "$fid"-1 "$fid"-2 "$fid"-3 "$fid"-4 "$fid"-5 "$fid"-6 "$fid"-7 "$fid"-8; do
         runc --root "$tmp/runc" delete --force "$f" >/dev/null 2>&1
     done
-    for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name berth-bench-floor 2>/dev/null); do
+    for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name "$fcg" 2>/dev/null); do
         find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
     done
     if [ -n "$cpid" ] && kill -0 "$cpid" 2>/dev/null; then
@@ -132,13 +137,13 @@ curl -sf -o /dev/null -XPOST "$url/v1/containers" -H 'Content-Type: application/
     -d "{\"handle\":\"floorsrc\",\"rootfs\":\"raw://$rootfs\"}"
 handles+=(floorsrc)
 mkdir -p "$tmp/bundle" "$tmp/bare"
-python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" <<'PY'
+python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" "$fcg" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["process"]["args"] = ["/bin/true"]
 c["mounts"] = [m for m in c["mounts"] if m["destination"] not in ("/.berth-init", "/.berth")]
 c["root"]["path"] = sys.argv[3]
-c["linux"]["cgroupsPath"] = "berth-bench-floor/floor"
+c["linux"]["cgroupsPath"] = sys.argv[4] + "/floor"
 json.dump(c, open(sys.argv[2], "w"))
 PY
 curl -sf -o /dev/null -XDELETE "$url/v1/containers/floorsrc"
@@ -149,7 +154,7 @@ sed -i "s/\"terminal\": true/\"terminal\": false/; s/\"sh\"/\"true\"/; s|\"path\
 floor_round() {
     local t0 t1
     t0=$(ms)
-    runc --root "$tmp/runc" run --bundle "$1" floor </dev/null >/dev/null
+    runc --root "$tmp/runc" run --bundle "$1" "$fid" </dev/null >/dev/null
     t1=$(ms)
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
 }
@@ -193,7 +198,7 @@ prounds=${PAR_ROUNDS:-10}
 if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
     for k in $(seq "$par"); do
         mkdir -p "$tmp/pbundle$k"
-        sed "s|berth-bench-floor/floor|berth-bench-floor/floor$k|" "$tmp/bundle/config.json" \
+        sed "s|$fcg/floor|$fcg/floor$k|" "$tmp/bundle/config.json" \
             >"$tmp/pbundle$k/config.json"
     done
     par_api() {
@@ -215,7 +220,7 @@ if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
         t0=$(ms)
         local pids=()
         for k in $(seq "$par"); do
-            runc --root "$tmp/runc" run --bundle "$tmp/pbundle$k" "floor$k" </dev/null >/dev/null &
+            runc --root "$tmp/runc" run --bundle "$tmp/pbundle$k" "$fid-$k" </dev/null >/dev/null &
             pids+=($!)
         done
         wait "${pids[@]}"
