@@ -8,12 +8,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string.h>
 
 #include "common/log.h"
+#include "common/os.h"
 
 struct job {
     uv_work_t req;
@@ -63,7 +63,8 @@ job_queue_free(struct job_queue *q)
 
 /*
  * Pool threads run at a lower priority than the loop thread (nice +10 on
- * Linux, where each thread has its own nice value): on a small machine
+ * Linux, where each thread has its own nice value; below normal on
+ * Windows): on a small machine
  * several CPU-bound jobs would otherwise compete with the loop for the
  * cores, and every request would wait behind them. Set once per thread.
  */
@@ -77,36 +78,27 @@ nice_pool_thread(void)
     if (thread_niced)
         return;
     thread_niced = true;
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), POOL_THREAD_NICE) < 0)
-        log_debug("job: cannot lower the pool thread's priority: %s", strerror(errno));
+    int r = os_thread_lower_priority(POOL_THREAD_NICE);
+    if (r < 0)
+        log_debug("job: cannot lower the pool thread's priority: %s", strerror(-r));
 }
 
 static void start_waiting(struct job_queue *q);
-
-/* A prompt job's thread runs at the daemon's own nice, then goes back. */
-static bool
-thread_nice_set(int nice)
-{
-    return setpriority(PRIO_PROCESS, (id_t)gettid(), nice) == 0;
-}
 
 static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
     nice_pool_thread();
-    bool raised = false;
-    if (job->prompt) {
-        errno = 0;
-        int base = getpriority(PRIO_PROCESS, (id_t)getpid());
-        raised = errno == 0 && thread_nice_set(base);
-    }
+    /* A prompt job's thread runs at the daemon's own priority, then goes back. */
+    bool raised = job->prompt && os_thread_restore_priority() == 0;
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
-    if (raised && !thread_nice_set(POOL_THREAD_NICE))
-        log_debug("job: cannot lower the pool thread's priority again: %s", strerror(errno));
+    int r = raised ? os_thread_lower_priority(POOL_THREAD_NICE) : 0;
+    if (r < 0)
+        log_debug("job: cannot lower the pool thread's priority again: %s", strerror(-r));
 }
 
 static void

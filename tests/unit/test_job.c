@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/os.h"
 #include "daemon/job.h"
 
 struct probe {
@@ -270,7 +271,7 @@ END_TEST
 int
 main(void)
 {
-    setenv("UV_THREADPOOL_SIZE", "4", 1);
+    os_setenv("UV_THREADPOOL_SIZE", "4");
     Suite *s = suite_create("job");
     TCase *tc = tcase_create("job");
     tcase_set_timeout(tc, 30);
