@@ -38,6 +38,11 @@ cmake --build "$build" -j"$(nproc)" --target berthd berth-init >/dev/null 2>&1
 tmp=/tmp/berth-bench-run-$$-$RANDOM
 mkdir -m 0700 "$tmp"
 pid= cpid=
+# The floor's container IDs and cgroup parent are this run's own: runc puts
+# a container without a cgroupsPath (the bare spec) in /<id>, and two runs
+# at once must never share a cgroup.
+fid=floor-$$
+fcg=berth-bench-floor-$$
 handles=()
 cleanup() {
     set +e
@@ -50,8 +55,10 @@ cleanup() {
         runc --root "$tmp/root/runtime/runc" delete --force "$h" >/dev/null 2>&1
         umount -l "$tmp/root/containers/$h/rootfs" >/dev/null 2>&1
     done
-    runc --root "$tmp/runc" delete --force floor >/dev/null 2>&1
-    for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name berth-bench-floor 2>/dev/null); do
+    for f in "$fid" "$fid"-1 "$fid"-2 "$fid"-3 "$fid"-4 "$fid"-5 "$fid"-6 "$fid"-7 "$fid"-8; do
+        runc --root "$tmp/runc" delete --force "$f" >/dev/null 2>&1
+    done
+    for d in $(find /sys/fs/cgroup -maxdepth 6 -type d -name "$fcg" 2>/dev/null); do
         find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
     done
     if [ -n "$cpid" ] && kill -0 "$cpid" 2>/dev/null; then
@@ -111,14 +118,15 @@ api_round() {
         -o /dev/null -w '%{http_code} %{time_total}\n' \
         "$url/v1/containers/$h/processes/task/wait?timeout=10" --next \
         -o /dev/null -w '%{http_code} %{time_total}\n' -XDELETE "$url/v1/containers/$h" \
-        >"$tmp/round"
+        >"$tmp/round.$h"
     unset 'handles[-1]'
-    if [ "$(cut -d' ' -f1 "$tmp/round" | tr '\n' ' ')" != "201 201 200 204 " ]; then
-        echo "API round failed: $(cat "$tmp/round")" >&2
+    if [ "$(cut -d' ' -f1 "$tmp/round.$h" | tr '\n' ' ')" != "201 201 200 204 " ]; then
+        echo "API round failed: $(cat "$tmp/round.$h")" >&2
         tail -5 "$tmp/log" >&2
         exit 1
     fi
-    awk '{s+=$2} END {printf "%.2f\n", s*1000}' "$tmp/round"
+    awk '{s+=$2} END {printf "%.2f\n", s*1000}' "$tmp/round.$h"
+    rm -f "$tmp/round.$h"
 }
 
 # ---- the floor: runc run of an equivalent bundle ------------------------------
@@ -129,13 +137,13 @@ curl -sf -o /dev/null -XPOST "$url/v1/containers" -H 'Content-Type: application/
     -d "{\"handle\":\"floorsrc\",\"rootfs\":\"raw://$rootfs\"}"
 handles+=(floorsrc)
 mkdir -p "$tmp/bundle" "$tmp/bare"
-python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" <<'PY'
+python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" "$fcg" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["process"]["args"] = ["/bin/true"]
 c["mounts"] = [m for m in c["mounts"] if m["destination"] not in ("/.berth-init", "/.berth")]
 c["root"]["path"] = sys.argv[3]
-c["linux"]["cgroupsPath"] = "berth-bench-floor/floor"
+c["linux"]["cgroupsPath"] = sys.argv[4] + "/floor"
 json.dump(c, open(sys.argv[2], "w"))
 PY
 curl -sf -o /dev/null -XDELETE "$url/v1/containers/floorsrc"
@@ -146,7 +154,7 @@ sed -i "s/\"terminal\": true/\"terminal\": false/; s/\"sh\"/\"true\"/; s|\"path\
 floor_round() {
     local t0 t1
     t0=$(ms)
-    runc --root "$tmp/runc" run --bundle "$1" floor </dev/null >/dev/null
+    runc --root "$tmp/runc" run --bundle "$1" "$fid" </dev/null >/dev/null
     t1=$(ms)
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
 }
@@ -170,8 +178,72 @@ read -r bare_med bare_mean < <(stats <"$tmp/bare.txt")
 printf '%-44s median %8.2f ms  mean %8.2f ms\n' "berth API create+run true+wait+delete" "$api_med" "$api_mean"
 printf '%-44s median %8.2f ms  mean %8.2f ms\n' "floor: runc run (berth's config, true)" "$floor_med" "$floor_mean"
 printf '%-44s median %8.2f ms  mean %8.2f ms\n' "reference: runc run (runc spec default)" "$bare_med" "$bare_mean"
-printf '%-44s %.2fx (goal <= 1.5x)\n' "ratio berth / floor (medians)" \
+printf '%-44s %.2fx (goal <= 1.25x)\n' "ratio berth / floor (medians)" \
     "$(awk -v a="$api_med" -v b="$floor_med" 'BEGIN {print a/b}')"
+# Spread: the quartiles of each, and the median of the per-round ratios
+# (each round's berth over the floor measured right after it).
+quart() { sort -n | awk '{a[NR]=$1} END {printf "%.1f / %.1f / %.1f", a[int(NR/4)+1], a[int((NR+1)/2)], a[int(3*NR/4)+1]}'; }
+printf '%-44s berth %s, floor %s ms\n' "quartiles (q1 / median / q3)" \
+    "$(quart <"$tmp/api.txt")" "$(quart <"$tmp/floor.txt")"
+printf '%-44s %s\n' "per-round ratio berth/floor q1 / median / q3" \
+    "$(paste "$tmp/api.txt" "$tmp/floor.txt" | awk '{print $1/$2}' | quart)"
+
+# ---- many at once: PAR containers started together -------------------------------
+# PAR (8) API rounds started at the same moment, against PAR `runc run` of
+# the same bundle (each its own id and cgroup) started at the same moment;
+# the figure is the wall time until the last one is done, alternated round
+# by round as above.
+par=${PAR:-8}
+prounds=${PAR_ROUNDS:-10}
+if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
+    for k in $(seq "$par"); do
+        mkdir -p "$tmp/pbundle$k"
+        sed "s|$fcg/floor|$fcg/floor$k|" "$tmp/bundle/config.json" \
+            >"$tmp/pbundle$k/config.json"
+    done
+    par_api() {
+        local i=$1 t0 t1 k
+        t0=$(ms)
+        local pids=()
+        for k in $(seq "$par"); do
+            (api_round "p$i-$k" >/dev/null) &
+            pids+=($!)
+        done
+        for k in "${pids[@]}"; do # not a bare wait: berthd is a child of this shell too
+            wait "$k" || { echo "a parallel API round failed" >&2; exit 1; }
+        done
+        t1=$(ms)
+        awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
+    }
+    par_floor() {
+        local t0 t1 k
+        t0=$(ms)
+        local pids=()
+        for k in $(seq "$par"); do
+            runc --root "$tmp/runc" run --bundle "$tmp/pbundle$k" "$fid-$k" </dev/null >/dev/null &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        t1=$(ms)
+        awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
+    }
+    par_api 0 >/dev/null
+    par_floor >/dev/null
+    : >"$tmp/papi.txt"
+    : >"$tmp/pfloor.txt"
+    for i in $(seq "$prounds"); do
+        par_api "$i" >>"$tmp/papi.txt"
+        par_floor >>"$tmp/pfloor.txt"
+    done
+    read -r pa_med pa_mean < <(stats <"$tmp/papi.txt")
+    read -r pf_med pf_mean < <(stats <"$tmp/pfloor.txt")
+    printf '%-44s median %8.2f ms  mean %8.2f ms  (%s)\n' "berth API, $par at once (wall)" \
+        "$pa_med" "$pa_mean" "$(sort -n "$tmp/papi.txt" | tr '\n' ' ')"
+    printf '%-44s median %8.2f ms  mean %8.2f ms  (%s)\n' "floor: $par x runc run at once (wall)" \
+        "$pf_med" "$pf_mean" "$(sort -n "$tmp/pfloor.txt" | tr '\n' ' ')"
+    printf '%-44s %.2fx (goal <= 1.25x)\n' "ratio berth / floor, $par at once" \
+        "$(awk -v a="$pa_med" -v b="$pf_med" 'BEGIN {print a/b}')"
+fi
 
 # ---- peers --------------------------------------------------------------------
 podman_opts=(--root "$tmp/podman/root" --runroot "$tmp/podman/run" --cgroup-manager cgroupfs

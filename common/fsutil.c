@@ -5,6 +5,7 @@
  */
 #include "common/fsutil.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +155,9 @@ dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
-int
-fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+static int
+write_file_replace(const char *path, const void *data, size_t len, mode_t mode, bool sync,
+                   struct err *err)
 {
     cleanup_free char *tmp = NULL;
     if (asprintf(&tmp, "%s.tmp.%ld", path, os_thread_id()) < 0) {
@@ -180,7 +182,7 @@ fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode
         p += n;
         left -= (size_t)n;
     }
-    int r = osfs_fsync(fd);
+    int r = sync ? osfs_fsync(fd) : 0;
     if (r < 0) {
         close(fd);
         osfs_unlink(tmp);
@@ -191,6 +193,8 @@ fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode
         osfs_unlink(tmp);
         return err_errno(err, -r, "rename %s to %s", tmp, path);
     }
+    if (!sync)
+        return 0;
     cleanup_free char *dir = dir_of(path);
     if (!dir)
         return err_set(err, ENOMEM, "write %s: out of memory", path);
@@ -200,6 +204,18 @@ fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode
 /* Reads all of the open fd (of path, for messages). */
 static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len,
                    struct err *err);
+
+int
+fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+    return write_file_replace(path, data, len, mode, true, err);
+}
+
+int
+fs_write_file_volatile(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+    return write_file_replace(path, data, len, mode, false, err);
+}
 
 int
 fs_read_file(const char *path, size_t max, char **out, size_t *out_len, struct err *err)

@@ -34,6 +34,14 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t 
                          struct err *err);
 
 /*
+ * The same without either fsync: readers, and a daemon killed at any moment,
+ * still see the old or the new content, but after a power loss the file may
+ * be missing or empty. Only for files nothing reads after a reboot.
+ */
+int fs_write_file_volatile(const char *path, const void *data, size_t len, mode_t mode,
+                           struct err *err);
+
+/*
  * Reads a whole regular file of at most max bytes into a new NUL-terminated
  * buffer (caller frees). A larger file fails with EFBIG.
  */

@@ -101,6 +101,11 @@ long os_pid(void);
  * runs long jobs): by nice on Linux, to below normal on Windows. */
 int os_thread_lower_priority(int nice);
 
+/* Gives the calling thread the process's own priority back (a lowered pool
+ * thread running a job a client waits on): the main thread's nice on
+ * Linux, normal on Windows. */
+int os_thread_restore_priority(void);
+
 /* The signal's name as strsignal(3) says it ("Terminated"), or
  * "Signal N"; a static string. */
 const char *os_signal_name(int sig);

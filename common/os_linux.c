@@ -54,6 +54,16 @@ os_thread_lower_priority(int nice)
     return setpriority(PRIO_PROCESS, (id_t)gettid(), nice) < 0 ? -errno : 0;
 }
 
+int
+os_thread_restore_priority(void)
+{
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (base == -1 && errno)
+        return -errno;
+    return setpriority(PRIO_PROCESS, (id_t)gettid(), base) < 0 ? -errno : 0;
+}
+
 const char *
 os_signal_name(int sig)
 {

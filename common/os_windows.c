@@ -93,6 +93,14 @@ os_thread_lower_priority(int nice)
     return 0;
 }
 
+int
+os_thread_restore_priority(void)
+{
+    if (!SetThreadPriority(GetCurrentThread(), THREAD_PRIORITY_NORMAL))
+        return -win_errno(GetLastError());
+    return 0;
+}
+
 const char *
 os_signal_name(int sig)
 {

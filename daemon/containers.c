@@ -445,7 +445,7 @@ container_proc_check(struct ctr_proc *pr)
     }
     pr->checking = true;
     pr->recheck = false;
-    if (job_submit(c->reg->d->jobs, "process.status", check_work, check_done, j) < 0) {
+    if (job_submit_prompt(c->reg->d->jobs, "process.status", check_work, check_done, j) < 0) {
         pr->checking = false;
         ctr_target_clear(&j->t);
         free(j);

@@ -436,8 +436,6 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         ret = meta_image_use_add(st->meta, img->digest, p->handle, err);
         if (ret == -ENOENT)
             err_set(err, ENOENT, "image %s: not found (deleted meanwhile)", p->image_ref);
-        if (ret == 0)
-            meta_image_touch(st->meta, img->digest, 0, &ignored);
     }
     for (size_t i = 0; ret == 0 && p->mount_volumes && i < p->nmounts; i++) {
         if (!p->mount_volumes[i])

@@ -23,6 +23,7 @@ struct job {
     job_done_fn done;
     void *ctx;
     bool is_long;
+    bool prompt;              /* runs at the daemon's priority (job_submit_prompt) */
     struct job *prev, *next;  /* outstanding list, loop-owned */
     struct job *next_waiting; /* long jobs waiting for a slot */
 };
@@ -89,10 +90,15 @@ work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
     nice_pool_thread();
+    /* A prompt job's thread runs at the daemon's own priority, then goes back. */
+    bool raised = job->prompt && os_thread_restore_priority() == 0;
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
+    int r = raised ? os_thread_lower_priority(POOL_THREAD_NICE) : 0;
+    if (r < 0)
+        log_debug("job: cannot lower the pool thread's priority again: %s", strerror(-r));
 }
 
 static void
@@ -184,6 +190,26 @@ job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done_fn 
     struct job *job = job_new(q, name, work, done, ctx);
     if (!job)
         return -ENOMEM;
+    atomic_fetch_add(&q->queued, 1);
+    int rc = job_start(q, job);
+    if (rc < 0) {
+        atomic_fetch_sub(&q->queued, 1);
+        free(job);
+        return rc;
+    }
+    return 0;
+}
+
+int
+job_submit_prompt(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
+                  void *ctx)
+{
+    if (q->shutting_down)
+        return -ECANCELED;
+    struct job *job = job_new(q, name, work, done, ctx);
+    if (!job)
+        return -ENOMEM;
+    job->prompt = true;
     atomic_fetch_add(&q->queued, 1);
     int rc = job_start(q, job);
     if (rc < 0) {

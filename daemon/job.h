@@ -34,6 +34,16 @@ int job_submit(struct job_queue *q, const char *name, job_work_fn work, job_done
                void *ctx);
 
 /*
+ * As job_submit, for a short job that mostly waits on the kernel and on
+ * child processes while a client waits on it (a container's create or
+ * delete, a process's start): it runs at the daemon's own priority, not
+ * the pool's lowered one, so on a busy machine it is not queued behind
+ * every other runnable thread. Not for CPU-bound work. Loop thread.
+ */
+int job_submit_prompt(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
+                      void *ctx);
+
+/*
  * As job_submit, for a job that may run for long at a client's pace (an
  * import, a tar stream in or out of a volume): at most the queue's long
  * limit of them run at once and the others wait their turn in order, so

@@ -351,7 +351,8 @@ container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
     j->cb = cb;
     j->arg = arg;
     j->dir = strdup(c->dir);
-    ret = j->dir ? job_submit(d->jobs, "container.create", create_work, create_done, j) : -ENOMEM;
+    ret = j->dir ? job_submit_prompt(d->jobs, "container.create", create_work, create_done, j)
+                 : -ENOMEM;
     if (ret < 0) {
         containers_remove(c);
         container_unref(c);
@@ -521,7 +522,7 @@ delete_finish(struct ctr_delete *op)
     if (op->grace_timer)
         uv_timer_stop(op->grace_timer);
     op->c->removing = true;
-    int rc = job_submit(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
+    int rc = job_submit_prompt(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
     if (rc < 0) {
         op->c->removing = false;
         struct err err;
@@ -649,8 +650,8 @@ container_delete_grace(struct daemon *d, const char *handle, int64_t grace_s,
     op->term_sent = op->nids == 0;
     op->finishing = op->nids == 0;
     c->removing = op->nids == 0;
-    ret = op->nids ? job_submit(d->jobs, "container.term", term_work, term_done, op)
-                   : job_submit(d->jobs, "container.delete", delete_work, delete_done, op);
+    ret = op->nids ? job_submit_prompt(d->jobs, "container.term", term_work, term_done, op)
+                   : job_submit_prompt(d->jobs, "container.delete", delete_work, delete_done, op);
     if (ret < 0) {
         c->removing = false;
         delete_free(op);

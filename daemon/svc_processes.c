@@ -247,7 +247,7 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     j->cb = cb;
     j->arg = arg;
     j->has_stdin = o->has_stdin;
-    if ((ret = job_submit(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
+    if ((ret = job_submit_prompt(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
         spawn_job_free(j);
         return err_set(err, ECANCELED, "start process %s: cannot start the job: %s", id,
                        strerror(-ret));

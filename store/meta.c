@@ -277,6 +277,9 @@ meta_image_use_add(struct meta *m, const char *image_digest, const char *user_id
         ret = db_run(m->db, NULL, err,
                      "INSERT OR IGNORE INTO image_users (image, user_id) VALUES (?, ?)", "tt",
                      image_digest, user_id);
+    if (ret == 0)
+        ret = db_run(m->db, NULL, err, "UPDATE images SET last_used_at = ? WHERE digest = ?", "it",
+                     meta_now_s(), image_digest);
     return meta_txn_end(m, ret, err);
 }
 

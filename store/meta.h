@@ -152,7 +152,9 @@ int meta_prune_images(struct meta *m, int64_t unused_for_s, int64_t keep_bytes, 
 
 /*
  * Users of an image (containers). add: ENOENT if the image is unknown,
- * adding the same user twice is a no-op. remove: ENOENT if not a user.
+ * adding the same user twice is a no-op; the image's last_used_at becomes
+ * now in the same transaction (one commit, one fsync, where a separate
+ * meta_image_touch was a second). remove: ENOENT if not a user.
  */
 int meta_image_use_add(struct meta *m, const char *image_digest, const char *user_id,
                        struct err *err);

@@ -281,11 +281,16 @@ oci_container_create(void *p, const struct rt_container_spec *spec, struct err *
     return 0;
 }
 
-/* Field 22 of /proc/PID/stat (start time in clock ticks), or 0. */
+/*
+ * Field 22 of /proc/PID/stat (start time in clock ticks), or 0; *state, when
+ * given, gets field 3 (R, S, Z, X, ...).
+ */
 static unsigned long long
-proc_start_time(pid_t pid)
+proc_stat_read(pid_t pid, char *state)
 {
     char path[64], buf[1024];
+    if (state)
+        *state = '?';
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -296,6 +301,8 @@ proc_start_time(pid_t pid)
     char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
     if (!p)
         return 0;
+    if (state && p[1] == ' ' && p[2])
+        *state = p[2];
     unsigned long long v = 0;
     /* after ") ": field 3 is the state; the start time is field 22 */
     for (int field = 2; field < 22 && p; field++)
@@ -303,6 +310,12 @@ proc_start_time(pid_t pid)
     if (p)
         v = strtoull(p + 1, NULL, 10);
     return v;
+}
+
+static unsigned long long
+proc_start_time(pid_t pid)
+{
+    return proc_stat_read(pid, NULL);
 }
 
 static int
@@ -324,28 +337,37 @@ oci_container_delete(void *p, const char *handle, const char *dir, struct err *e
     unsigned long long start = 0;
     struct err ignored = {0};
     ret = rt_runc_init_process(&ctx->runc, handle, &pid, &start, &ignored);
-    if (ret == -ENOENT)
-        return 0;
+    if (ret == -ENOENT) /* or a removal that a killed daemon left half done */
+        return rt_runc_stateless_drop(&ctx->runc, handle, err);
     if (ret == 0 && pid > 0) {
         /* The pidfd pins the process; its start time proves it is still the
          * init and not a reused PID. Then no runtime call is needed to kill. */
         int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        bool killed = false;
+        bool killed = false, exited = false;
         if (pfd >= 0 && proc_start_time(pid) == start)
             killed = syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
         if (killed) {
             struct pollfd pp = {.fd = pfd, .events = POLLIN};
-            while (poll(&pp, 1, OCI_KILL_WAIT_MS) < 0 && errno == EINTR)
+            int n;
+            while ((n = poll(&pp, 1, OCI_KILL_WAIT_MS)) < 0 && errno == EINTR)
                 ;
+            exited = n > 0;
         }
         if (pfd >= 0)
             close(pfd);
+        /* The init has exited, and with it every process of its PID
+         * namespace: what is left is what `runc delete` would remove, a
+         * runtime start (a Go binary) later. */
+        if (exited && rt_runc_destroy_stopped(&ctx->runc, handle, &ignored) == 0)
+            return 0;
+        if (exited)
+            log_debug("container %s: %s; running the runtime's delete", handle, ignored.msg);
         if ((killed || pfd < 0) && rt_runc_delete(&ctx->runc, handle, false, &ignored) == 0)
             return 0;
     }
     ret = rt_runc_delete(&ctx->runc, handle, true, err);
     if (ret == -ENOENT)
-        return 0;
+        return rt_runc_stateless_drop(&ctx->runc, handle, err);
     return ret;
 }
 
@@ -358,6 +380,33 @@ oci_container_state(void *p, const char *handle, struct rt_container_state *out,
         return ret;
     if (!rt_handle_valid(handle))
         return err_set(err, EINVAL, "container handle %s: invalid", handle ? handle : "(null)");
+    /*
+     * What `runc state` answers, without starting the runtime (a Go binary:
+     * a few ms on a quiet machine, tens under load, once per create): its
+     * state.json names the init and its start time, and the init is the
+     * container. As runc decides: gone, a zombie or another process under
+     * a reused PID means stopped; the exec fifo still there means created
+     * (berth never pauses a container). Anything unexpected asks runc.
+     */
+    pid_t pid = 0;
+    unsigned long long start = 0;
+    struct err ignored = {0};
+    if (rt_runc_init_process(&ctx->runc, handle, &pid, &start, &ignored) == 0 && pid > 0) {
+        char state = '?';
+        unsigned long long now = proc_stat_read(pid, &state);
+        memset(out, 0, sizeof(*out));
+        if (now != start || state == 'Z' || state == 'X' || state == 'x') {
+            out->status = RT_CONTAINER_STOPPED;
+            return 0;
+        }
+        cleanup_free char *fifo = NULL;
+        struct stat sb;
+        if (asprintf(&fifo, "%s/%s/exec.fifo", ctx->runc.root, handle) >= 0) {
+            out->status = lstat(fifo, &sb) == 0 ? RT_CONTAINER_CREATED : RT_CONTAINER_RUNNING;
+            out->init_pid = pid;
+            return 0;
+        }
+    }
     return rt_runc_state(&ctx->runc, handle, out, err);
 }
 

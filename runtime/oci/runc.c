@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,6 +26,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
 
 extern char **environ;
 
@@ -125,7 +127,20 @@ run(const struct rt_runc *rc, const char *cmd, char *const argv[], int stdio_fd,
     posix_spawnattr_setsigdefault(&attr, &def);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t pid;
+    /* Linux gives each thread its own nice value, and a child the nice of
+     * the thread that forked it. The daemon's pool threads run niced
+     * (daemon/job.c), but the runtime, and through it the container's init
+     * and every process of the container, must run at the daemon's own
+     * priority (its main thread's): a container start waits for runc, and
+     * a workload is not the daemon's background work. */
+    errno = 0;
+    int mine = getpriority(PRIO_PROCESS, (id_t)gettid());
+    int base = mine == -1 && errno ? mine : getpriority(PRIO_PROCESS, (id_t)getpid());
+    bool renice =
+        errno == 0 && base != mine && setpriority(PRIO_PROCESS, (id_t)gettid(), base) == 0;
     int rc_spawn = posix_spawn(&pid, rc->bin, &fa, &attr, argv, environ);
+    if (renice)
+        setpriority(PRIO_PROCESS, (id_t)gettid(), mine);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (stdio_fd < 0) {
@@ -485,6 +500,123 @@ rt_runc_init_process(const struct rt_runc *rc, const char *id, pid_t *pid,
     *start = (unsigned long long)json_object_get_uint64(s);
     json_object_put(j);
     return 0;
+}
+
+static bool
+json_empty(struct json_object *o)
+{
+    if (!o || json_object_is_type(o, json_type_null))
+        return true;
+    if (json_object_is_type(o, json_type_array))
+        return json_object_array_length(o) == 0;
+    if (json_object_is_type(o, json_type_string))
+        return json_object_get_string_len(o) == 0;
+    if (json_object_is_type(o, json_type_object)) {
+        json_object_object_foreach(o, key, val)
+        {
+            (void)key;
+            if (!json_empty(val))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* A cgroup directory that state.json may name for id: under /sys/fs/cgroup, ending in id. */
+static bool
+cgroup_path_ok(const char *path, const char *id)
+{
+    static const char base[] = "/sys/fs/cgroup/";
+    if (strncmp(path, base, sizeof(base) - 1) != 0 || strstr(path, "/../") || strstr(path, "/./") ||
+        strstr(path, "//"))
+        return false;
+    const char *last = strrchr(path, '/');
+    return last && strcmp(last + 1, id) == 0;
+}
+
+/* rmdir, retried while the kernel still counts the tasks that just died. */
+static int
+cgroup_rmdir(const char *path)
+{
+    for (int i = 0, delay_us = 1000; i < 7; i++, delay_us *= 2) {
+        if (rmdir(path) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY)
+            return -errno;
+        struct timespec ts = {0, delay_us * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return -EBUSY;
+}
+
+int
+rt_runc_destroy_stopped(const struct rt_runc *rc, const char *id, struct err *err)
+{
+    if (strchr(id, '/') || id[0] == '.')
+        return err_set(err, EINVAL, "container id %s: invalid", id);
+    cleanup_free char *dir = NULL, *path = NULL;
+    if (asprintf(&dir, "%s/%s", rc->root, id) < 0 || !(path = fs_path_join(dir, "state.json")))
+        return err_set(err, ENOMEM, "%s delete %s: out of memory", rc->name, id);
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    int ret = fs_read_file(path, 4 << 20, &text, &len, err);
+    if (ret < 0)
+        return ret == -ENOENT ? err_set(err, ENOENT, "%s state %s: does not exist", rc->name, id)
+                              : ret;
+    struct json_object *j = json_tokener_parse(text);
+    struct json_object *cfg = NULL, *hooks = NULL, *rdt = NULL, *paths = NULL;
+    if (!j || !json_object_object_get_ex(j, "cgroup_paths", &paths) ||
+        !json_object_is_type(paths, json_type_object)) {
+        json_object_put(j);
+        return err_set(err, EIO, "%s state %s: unreadable state.json", rc->name, id);
+    }
+    if ((json_object_object_get_ex(j, "config", &cfg) &&
+         json_object_object_get_ex(cfg, "Hooks", &hooks) && !json_empty(hooks)) ||
+        (json_object_object_get_ex(j, "intel_rdt_path", &rdt) && !json_empty(rdt))) {
+        json_object_put(j);
+        return err_set(err, ENOTSUP, "%s delete %s: hooks or Intel RDT to undo", rc->name, id);
+    }
+    json_object_object_foreach(paths, key, val)
+    {
+        (void)key;
+        const char *cg = json_object_get_string(val);
+        if (!json_object_is_type(val, json_type_string) || !cgroup_path_ok(cg, id)) {
+            ret = err_set(err, ENOTSUP, "%s delete %s: unexpected cgroup path %s", rc->name, id,
+                          cg ? cg : "?");
+            break;
+        }
+        if ((ret = cgroup_rmdir(cg)) < 0) {
+            err_errno(err, -ret, "%s delete %s: rmdir %s", rc->name, id, cg);
+            break;
+        }
+    }
+    json_object_put(j);
+    if (ret < 0)
+        return ret;
+    /* state.json first: a kill from here on leaves a directory that the
+     * runtime does not count as a container, which rt_runc_stateless_drop
+     * finishes off on the next delete of the handle (start-up makes one). */
+    if (unlink(path) < 0 && errno != ENOENT)
+        return err_errno(err, errno, "%s delete %s: remove %s", rc->name, id, path);
+    return fs_remove_tree(dir, err);
+}
+
+int
+rt_runc_stateless_drop(const struct rt_runc *rc, const char *id, struct err *err)
+{
+    if (strchr(id, '/') || id[0] == '.')
+        return err_set(err, EINVAL, "container id %s: invalid", id);
+    cleanup_free char *dir = NULL, *path = NULL;
+    if (asprintf(&dir, "%s/%s", rc->root, id) < 0 || !(path = fs_path_join(dir, "state.json")))
+        return err_set(err, ENOMEM, "%s delete %s: out of memory", rc->name, id);
+    struct stat sb;
+    if (lstat(path, &sb) == 0 || errno != ENOENT)
+        return 0; /* a container, or nothing we can judge: the runtime's own */
+    if (lstat(dir, &sb) < 0)
+        return 0;
+    log_info("container %s: runtime state without state.json; removing it", id);
+    return fs_remove_tree(dir, err);
 }
 
 static int

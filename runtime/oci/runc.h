@@ -69,6 +69,22 @@ int rt_runc_init_process(const struct rt_runc *rc, const char *id, pid_t *pid,
 int rt_runc_kill(const struct rt_runc *rc, const char *id, int sig, bool all, struct err *err);
 /* `delete [--force] id`. A container that does not exist fails with ENOENT. */
 int rt_runc_delete(const struct rt_runc *rc, const char *id, bool force, struct err *err);
+/*
+ * What `delete id` does for a container whose init has exited, without
+ * starting the runtime: rmdir of each cgroup its state.json lists (each
+ * must lie under /sys/fs/cgroup and end in id), then removal of its state
+ * directory. ENOTSUP when the state asks for more than that (poststop
+ * hooks, Intel RDT), EBUSY when a cgroup stays busy: the caller then runs
+ * `delete`, which finds whatever is left. ENOENT when there is no such
+ * container. Blocks (up to about 100 ms on a busy cgroup).
+ */
+int rt_runc_destroy_stopped(const struct rt_runc *rc, const char *id, struct err *err);
+/*
+ * Removes <root>/<id> when it holds no state.json: what a daemon killed in
+ * the middle of rt_runc_destroy_stopped leaves, and what the runtime no
+ * longer counts as a container. 0 also when there is nothing to remove.
+ */
+int rt_runc_stateless_drop(const struct rt_runc *rc, const char *id, struct err *err);
 /* `state id`. A container that does not exist fails with ENOENT. */
 int rt_runc_state(const struct rt_runc *rc, const char *id, struct rt_container_state *out,
                   struct err *err);

@@ -325,8 +325,8 @@ rt_oci_spec_write(const char *bundle_dir, const struct rt_container_spec *spec,
     int ret;
     if (!text || !path)
         ret = err_set(err, ENOMEM, "write runtime spec: out of memory");
-    else
-        ret = fs_write_file_atomic(path, text, len, 0600, err);
+    else /* read once, by the runtime call that follows; never after a reboot */
+        ret = fs_write_file_volatile(path, text, len, 0600, err);
     json_object_put(cfg);
     return ret;
 }

@@ -5,9 +5,11 @@
  * closes its handles and checks that uv_loop_close returns 0.
  */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/os.h"
@@ -216,6 +218,56 @@ START_TEST(job_shutdown_cancels_long_jobs_waiting_for_a_slot)
 }
 END_TEST
 
+struct nice_probe {
+    pid_t tid;
+    int nice;
+    int nice_after; /* the same thread's, read on the loop once it is done */
+};
+
+static void
+nice_work(void *ctx)
+{
+    struct nice_probe *n = ctx;
+    n->tid = gettid();
+    errno = 0;
+    n->nice = getpriority(PRIO_PROCESS, (id_t)n->tid);
+    ck_assert_int_eq(errno, 0);
+}
+
+static void
+nice_done(void *ctx, bool cancelled)
+{
+    struct nice_probe *n = ctx;
+    ck_assert(!cancelled);
+    n->nice_after = getpriority(PRIO_PROCESS, (id_t)n->tid);
+}
+
+START_TEST(job_prompt_jobs_run_at_the_daemons_priority_and_others_below_it)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    errno = 0;
+    int daemon_nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+    ck_assert_int_eq(errno, 0);
+    if (daemon_nice > 0) {
+        job_queue_free(q);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+        return; /* already niced: the pool's +10 cannot be told apart */
+    }
+    struct nice_probe prompt = {0}, plain = {0};
+    ck_assert_int_eq(job_submit_prompt(q, "prompt", nice_work, nice_done, &prompt), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(job_submit(q, "plain", nice_work, nice_done, &plain), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(prompt.nice, daemon_nice);
+    ck_assert_int_eq(prompt.nice_after, 10);
+    ck_assert_int_eq(plain.nice, 10);
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -228,6 +280,7 @@ main(void)
     tcase_add_test(tc, job_whose_client_disconnected_completes_safely);
     tcase_add_test(tc, job_long_jobs_are_capped_and_leave_threads_for_short_ones);
     tcase_add_test(tc, job_shutdown_cancels_long_jobs_waiting_for_a_slot);
+    tcase_add_test(tc, job_prompt_jobs_run_at_the_daemons_priority_and_others_below_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* Loop tests share the process-wide pool; no fork per test needed. */

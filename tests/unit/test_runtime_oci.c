@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +24,7 @@
 #include "runtime/driver.h"
 #include "runtime/oci/cgroup.h"
 #include "runtime/oci/proc.h"
+#include "runtime/oci/runc.h"
 #include "tests/unit/testutil.h"
 
 static char *base;   /* everything of this run lives below it */
@@ -545,6 +547,67 @@ START_TEST(delete_leaves_no_runtime_state_or_cgroup)
 }
 END_TEST
 
+struct niced_run {
+    char handle[64];
+    char *dir;
+    char *out;
+};
+
+static void *
+niced_create_and_run(void *arg)
+{
+    struct niced_run *n = arg;
+    /* As a pool thread of the daemon runs (daemon/job.c). */
+    ck_assert_int_eq(setpriority(PRIO_PROCESS, (id_t)gettid(), 10), 0);
+    n->dir = create("niced", NULL, n->handle, sizeof(n->handle));
+    char *argv[] = {"sh", "-c",
+                    "read a b c d e f g h i j k l m n o p q r s rest </proc/self/stat; echo $s",
+                    NULL};
+    spawn_in(n->dir, "nice", argv, false, 0, 0);
+    wait_exit(n->dir, "nice");
+    n->out = output(n->dir, "nice", RT_PROC_STDOUT);
+    return NULL;
+}
+
+START_TEST(a_container_runs_at_the_daemons_priority_not_its_calling_threads)
+{
+    struct niced_run n = {0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, niced_create_and_run, &n), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    errno = 0;
+    int daemon_nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+    ck_assert_int_eq(errno, 0);
+    char want[16];
+    snprintf(want, sizeof(want), "%d\n", daemon_nice);
+    ck_assert_msg(strcmp(n.out, want) == 0, "a process of the container runs at nice %s, not %d",
+                  n.out, daemon_nice);
+    struct err err = {0};
+    ck_assert_msg(drv->container_delete(ctx, n.handle, n.dir, &err) == 0, "%s", err.msg);
+    free(n.out);
+    free(n.dir);
+}
+END_TEST
+
+/* What a daemon killed in the middle of its own removal of the runtime's
+ * state leaves: the directory without state.json. */
+START_TEST(delete_finishes_a_runtime_state_left_without_its_state_json)
+{
+    char *dir = fs_path_join(runc_root, "half-gone");
+    ck_assert_int_eq(mkdir(dir, 0711), 0);
+    char *fifo = fs_path_join(dir, "exec.fifo");
+    tu_write(fifo, "", 0);
+    struct err err = {0};
+    struct stat sb;
+    char *cdir = fs_path_join(runc_root, "../half-gone-dir");
+    ck_assert_msg(drv->container_delete(ctx, "half-gone", cdir, &err) == 0, "%s", err.msg);
+    ck_assert_msg(stat(dir, &sb) < 0 && errno == ENOENT, "%s is still there", dir);
+    free(cdir);
+    free(fifo);
+    free(dir);
+}
+END_TEST
+
 START_TEST(container_joins_the_given_network_namespace_with_its_etc_files)
 {
     /* A namespace made outside the runtime, with an interface of its own,
@@ -960,6 +1023,68 @@ START_TEST(status_read_never_shows_a_started_process_as_never_started)
 }
 END_TEST
 
+/* Writes <root>/<id>/state.json with the given cgroup_paths and hooks. */
+static char *
+fake_state(const char *root, const char *id, const char *paths, const char *hooks)
+{
+    char *dir = fs_path_join(root, id);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    char *path = fs_path_join(dir, "state.json");
+    char text[1024];
+    int n = snprintf(text, sizeof(text),
+                     "{\"id\":\"%s\",\"init_process_pid\":0,\"cgroup_paths\":%s,"
+                     "\"config\":{\"Hooks\":%s},\"intel_rdt_path\":\"\"}",
+                     id, paths, hooks);
+    tu_write(path, text, (size_t)n);
+    free(path);
+    return dir;
+}
+
+START_TEST(destroy_without_the_runtime_touches_only_the_containers_own_cgroups)
+{
+    char *root = tu_tmpdir("destroy");
+    struct rt_runc rc = {.bin = "/nonexistent", .name = "runc", .root = root};
+    struct err err = {0};
+    struct stat sb;
+    /* Nothing of its own, nothing asked for: the state directory goes. */
+    char *plain = fake_state(root, "plain", "{}", "{\"poststop\":null}");
+    ck_assert_msg(rt_runc_destroy_stopped(&rc, "plain", &err) == 0, "%s", err.msg);
+    ck_assert_int_lt(stat(plain, &sb), 0);
+    /* A directory that is not the container's own cgroup is never removed:
+     * the runtime's delete is left to judge it. */
+    char *elsewhere = fs_path_join(root, "elsewhere");
+    ck_assert_int_eq(mkdir(elsewhere, 0700), 0);
+    char *victim = fs_path_join(elsewhere, "victim");
+    ck_assert_int_eq(mkdir(victim, 0700), 0);
+    char paths[512];
+    snprintf(paths, sizeof(paths), "{\"memory\":\"%s\"}", victim);
+    char *outside = fake_state(root, "victim", paths, "null");
+    ck_assert_int_eq(rt_runc_destroy_stopped(&rc, "victim", &err), -ENOTSUP);
+    ck_assert_int_eq(stat(victim, &sb), 0);
+    ck_assert_int_eq(stat(outside, &sb), 0);
+    char *dotdot =
+        fake_state(root, "dd", "{\"pids\":\"/sys/fs/cgroup/pids/../../../tmp/dd\"}", "null");
+    ck_assert_int_eq(rt_runc_destroy_stopped(&rc, "dd", &err), -ENOTSUP);
+    ck_assert_int_eq(stat(dotdot, &sb), 0);
+    /* Hooks to run are the runtime's business. */
+    char *hooked = fake_state(root, "hooked", "{}", "{\"poststop\":[{\"path\":\"/bin/true\"}]}");
+    ck_assert_int_eq(rt_runc_destroy_stopped(&rc, "hooked", &err), -ENOTSUP);
+    ck_assert_int_eq(stat(hooked, &sb), 0);
+    ck_assert_int_eq(rt_runc_destroy_stopped(&rc, "absent", &err), -ENOENT);
+    /* A directory with its state.json is a container: never dropped. */
+    ck_assert_int_eq(rt_runc_stateless_drop(&rc, "hooked", &err), 0);
+    ck_assert_int_eq(stat(hooked, &sb), 0);
+    free(plain);
+    free(elsewhere);
+    free(victim);
+    free(outside);
+    free(dotdot);
+    free(hooked);
+    tu_rmtree(root);
+    free(root);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -985,6 +1110,8 @@ main(void)
     tcase_add_test(tc, pids_and_cpu_limits_apply);
     tcase_add_test(tc, containers_keep_same_process_ids_apart);
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
+    tcase_add_test(tc, delete_finishes_a_runtime_state_left_without_its_state_json);
+    tcase_add_test(tc, a_container_runs_at_the_daemons_priority_not_its_calling_threads);
     tcase_add_test(tc, create_reports_the_runtime_error);
     tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
     tcase_add_test(tc, a_spawn_cut_before_its_spec_reads_as_not_started);
@@ -996,6 +1123,7 @@ main(void)
     TCase *records = tcase_create("records");
     tcase_set_timeout(records, 120);
     tcase_add_test(records, status_read_never_shows_a_started_process_as_never_started);
+    tcase_add_test(records, destroy_without_the_runtime_touches_only_the_containers_own_cgroups);
     suite_add_tcase(s, records);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
