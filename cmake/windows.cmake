@@ -68,6 +68,8 @@ set(BERTH_WIN_SOURCES
     jsonutil/fields.c
     jsonutil/parse.c
     store/digest.c
+    store/mount_journal.c
+    store/mount_journal_io_win.c
     store/oci.c
     store/platform.c
     api/router.c
@@ -101,6 +103,7 @@ berth_win_skip(store/meta.c "sys/random.h (getrandom); common/fsutil.c")
 berth_win_skip(store/gc.c "lstat; common/fsutil.c")
 berth_win_skip(store/import.c "O_DIRECTORY/O_NOFOLLOW/O_CLOEXEC opens below the store root: the rootdir seam")
 berth_win_skip(store/layer.c "sys/mount.h: overlay mounts; Windows layers are WCIFS or CimFS")
+berth_win_skip(store/mount_journal_io_linux.c "the mount journal's POSIX file calls; Windows has mount_journal_io_win.c")
 berth_win_skip(store/snapshot.c "mkdir(path, mode), O_DIRECTORY: the rootdir seam")
 berth_win_skip(store/store.c "compiles as it is; opens every part of the store, most not ported")
 berth_win_skip(store/unpack.c "linux/fs.h (FS_IOC flags); the writer below it is portable, the rootdir seam is not yet")
@@ -169,6 +172,7 @@ berth_win_skip(runtime/init "the containers' static Linux init: Linux only by de
 set(BERTH_WIN_SUITES
     test_common_path
     test_store_digest
+    test_store_mount_journal
     test_store_oci
     test_store_platform
     test_router
