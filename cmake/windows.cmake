@@ -148,6 +148,8 @@ berth_win_skip(daemon/svc_volumes.c "compiles as it is; links store/volume.c, no
 berth_win_skip(daemon/status.c "/proc/self: the process collector reads Linux's procfs")
 berth_win_skip(api/metrics.c "compiles as it is; links the API object")
 berth_win_skip(api/stream.c "compiles as it is; links the API object")
+berth_win_skip(api/hijack.c "sys/socket.h, sendmsg: a uv_poll_t on MHD's upgraded socket, with http.c (phase 2)")
+berth_win_skip(api/bench_hijack.c "links the hijack module (api/hijack.c) and the API object")
 berth_win_skip(daemon/main.c "berthd.exe: strsignal, setenv, runtime/driver.h; the port of the daemon (phase 2)")
 berth_win_skip(daemon/daemon.c "compiles as it is; links the store, the runtime and the API")
 berth_win_skip(daemon/config.c "geteuid, strndup and the Linux default root; the %ProgramData% default comes with the port")
