@@ -72,6 +72,8 @@ set(BERTH_WIN_SOURCES
     store/mount_journal_io_win.c
     store/oci.c
     store/platform.c
+    store/wclayer.c
+    store/wintar.c
     api/router.c
     daemon/bpipe.c
     runtime/hcs/admit.c
@@ -178,6 +180,7 @@ set(BERTH_WIN_SUITES
     test_store_mount_journal
     test_store_oci
     test_store_platform
+    test_store_wclayer
     test_router
     test_jsonutil
     test_bpipe
