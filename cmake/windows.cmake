@@ -78,6 +78,7 @@ set(BERTH_WIN_SOURCES
     daemon/bpipe.c
     runtime/hcs/admit.c
     runtime/hcs/cmdline.c
+    runtime/hcs/doc_network.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
     runtime/hcs/guid.c
@@ -186,6 +187,7 @@ set(BERTH_WIN_SUITES
     test_bpipe
     test_runtime_hcs_admit
     test_runtime_hcs_cmdline
+    test_runtime_hcs_doc_network
     test_runtime_hcs_doc_request
     test_runtime_hcs_doc_system
     test_runtime_hcs_guid
