@@ -11,6 +11,7 @@
 #include <windows.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -832,7 +832,15 @@ wclayer_import(wtar_read_fn read, void *ctx, const struct wcl_sink *sink,
     table_free(&im->names);
     free(im);
     wtar_reader_free(rd);
-    return r < 0 ? r : 0;
+    if (r < 0) {
+        /* Messages quote hostile names: no control character reaches a log. */
+        for (char *c = err->msg; *c; c++) {
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+        }
+        return r;
+    }
+    return 0;
 }
 
 /* --- hive deltas across layers ---------------------------------------------- */
