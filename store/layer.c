@@ -17,11 +17,13 @@
 #include "store/layer.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "store/layer_int.h"
@@ -407,7 +409,7 @@ mounted_layers_unmount(struct mounted_layers *m, struct err *err)
         return r;
     if (m->journal && m->entry && (r = mjournal_remove(m->journal, m->entry, err)) < 0)
         return err_wrap(err, "unmount layers");
-    if (m->record && remove(m->record) < 0 && errno != ENOENT)
+    if (m->record && unlink(m->record) < 0 && errno != ENOENT)
         return err_errno(err, errno, "unmount layers: remove record %s", m->record);
     return 0;
 }
