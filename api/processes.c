@@ -72,7 +72,7 @@ processes_post(struct api_req *req)
         jsonutil_get_array(body, "", "env", false, &env, &err) < 0 ||
         jsonutil_get_string(body, "", "dir", false, &o.dir, &err) < 0 ||
         jsonutil_get_string(body, "", "user", false, &o.user, &err) < 0 ||
-        jsonutil_get_bool(body, "", "stdin", false, &o.stdin, &err) < 0 ||
+        jsonutil_get_bool(body, "", "stdin", false, &o.has_stdin, &err) < 0 ||
         (args && api_parse_strv(args, "args", &argv, &err) < 0) ||
         (env && api_parse_strv(env, "env", &penv, &err) < 0)) {
         json_object_put(body);

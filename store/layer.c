@@ -25,9 +25,15 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
+#include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "store/layer_int.h"
 #include "store/mount_journal.h"
+
+#define RECORD_MAGIC "berth-mounted-layers 1"
+#define RECORD_MAX 16384
 
 /* --- parsing ------------------------------------------------------------ */
 
@@ -354,6 +360,48 @@ mounted_layers_from_entry(struct mjournal *j, const struct mj_entry *e, struct m
     return 0;
 }
 
+/* --- the record of berth before the journal ------------------------------- */
+
+int
+mounted_layers_load(const char *path, struct mounted_layers **out, struct err *err)
+{
+    cleanup_free char *text = NULL;
+    int r = fs_read_file(path, RECORD_MAX, &text, NULL, err);
+    if (r < 0)
+        return r;
+    char *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    if (!line || strcmp(line, RECORD_MAGIC) != 0)
+        return err_set(err, EINVAL, "read mount record %s: not a berth mount record", path);
+    const char *type = NULL, *target = NULL, *rootfs = NULL;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        if (strncmp(line, "type ", 5) == 0)
+            type = line + 5;
+        else if (strncmp(line, "target ", 7) == 0)
+            target = line + 7;
+        else if (strncmp(line, "rootfs ", 7) == 0)
+            rootfs = line + 7;
+    }
+    if (!type || !target || !rootfs || rootfs[0] != '/' ||
+        (strcmp(target, "-") != 0 && target[0] != '/'))
+        return err_set(err, EINVAL, "read mount record %s: missing or bad fields", path);
+    enum layer_type t;
+    if (strcmp(type, "linux-dir") == 0)
+        t = LAYER_LINUX_DIR;
+    else if (strcmp(type, "wcifs") == 0)
+        t = LAYER_WCIFS;
+    else if (strcmp(type, "cimfs") == 0)
+        t = LAYER_CIMFS;
+    else
+        return err_set(err, EINVAL, "read mount record %s: unknown layer type %s", path, type);
+    struct mounted_layers *m =
+        mounted_layers_new(t, rootfs, strcmp(target, "-") == 0 ? NULL : target, path);
+    if (!m)
+        return err_set(err, ENOMEM, "read mount record %s: out of memory", path);
+    *out = m;
+    return 0;
+}
+
 /* --- dispatch ----------------------------------------------------------- */
 
 int
@@ -409,8 +457,8 @@ mounted_layers_unmount(struct mounted_layers *m, struct err *err)
         return r;
     if (m->journal && m->entry && (r = mjournal_remove(m->journal, m->entry, err)) < 0)
         return err_wrap(err, "unmount layers");
-    if (m->record && unlink(m->record) < 0 && errno != ENOENT)
-        return err_errno(err, errno, "unmount layers: remove record %s", m->record);
+    if (m->record && (r = osfs_unlink(m->record)) < 0 && r != -ENOENT)
+        return err_errno(err, -r, "unmount layers: remove record %s", m->record);
     return 0;
 }
 

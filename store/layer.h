@@ -113,7 +113,7 @@ struct layer_mount_rec {
  * over its Files. target is not used; rootfs is the scratch volume. The
  * entry (kinds "wcifs" and "cimfs") is written before the first step and
  * rewritten as each step is made, so that undo knows how far it got
- * (store/layer_win.c).
+ * (store/layer_windows.c).
  */
 int layers_mount(const struct layer_list *l, const char *scratch_dir, const char *target,
                  const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err);

@@ -1,8 +1,8 @@
 /*
  * What store/layer.c shares with the files of its layer types:
- * layer_linux.c (LAYER_LINUX_DIR: the overlay mount, and the record of
- * berth before the journal) and layer_win.c (LAYER_WCIFS, LAYER_CIMFS:
- * computestorage.dll and cimfs.dll). Not for other modules.
+ * layer_linux.c (LAYER_LINUX_DIR: the overlay mount) and layer_windows.c
+ * (no overlay; LAYER_WCIFS and LAYER_CIMFS through computestorage.dll
+ * and cimfs.dll, refused until they are written). Not for other modules.
  */
 #ifndef BERTH_STORE_LAYER_INT_H
 #define BERTH_STORE_LAYER_INT_H
@@ -47,7 +47,7 @@ int layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, con
                         struct err *err);
 int layer_overlay_unmount(const char *target, struct err *err);
 
-/* LAYER_WCIFS and LAYER_CIMFS (layer_win.c; ENOTSUP elsewhere). */
+/* LAYER_WCIFS and LAYER_CIMFS (layer_windows.c; ENOTSUP on Linux). */
 int layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
                         const struct layer_mount_rec *rec, struct mounted_layers **out,
                         struct err *err);

@@ -1,7 +1,6 @@
 /*
  * store/layer_int.h on Linux: LAYER_LINUX_DIR layers as an overlayfs
- * mount, journaled before mount(2); the record of berth before the
- * journal, read for the containers it made; and no Windows layers.
+ * mount, journaled before mount(2); and no Windows layers.
  * Blocking: pool threads or start-up.
  */
 #include "store/layer_int.h"
@@ -21,8 +20,6 @@
 #include "common/log.h"
 
 #define OVERLAYFS_MAGIC 0x794c7630
-#define RECORD_MAGIC "berth-mounted-layers 1"
-#define RECORD_MAX 16384
 
 /* --- LAYER_LINUX_DIR: overlayfs ------------------------------------------ */
 
@@ -196,48 +193,6 @@ layer_overlay_unmount(const char *target, struct err *err)
         return 0;
     if (umount2(target, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
         return err_errno(err, errno, "unmount layers at %s", target);
-    return 0;
-}
-
-/* --- the record of berth before the journal ------------------------------- */
-
-int
-mounted_layers_load(const char *path, struct mounted_layers **out, struct err *err)
-{
-    cleanup_free char *text = NULL;
-    int r = fs_read_file(path, RECORD_MAX, &text, NULL, err);
-    if (r < 0)
-        return r;
-    char *save = NULL;
-    char *line = strtok_r(text, "\n", &save);
-    if (!line || strcmp(line, RECORD_MAGIC) != 0)
-        return err_set(err, EINVAL, "read mount record %s: not a berth mount record", path);
-    const char *type = NULL, *target = NULL, *rootfs = NULL;
-    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        if (strncmp(line, "type ", 5) == 0)
-            type = line + 5;
-        else if (strncmp(line, "target ", 7) == 0)
-            target = line + 7;
-        else if (strncmp(line, "rootfs ", 7) == 0)
-            rootfs = line + 7;
-    }
-    if (!type || !target || !rootfs || rootfs[0] != '/' ||
-        (strcmp(target, "-") != 0 && target[0] != '/'))
-        return err_set(err, EINVAL, "read mount record %s: missing or bad fields", path);
-    enum layer_type t;
-    if (strcmp(type, "linux-dir") == 0)
-        t = LAYER_LINUX_DIR;
-    else if (strcmp(type, "wcifs") == 0)
-        t = LAYER_WCIFS;
-    else if (strcmp(type, "cimfs") == 0)
-        t = LAYER_CIMFS;
-    else
-        return err_set(err, EINVAL, "read mount record %s: unknown layer type %s", path, type);
-    struct mounted_layers *m =
-        mounted_layers_new(t, rootfs, strcmp(target, "-") == 0 ? NULL : target, path);
-    if (!m)
-        return err_set(err, ENOMEM, "read mount record %s: out of memory", path);
-    *out = m;
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * The file operations of the mount journal (store/mount_journal.h), one
  * implementation per OS: mount_journal_io_linux.c (POSIX calls, fsync of
- * the file and of the directory) and mount_journal_io_win.c (wide-string
+ * the file and of the directory) and mount_journal_io_windows.c (wide-string
  * Win32 calls, FlushFileBuffers, MoveFileExW with MOVEFILE_WRITE_THROUGH).
  * Paths are UTF-8; names are single components the journal made itself.
  * Return 0 (or a length) or a negative errno; no struct err: the journal

@@ -296,7 +296,7 @@ spec_text(const struct rt_proc_spec *spec, size_t *len)
         ret = spec_line(&buf, len, &cap, "group", num);
     }
     if (ret == 0)
-        ret = spec_line(&buf, len, &cap, "stdin", spec->stdin ? "1" : "0");
+        ret = spec_line(&buf, len, &cap, "stdin", spec->has_stdin ? "1" : "0");
     char limit[24];
     snprintf(limit, sizeof(limit), "%llu", (unsigned long long)spec->max_output_bytes);
     if (ret == 0 && spec->max_output_bytes)
@@ -387,7 +387,7 @@ rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeou
         ret = err_errno(err, errno, "open process %s", spec->id);
         goto discard;
     }
-    if (spec->stdin && mkfifoat(dfd, "stdin", 0600) < 0) {
+    if (spec->has_stdin && mkfifoat(dfd, "stdin", 0600) < 0) {
         ret = err_errno(err, errno, "mkfifo stdin of %s", spec->id);
         goto discard;
     }

@@ -150,7 +150,7 @@ spawn_in(const char *dir, const char *id, char *const argv[], bool want_stdin, u
         .id = id,
         .path = argv[0],
         .argv = argv,
-        .stdin = want_stdin,
+        .has_stdin = want_stdin,
         .uid = uid,
         .gid = gid,
     };

@@ -4,7 +4,7 @@
  * owners, kinds and fields, put/get/remove/list, and replay (temporaries
  * removed, damaged entries set aside, live owners kept, undo failures
  * kept for the next start). Portable: runs on Linux and under Wine (the
- * Windows file operations, mount_journal_io_win.c).
+ * Windows file operations, mount_journal_io_windows.c).
  */
 #include <check.h>
 #include <stdbool.h>
