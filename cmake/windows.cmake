@@ -159,6 +159,7 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
     runtime/hcs/guid.c
+    runtime/hcs/hcn_api_win.c
     runtime/hcs/hcs_api_win.c
     runtime/hcs/host_win.c
     runtime/hcs/hresult.c
@@ -230,6 +231,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_hcn_api
     test_hcs_api
     test_hcs_host)
 
@@ -317,7 +319,7 @@ target_include_directories(berth_portable PUBLIC ${CMAKE_SOURCE_DIR})
 # The seam's own Windows libraries: ntdll (NtCreateFile and friends),
 # bcrypt (random bytes), advapi32 (the service, the registry, privileges).
 target_link_libraries(berth_portable PUBLIC berth::mhd berth::archive berth::sqlite berth::jsonc
-                      berth::crypto berth::uv ntdll bcrypt advapi32 pthread)
+                      berth::crypto berth::uv ntdll bcrypt advapi32 ole32 pthread)
 
 # berthd.exe: one static executable, no DLL beside it; computecore.dll is
 # never imported (the hcs driver loads it at run time).
@@ -368,13 +370,26 @@ if(BERTH_TESTS)
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709)
 
+  # The TEST DOUBLE of computenetwork.dll (tests/doubles/computenetwork/),
+  # in a directory of its own so that nothing loads it by accident; the
+  # HCN suite opens it by path (runtime/hcs/hcn_api.h).
+  set(hcn_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/computenetwork)
+  add_library(computenetwork_double SHARED ${hcn_dbl}/computenetwork_double.c
+              ${hcn_dbl}/computenetwork_double.def)
+  target_link_libraries(computenetwork_double PRIVATE berth::jsonc ole32)
+  set_target_properties(computenetwork_double PROPERTIES OUTPUT_NAME computenetwork PREFIX ""
+                        IMPORT_PREFIX "" IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double)
+
   # Suites of the Windows-only files (tests/windows/): they drive the
   # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
   foreach(name ${BERTH_WIN_ONLY_SUITES})
     add_executable(win_${name} tests/windows/${name}.c)
     target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
     target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-    add_dependencies(win_${name} computecore_double computecore_double_1709)
+    add_dependencies(win_${name} computecore_double computecore_double_1709
+                     computenetwork_double)
     add_test(NAME win_${name} COMMAND win_${name})
     set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
