@@ -615,15 +615,18 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
                      "berth-mount 1\nowner container:ghost\nkind overlay\nf target=%s/ghost/m\n"
                      "f rootfs=%s/ghost/m\n",
                      root, root);
-    /* The checksum line the journal writes: the CRC-32 of the text before it. */
-    FILE *f = fopen("/tmp/berth-ghost-entry", "w");
+    /* The checksum line the journal writes: the CRC-32 of the text before it. The
+     * entry is written beside the store (its own root), never to a shared /tmp name. */
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s/ghost/entry", root);
+    FILE *f = fopen(tmp, "w");
     ck_assert_ptr_nonnull(f);
     fwrite(entry, 1, (size_t)n, f);
     fclose(f);
-    ck_assert_int_eq(ctr_sh("cd %s/mounts && { cat /tmp/berth-ghost-entry; printf 'sum %%s\\n' "
+    ck_assert_int_eq(ctr_sh("cd %s/mounts && { cat ../ghost/entry; printf 'sum %%s\\n' "
                             "\"$(python3 -c 'import sys,zlib; print(\"%%08x\" %% "
-                            "zlib.crc32(open(\"/tmp/berth-ghost-entry\",\"rb\").read()))')\"; } "
-                            "> container.ghost.rootfs.mnt && rm /tmp/berth-ghost-entry",
+                            "zlib.crc32(open(\"../ghost/entry\",\"rb\").read()))')\"; } "
+                            "> container.ghost.rootfs.mnt && rm ../ghost/entry",
                             root),
                      0);
     ck_assert_int_eq(ctr_sh("grep -q ' %s/ghost/m ' /proc/self/mountinfo", root), 0);
