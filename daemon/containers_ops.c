@@ -418,8 +418,9 @@ container_dir_remove(const char *dir, struct err *err)
     int ret = fs_remove_tree(trash, err);
     if (ret < 0)
         return ret;
-    if (rename(dir, trash) < 0)
-        return errno == ENOENT ? 0 : fs_remove_tree(dir, err);
+    int r = osfs_rename(dir, trash);
+    if (r < 0)
+        return r == -ENOENT ? 0 : fs_remove_tree(dir, err);
     return fs_remove_tree(trash, err);
 }
 

@@ -3,8 +3,9 @@
  * health and metrics, the runtime's absence (Wine has no computecore.dll),
  * image imports (an upload and a layout directory) with their
  * verification and the Windows platform check, and a volume's tar round
- * trip with a copy-on-write child. Every test ends with a Ctrl-C (SIGINT,
- * which Wine delivers as the console's Ctrl-C) and checks the clean exit.
+ * trip with a copy-on-write child, and --service under sc.exe. Every
+ * test ends with a Ctrl-C (SIGINT, which Wine delivers as the console's
+ * Ctrl-C) and checks the clean exit.
  *
  * It needs berthd.exe and Wine, so it is not part of the Linux suite:
  * scripts/build-windows.sh runs it through the Windows build's CTest with
@@ -16,7 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/api/harness.h"
 #include "tests/fixtures/imgfix.h"
@@ -231,9 +236,18 @@ START_TEST(volume_tar_round_trip_and_a_copied_child)
 
     ck_assert_int_eq(sh("mkdir -p %s/src/d/e && for i in $(seq 1 50); do echo file $i > "
                         "%s/src/d/f$i; done && echo deep > %s/src/d/e/deep && "
-                        "head -c 300000 /dev/urandom > %s/src/big && "
+                        "head -c 300000 /dev/urandom > %s/src/big",
+                        b.tmp, b.tmp, b.tmp, b.tmp),
+                     0);
+    /* Past MAX_PATH (260): the volume's own path plus these 400 bytes
+     * needs the \\?\ form at the OS boundary. */
+    char deep[512] = "";
+    for (int i = 0; i < 6; i++)
+        snprintf(deep + strlen(deep), sizeof(deep) - strlen(deep), "/%s%d",
+                 "a-rather-long-directory-name-to-pass-max-path-quickly-xxxxxx", i);
+    ck_assert_int_eq(sh("mkdir -p %s/src%s && echo long > %s/src%s/leaf && "
                         "tar -C %s/src -cf %s/in.tar .",
-                        b.tmp, b.tmp, b.tmp, b.tmp, b.tmp, b.tmp),
+                        b.tmp, deep, b.tmp, deep, b.tmp, b.tmp),
                      0);
     char tarp[PATH_MAX + 16];
     snprintf(tarp, sizeof(tarp), "%s/in.tar", b.tmp);
@@ -285,6 +299,101 @@ START_TEST(volume_tar_round_trip_and_a_copied_child)
 }
 END_TEST
 
+/* A free loopback port (the kernel's pick, released again). */
+static unsigned
+free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* path as Windows names it under Wine: Z: and backslashes. */
+static void
+wine_path(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "Z:%s", path);
+    for (char *c = out; *c; c++)
+        if (*c == '/')
+            *c = '\\';
+}
+
+/* The service's state from sc query: 1 stopped, 4 running, 0 unknown. */
+static int
+service_state(const char *name)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "'%s' sc query %s 2>/dev/null | tr -d '\\r' | "
+             "sed -n 's/^ *STATE *: *\\([0-9]*\\).*/\\1/p'",
+             harness_wine(), name);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    int st = 0;
+    if (fscanf(p, "%d", &st) != 1)
+        st = 0;
+    pclose(p);
+    return st;
+}
+
+START_TEST(service_starts_serves_and_stops_under_sc)
+{
+    /* Wine ends services when its last ordinary process exits (a Windows
+     * host does not): a daemon of the harness's keeps one running. */
+    struct berthd keep = {0};
+    berthd_start(&keep, NULL);
+
+    char name[64], exe[PATH_MAX + 8], root[PATH_MAX + 32], wroot[PATH_MAX + 40];
+    snprintf(name, sizeof(name), "berth-test-%ld", (long)getpid());
+    wine_path(harness_berthd_path(), exe, sizeof(exe));
+    snprintf(root, sizeof(root), "%s/svcroot", keep.tmp);
+    wine_path(root, wroot, sizeof(wroot));
+    unsigned port = free_port();
+    ck_assert_int_eq(sh("'%s' sc create %s binpath= '%s --service --root %s --listen "
+                        "127.0.0.1:%u' >/dev/null",
+                        harness_wine(), name, exe, wroot, port),
+                     0);
+    ck_assert_int_eq(sh("'%s' sc start %s >/dev/null", harness_wine(), name), 0);
+
+    struct berthd svc = {.port = port};
+    snprintf(svc.base_url, sizeof(svc.base_url), "http://127.0.0.1:%u", port);
+    struct hresp r = {0};
+    double deadline = now_ms() + 60000;
+    do {
+        hresp_free(&r);
+        sleep_ms(200);
+        http_do(&svc, &(struct hreq){.method = "GET", .path = "/v1/health", .timeout_ms = 2000},
+                &r);
+    } while (r.status == 0 && now_ms() < deadline);
+    ck_assert_msg(r.status == 503, "health of the service: %ld %s", r.status, r.body);
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "runtime.reason")),
+                     "computecore.dll not found");
+    hresp_free(&r);
+
+    /* The control manager's stop is the orderly shutdown. */
+    ck_assert_int_eq(sh("'%s' sc stop %s >/dev/null", harness_wine(), name), 0);
+    deadline = now_ms() + 30000;
+    while (service_state(name) != 1 && now_ms() < deadline)
+        sleep_ms(200);
+    int state = service_state(name);
+    sh("'%s' sc delete %s >/dev/null", harness_wine(), name);
+    ck_assert_msg(state == 1, "service state %d after sc stop", state);
+    char logp[PATH_MAX + 48];
+    snprintf(logp, sizeof(logp), "%s/berthd.log", root);
+    size_t len = 0;
+    char *log = fx_read_file(logp, &len);
+    ck_assert_msg(log && strstr(log, "service stop: shutting down") && strstr(log, "stopped"),
+                  "service log: %s", log ? log : "(none)");
+    free(log);
+    berthd_finish(&keep);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -302,6 +411,7 @@ main(void)
     tcase_add_test(tc, container_routes_answer_503_with_the_reason);
     tcase_add_test(tc, imports_check_digests_and_the_windows_build);
     tcase_add_test(tc, volume_tar_round_trip_and_a_copied_child);
+    tcase_add_test(tc, service_starts_serves_and_stops_under_sc);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }
