@@ -95,6 +95,8 @@ set(BERTH_WIN_SOURCES
     store/layer_windows.c
     store/meta.c
     store/meta_image.c
+    store/mount_journal.c
+    store/mount_journal_io_windows.c
     store/oci.c
     store/platform.c
     store/platform_host_windows.c
@@ -111,6 +113,8 @@ set(BERTH_WIN_SOURCES
     store/volume_meta.c
     store/volume_tar.c
     store/volume_windows.c
+    store/wclayer.c
+    store/wintar.c
     runtime/driver.c
     runtime/oci_windows.c
     daemon/bpipe.c
@@ -151,12 +155,14 @@ set(BERTH_WIN_SOURCES
     api/volumes.c
     runtime/hcs/admit.c
     runtime/hcs/cmdline.c
+    runtime/hcs/doc_network.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
     runtime/hcs/driver_file_win.c
     runtime/hcs/driver_proc_win.c
     runtime/hcs/driver_win.c
     runtime/hcs/guid.c
+    runtime/hcs/hcn_api_win.c
     runtime/hcs/hcs_api_win.c
     runtime/hcs/host_win.c
     runtime/hcs/hresult.c
@@ -181,6 +187,7 @@ berth_win_skip(common/rootdir_linux.c "the Linux side of common/rootdir.h (opena
 berth_win_skip(common/sock_linux.c "the Linux side of common/sock.h; sock_windows.c here")
 berth_win_skip(api/http_loop_linux.c "MHD through its epoll fd; http_loop_windows.c polls each socket")
 berth_win_skip(store/layer_linux.c "overlayfs mounts: Linux only; layer_windows.c refuses them")
+berth_win_skip(store/mount_journal_io_linux.c "the Linux side of the mount journal's file calls; mount_journal_io_windows.c here")
 berth_win_skip(store/volume_linux.c "volumes' children as overlays: Linux only; volume_windows.c copies")
 berth_win_skip(store/platform_host.c "uname(2); platform_host_windows.c reads the Windows build")
 berth_win_skip(store/scratch.c "sized writable layers by XFS quota or ext4 image: Linux only; scratch_windows.c")
@@ -212,8 +219,10 @@ berth_win_skip(daemon/net_record.c "records of CNI attachments, only the Linux n
 set(BERTH_WIN_SUITES
     test_common_path
     test_store_digest
+    test_store_mount_journal
     test_store_oci
     test_store_platform
+    test_store_wclayer
     test_router
     test_jsonutil
     test_bpipe
@@ -225,6 +234,7 @@ set(BERTH_WIN_SUITES
     test_store_meta
     test_runtime_hcs_admit
     test_runtime_hcs_cmdline
+    test_runtime_hcs_doc_network
     test_runtime_hcs_doc_request
     test_runtime_hcs_doc_system
     test_runtime_hcs_guid
@@ -236,6 +246,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_hcn_api
     test_hcs_api
     test_hcs_driver
     test_hcs_host)
@@ -318,7 +329,7 @@ target_include_directories(berth_portable PUBLIC ${CMAKE_SOURCE_DIR})
 # The seam's own Windows libraries: ntdll (NtCreateFile and friends),
 # bcrypt (random bytes), advapi32 (the service, the registry, privileges).
 target_link_libraries(berth_portable PUBLIC berth::mhd berth::archive berth::sqlite berth::jsonc
-                      berth::crypto berth::uv ntdll bcrypt advapi32 pthread)
+                      berth::crypto berth::uv ntdll bcrypt advapi32 ole32 pthread)
 
 # berthd.exe: one static executable, no DLL beside it; computecore.dll is
 # never imported (the hcs driver loads it at run time).
@@ -369,13 +380,26 @@ if(BERTH_TESTS)
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709)
 
+  # The TEST DOUBLE of computenetwork.dll (tests/doubles/computenetwork/),
+  # in a directory of its own so that nothing loads it by accident; the
+  # HCN suite opens it by path (runtime/hcs/hcn_api.h).
+  set(hcn_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/computenetwork)
+  add_library(computenetwork_double SHARED ${hcn_dbl}/computenetwork_double.c
+              ${hcn_dbl}/computenetwork_double.def)
+  target_link_libraries(computenetwork_double PRIVATE berth::jsonc ole32)
+  set_target_properties(computenetwork_double PROPERTIES OUTPUT_NAME computenetwork PREFIX ""
+                        IMPORT_PREFIX "" IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double)
+
   # Suites of the Windows-only files (tests/windows/): they drive the
   # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
   foreach(name ${BERTH_WIN_ONLY_SUITES})
     add_executable(win_${name} tests/windows/${name}.c)
     target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
     target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-    add_dependencies(win_${name} computecore_double computecore_double_1709)
+    add_dependencies(win_${name} computecore_double computecore_double_1709
+                     computenetwork_double)
     add_test(NAME win_${name} COMMAND win_${name})
     set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)

@@ -7,10 +7,12 @@
  *
  * Order is what makes a crash harmless: the record is written (state
  * "creating") before any image use, mount or runtime state exists, and
- * rewritten as "deleting" before the undo starts; the mount record is
- * written by layers_mount before mount(2). At start-up a record in
- * either state is finished off with containers_delete_blocking, whose
- * every step is a no-op when already done.
+ * rewritten as "deleting" before the undo starts; the mount is journaled
+ * (store/mount_journal.h) by layers_mount before mount(2). At start-up a
+ * record in either state is finished off with containers_delete_blocking,
+ * whose every step is a no-op when already done, and then the journal is
+ * replayed: a mount whose container is gone (its directory removed, its
+ * record unreadable) is undone there.
  */
 #include "daemon/containers.h"
 
@@ -373,8 +375,12 @@ mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
         log_info("container %s: writable layer of %llu bytes (%s)", p->handle,
                  (unsigned long long)p->limits.disk_bytes,
                  kind == SCRATCH_QUOTA ? "project quota" : "loop-mounted ext4 image");
+    char entry[MJ_NAME_MAX + 1], owner[MJ_WORD_MAX + 1];
+    snprintf(entry, sizeof(entry), "container.%s.rootfs", p->handle);
+    snprintf(owner, sizeof(owner), MJ_OWNER_CONTAINER "%s", p->handle);
+    struct layer_mount_rec rec = {.journal = st ? st->mounts : NULL, .name = entry, .owner = owner};
     if (ret == 0)
-        ret = layers_mount(list, scratch, target, m, err);
+        ret = layers_mount(list, scratch, target, &rec, m, err);
     layer_list_free(list);
     for (size_t i = 0; i < n; i++)
         free(dirs[i]);
@@ -529,7 +535,13 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         if (ret == -ERR_UNAVAILABLE && undo)
             ret = 0;
     }
+    if (ret == 0 && st) {
+        char owner[MJ_WORD_MAX + 1];
+        snprintf(owner, sizeof(owner), MJ_OWNER_CONTAINER "%s", p->handle);
+        ret = layers_unmount_owner(st->mounts, owner, err);
+    }
     if (ret == 0 && have_dir) {
+        /* A container made by berth before the mount journal. */
         cleanup_free char *rec = fs_path_join(dir, "scratch/" LAYERS_RECORD_NAME);
         struct mounted_layers *m = NULL;
         int lr = mounted_layers_load(rec, &m, err);
@@ -657,6 +669,37 @@ remove_orphans(struct containers *reg)
     strv_free(handles);
 }
 
+/* A journaled mount stays while its container is loaded (it outlived the daemon). */
+static bool
+mount_keep(void *arg, const struct mj_entry *e)
+{
+    struct containers *reg = arg;
+    const char *handle = mj_owner_container(e->owner);
+    return handle && containers_find(reg, handle);
+}
+
+static int
+mount_undo(void *arg, const struct mj_entry *e, struct err *err)
+{
+    (void)arg;
+    return layers_undo_entry(e, err);
+}
+
+/* Undoes the mounts that a crash left and no loaded container uses. */
+static void
+replay_mounts(struct containers *reg, struct store *st)
+{
+    struct mj_replay_stats rs = {0};
+    struct err err = {0};
+    if (mjournal_replay(st->mounts, mount_keep, mount_undo, reg, &rs, &err) < 0) {
+        log_error("containers: %s", err.msg);
+        return;
+    }
+    if (rs.undone || rs.failed || rs.damaged)
+        log_info("containers: mount journal: %u kept, %u undone, %u failed, %u damaged", rs.kept,
+                 rs.undone, rs.failed, rs.damaged);
+}
+
 int
 containers_open(struct daemon *d, struct containers **out, struct err *err)
 {
@@ -754,5 +797,6 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
     }
     osfs_dir_close(dp);
     remove_orphans(reg);
+    replay_mounts(reg, d->store);
     return 0;
 }

@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/corpus}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{router,oci,platform,unpack,json}
+mkdir -p "$out"/{router,oci,platform,unpack,json,wclayer}
 
 "$here/../tests/fixtures/make-images.sh" "$work/img" >/dev/null
 
@@ -295,4 +295,42 @@ linux/amd64/v8/x\n/\nlinux ppc64le  \nlinux s390x  \x00
 windows/amd64\nprocess\nwindows amd64  10.0.20348.2655\nwindows amd64  10.0.26100.1742 \x03
 windows/amd64\nwindows/amd64\nwindows amd64  10.0.17763.1\nwindows amd64  10.0.22621.4317 \x01
 EOF
+# ---- wclayer: Windows layer tars with go-winio's PAX records, valid and hostile ----
+python3 - "$out/wclayer" <<'EOF'
+import io, sys, tarfile
+out = sys.argv[1]
+SD = "AQAEgBQAAAAgAAAAAAAAACwAAAABAQAAAAAABRIAAAABAQAAAAAABRIAAAACABwAAQAAAAAAFAD/AR8AAQEAAAAAAAUSAAAA"
+def layer(name, entries):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for path, kind, data, link, pax in entries:
+            ti = tarfile.TarInfo(path)
+            ti.type = {"f": tarfile.REGTYPE, "d": tarfile.DIRTYPE, "s": tarfile.SYMTYPE,
+                       "h": tarfile.LNKTYPE}[kind]
+            ti.linkname = link or ""
+            ti.pax_headers = pax
+            ti.size = len(data) if kind == "f" else 0
+            t.addfile(ti, io.BytesIO(data) if kind == "f" else None)
+    open(f"{out}/{name}", "wb").write(buf.getvalue())
+attr = lambda a: {"MSWINDOWS.fileattr": str(a)}
+layer("base", [("Files", "d", b"", None, attr(16)),
+               ("Files/Windows/System32/cmd.exe", "f", b"MZ\x90\x00", None,
+                {"MSWINDOWS.rawsd": SD, "MSWINDOWS.fileattr": "32",
+                 "LIBARCHIVE.creationtime": "1600000000.123456789"}),
+               ("Files/Windows/System32/cmd.exe:Zone.Identifier", "f", b"[ZoneTransfer]", None, {}),
+               ("Files/link", "s", b"", "C:\\Windows", {}),
+               ("Files/junction", "s", b"", "C:\\ProgramData", {"MSWINDOWS.mountpoint": "1"}),
+               ("Files/hard", "h", b"", "Files/Windows/System32/cmd.exe", {}),
+               ("Hives", "d", b"", None, {}),
+               ("Hives/Software_Delta", "f", b"regf", None, {}),
+               ("UtilityVM/Files/EFI/boot.efi", "f", b"efi", None, {})])
+layer("readonly-case", [("Files/Setup.ini", "f", b"old", None, attr(1)),
+                        ("Files/SETUP.INI", "f", b"new", None, {}),
+                        ("Files/dir/.wh.gone", "f", b"", None, {})])
+layer("hostile", [("Files/ok", "f", b"x", None, {}),
+                  ("Files/../../evil", "f", b"x", None, {"MSWINDOWS.xattr.user": "AAAA"})])
+layer("hostile-sd", [("Files/f", "f", b"x", None,
+                      {"MSWINDOWS.rawsd": "AQAEgAAAAAAAAAAAAAAAABQAAAACABAAAQAAAAAAQAAAAAAA"})])
+EOF
+
 echo "seeds written to $out: $(find "$out" -type f | wc -l) files"

@@ -29,7 +29,7 @@ enum layer_type {
 struct layer {
     enum layer_type type;
     char *path;     /* LINUX_DIR: the directory; WCIFS: the folder; CIMFS: the .cim file */
-    char *layer_id; /* CIMFS: the layer's id inside the cim; NULL otherwise */
+    char *layer_id; /* WCIFS, CIMFS: the layer's GUID (Storage.Layers[].Id); NULL on Linux */
 };
 
 /* Layers of one type, owned by the list. */
@@ -37,7 +37,7 @@ struct layer_list {
     enum layer_type type;
     size_t count;
     struct layer *layers; /* bottom (base) first, top last */
-    char *scratch;        /* WCIFS: the writable scratch folder; NULL otherwise */
+    char *scratch;        /* WCIFS, CIMFS: the scratch folder (sandbox.vhdx); NULL on Linux */
 };
 
 /*
@@ -52,27 +52,41 @@ int layer_list_parse_linux(const char *const *dirs, size_t count, struct layer_l
 /*
  * Parses a Windows LayerFolders array (as in an OCI runtime spec's
  * windows.layerFolders): read-only layer folders top-most first, then the
- * scratch folder last. At least one layer and the scratch; every path
+ * scratch folder last, and the GUID of each read-only layer (ids[i] for
+ * folders[i], as runtime/hcs/guid.h's hcs_guid_layer() derives it from
+ * the layer's chain ID). At least one layer and the scratch; every path
  * absolute (a drive letter, a UNC path or a POSIX path), non-empty, and
- * no folder listed twice.
+ * no folder listed twice; every id a GUID, none twice.
  */
-int layer_list_parse_wcifs(const char *const *folders, size_t count, struct layer_list **out,
-                           struct err *err);
+int layer_list_parse_wcifs(const char *const *folders, const char *const *ids, size_t count,
+                           struct layer_list **out, struct err *err);
 
 /*
- * Parses a CimFS layer: the absolute path of a .cim file and the id of
- * the layer inside it (non-empty, no path separators).
+ * Parses CimFS layers: the .cim file of each layer, top-most first, each
+ * forked from the one after it (so the top-most CIM holds the merged view
+ * of all of them), with their GUIDs, and the scratch folder. The same
+ * rules as layer_list_parse_wcifs, and every path must end in ".cim".
  */
-int layer_list_parse_cimfs(const char *cim_path, const char *layer_id, struct layer_list **out,
-                           struct err *err);
+int layer_list_parse_cimfs(const char *const *cims, const char *const *ids, size_t count,
+                           const char *scratch, struct layer_list **out, struct err *err);
 
 /* Frees a list; NULL is a no-op. */
 void layer_list_free(struct layer_list *l);
 
-/* The name of the mount record that layers_mount writes in scratch_dir. */
-#define LAYERS_RECORD_NAME "mounted-layers"
-
 struct mounted_layers;
+struct mjournal;
+struct mj_entry;
+
+/*
+ * Where a mount is journaled (store/mount_journal.h): the journal, the
+ * entry's name (one per mount: "container.<handle>.rootfs") and its owner
+ * ("container:<handle>"), all required for a mount that is made.
+ */
+struct layer_mount_rec {
+    struct mjournal *journal;
+    const char *name;
+    const char *owner;
+};
 
 /*
  * Mounts the layers at target (created if missing) and returns in *out
@@ -80,41 +94,84 @@ struct mounted_layers;
  *
  * LAYER_LINUX_DIR: an overlay mount, lowerdir = top:...:bottom, with
  * upperdir and workdir in scratch_dir ("upper", "work", created here).
- * Before mount(2) is called, a record is written to
- * <scratch_dir>/mounted-layers, so that a daemon restarted after a crash
- * can load it (mounted_layers_load) and unmount. When the option string
- * would not fit in a page (mount(2)'s limit, about 60 lower layers with
- * long paths), each directory is opened and named as /proc/self/fd/N,
- * which fits some 200 layers; more fail with ERR_INVALID_CONTENT (the
- * image is at fault, not the host; imports refuse images of more than
- * OCI_LAYERS_MAX layers). A single layer with
- * no scratch_dir (NULL) is used as it is: no mount, rootfs is the layer
- * directory, which the caller must not write to. Several layers need a
- * scratch_dir (EINVAL otherwise).
+ * Before mount(2) is called, the mount is journaled (rec: kind "overlay",
+ * fields target and rootfs), so that a daemon restarted after a crash
+ * undoes it (mjournal_replay with layers_undo_entry). When the option
+ * string would not fit in a page (mount(2)'s limit, about 60 lower layers
+ * with long paths), each directory is opened and named as
+ * /proc/self/fd/N, which fits some 200 layers; more fail with
+ * ERR_INVALID_CONTENT (the image is at fault, not the host; imports
+ * refuse images of more than OCI_LAYERS_MAX layers). A single layer with
+ * no scratch_dir (NULL) is used as it is: no mount, no entry (rec may be
+ * NULL), rootfs is the layer directory, which the caller must not write
+ * to. Several layers need a scratch_dir (EINVAL otherwise).
  *
- * LAYER_WCIFS, LAYER_CIMFS: ENOTSUP on Linux.
+ * LAYER_WCIFS, LAYER_CIMFS (Windows; ENOTSUP elsewhere): a scratch VHDX
+ * in scratch_dir (NULL: the list's scratch folder), created and formatted
+ * when missing, attached, and the layer filter on its volume: WCIFS over
+ * the layer folders, or, for CimFS, the top-most CIM mounted and UnionFS
+ * over its Files. target is not used; rootfs is the scratch volume. The
+ * entry (kinds "wcifs" and "cimfs") is written before the first step and
+ * rewritten as each step is made, so that undo knows how far it got
+ * (store/layer_windows.c).
  */
 int layers_mount(const struct layer_list *l, const char *scratch_dir, const char *target,
-                 struct mounted_layers **out, struct err *err);
+                 const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err);
 
-/* Where the root filesystem is (owned by m). */
+/* Where the root filesystem is (owned by m): a directory on Linux, the
+ * scratch volume's path (\\?\Volume{GUID}\) on Windows. */
 const char *mounted_layers_rootfs(const struct mounted_layers *m);
 
 /*
- * Undoes the mount and removes its record. Idempotent: a target that is
- * no longer mounted (or never was, after a crash before mount(2)) is
- * success. EBUSY while something still uses the mount. m stays valid
+ * Windows: the read-only layers a container document lists
+ * (Storage.Layers), top-most first: for WCIFS each layer folder, for
+ * CimFS the one mounted CIM volume. 0 layers on Linux.
+ */
+size_t mounted_layers_count(const struct mounted_layers *m);
+const char *mounted_layers_layer_id(const struct mounted_layers *m, size_t i);
+const char *mounted_layers_layer_path(const struct mounted_layers *m, size_t i);
+
+/*
+ * Undoes the mount and removes its journal entry. Idempotent: a target
+ * that is no longer mounted (or never was, after a crash before mount(2))
+ * is success. EBUSY while something still uses the mount. m stays valid
  * (free it with mounted_layers_free).
  */
 int mounted_layers_unmount(struct mounted_layers *m, struct err *err);
 
-/* Writes the record of m to path atomically (layers_mount does it itself). */
-int mounted_layers_record(const struct mounted_layers *m, const char *path, struct err *err);
+/*
+ * The mounted_layers of journal entry e of j, whose unmount undoes that
+ * mount (made by this process or an earlier one) and removes the entry.
+ * EINVAL for an entry that is not a layer mount or lacks a field.
+ */
+int mounted_layers_from_entry(struct mjournal *j, const struct mj_entry *e,
+                              struct mounted_layers **out, struct err *err);
 
 /*
- * Reads a record written by mounted_layers_record (in this process or an
- * earlier one) into a new *out whose unmount undoes that mount and
- * removes the record. ENOENT when there is no record (nothing to undo).
+ * Undoes every layer mount journaled for owner and removes the entries
+ * (a container's delete). Nothing journaled is success.
+ */
+int layers_unmount_owner(struct mjournal *j, const char *owner, struct err *err);
+
+/*
+ * Undoes the mount of journal entry e without touching the journal: the
+ * undo of mjournal_replay. Dispatches on the entry's kind: "overlay"
+ * here; "wcifs" and "cimfs" on Windows (ENOTSUP elsewhere); any other
+ * kind is ENOTSUP, so its entry stays for a berth that knows it.
+ */
+int layers_undo_entry(const struct mj_entry *e, struct err *err);
+
+/*
+ * The record that berth before the mount journal wrote in a container's
+ * scratch directory, "mounted-layers": read only, so that the delete of a
+ * container made by an older berth still unmounts it.
+ */
+#define LAYERS_RECORD_NAME "mounted-layers"
+
+/*
+ * Reads such a record into a new *out whose unmount undoes that mount
+ * and removes the record. ENOENT when there is no record (nothing to
+ * undo).
  */
 int mounted_layers_load(const char *path, struct mounted_layers **out, struct err *err);
 

@@ -1,26 +1,57 @@
 /*
- * What store/layer.c shares with its OS files (layer_linux.c: the overlay
- * mount; layer_windows.c: none). Not for other modules.
+ * What store/layer.c shares with the files of its layer types:
+ * layer_linux.c (LAYER_LINUX_DIR: the overlay mount) and layer_windows.c
+ * (no overlay; LAYER_WCIFS and LAYER_CIMFS through computestorage.dll
+ * and cimfs.dll, refused until they are written). Not for other modules.
  */
 #ifndef BERTH_STORE_LAYER_INT_H
 #define BERTH_STORE_LAYER_INT_H
 
 #include "store/layer.h"
+#include "store/mount_journal.h"
+
+/* Journal kinds, one per way of undoing. */
+#define LAYER_KIND_OVERLAY "overlay"
+#define LAYER_KIND_WCIFS "wcifs"
+#define LAYER_KIND_CIMFS "cimfs"
 
 struct mounted_layers {
     enum layer_type type;
     char *rootfs;
-    char *target; /* the mount point, NULL when nothing is mounted */
-    char *record; /* the record file, NULL when there is none */
+    char *target;             /* the mount point (overlay), NULL when nothing is mounted */
+    char *record;             /* a legacy record file, or NULL */
+    struct mjournal *journal; /* with entry: where the mount is journaled */
+    char *entry;
+    struct mj_entry *undo; /* what undoing needs (the entry's fields); NULL for overlay */
+    /* The read-only layers as a container document names them (Windows):
+     * topmost first. */
+    size_t nlayers;
+    char **layer_ids;
+    char **layer_paths;
 };
 
-/* A new record of a mount (copies of the strings); NULL on OOM. */
+/* A new record (copies of the strings); NULL on out of memory. */
 struct mounted_layers *mounted_layers_new(enum layer_type type, const char *rootfs,
                                           const char *target, const char *record);
 
-/* LAYER_LINUX_DIR: layers_mount and mounted_layers_unmount's part. */
+/* Sets the journal entry m's unmount removes (copies the name). */
+int mounted_layers_set_entry(struct mounted_layers *m, struct mjournal *j, const char *name,
+                             struct err *err);
+
+/* Journals e (the mount about to be made). */
+int layer_journal_put(const struct layer_mount_rec *rec, struct mj_entry *e, struct err *err);
+
+/* LAYER_LINUX_DIR (layer_linux.c; ENOTSUP elsewhere). */
 int layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const char *target,
-                        struct mounted_layers **out, struct err *err);
-int layer_overlay_unmount(struct mounted_layers *m, struct err *err);
+                        const struct layer_mount_rec *rec, struct mounted_layers **out,
+                        struct err *err);
+int layer_overlay_unmount(const char *target, struct err *err);
+
+/* LAYER_WCIFS and LAYER_CIMFS (layer_windows.c; ENOTSUP on Linux). */
+int layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
+                        const struct layer_mount_rec *rec, struct mounted_layers **out,
+                        struct err *err);
+/* Undoes what entry e (kind wcifs or cimfs) says was mounted. Idempotent. */
+int layer_windows_undo(const struct mj_entry *e, struct err *err);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * store/layer_int.h on Linux: LAYER_LINUX_DIR layers as an overlayfs
- * mount, its record written before mount(2). Blocking: pool threads or
- * start-up.
+ * mount, journaled before mount(2); and no Windows layers.
+ * Blocking: pool threads or start-up.
  */
 #include "store/layer_int.h"
 
@@ -81,7 +81,7 @@ overlay_options(const struct layer_list *l, const char *upper, const char *work,
 
 int
 layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const char *target,
-                    struct mounted_layers **out, struct err *err)
+                    const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err)
 {
     if (!scratch_dir) {
         if (l->count != 1)
@@ -97,10 +97,12 @@ layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const c
     if (!target || target[0] != '/' || strpbrk(target, "\n"))
         return err_set(err, EINVAL, "mount layers: target %s is not an absolute path",
                        target ? target : "null");
+    if (!rec || !rec->journal)
+        return err_set(err, EINVAL, "mount layers at %s: no journal to record the mount in",
+                       target);
     cleanup_free char *upper = fs_path_join(scratch_dir, "upper");
     cleanup_free char *work = fs_path_join(scratch_dir, "work");
-    cleanup_free char *record = fs_path_join(scratch_dir, LAYERS_RECORD_NAME);
-    if (!upper || !work || !record)
+    if (!upper || !work)
         return err_set(err, ENOMEM, "mount layers: out of memory");
     if (strpbrk(scratch_dir, ":,\n"))
         return err_set(err, EINVAL, "mount layers: scratch %s has ':', ',' or a newline",
@@ -113,11 +115,22 @@ layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const c
     if (r < 0)
         return err_wrap(err, "mount layers");
 
-    struct mounted_layers *m = mounted_layers_new(LAYER_LINUX_DIR, target, target, record);
-    if (!m)
+    struct mounted_layers *m = mounted_layers_new(LAYER_LINUX_DIR, target, target, NULL);
+    struct mj_entry *e = mj_entry_new(rec->name, rec->owner, LAYER_KIND_OVERLAY);
+    if (!m || !e) {
+        mounted_layers_free(m);
+        mj_entry_free(e);
         return err_set(err, ENOMEM, "mount layers: out of memory");
-    /* The record first: a crash after mount(2) must leave a way to undo it. */
-    r = mounted_layers_record(m, record, err);
+    }
+    /* The journal first: a crash after mount(2) must leave a way to undo it. */
+    r = mj_entry_set(e, "target", target, err);
+    if (r == 0)
+        r = mj_entry_set(e, "rootfs", target, err);
+    if (r == 0)
+        r = layer_journal_put(rec, e, err);
+    if (r == 0)
+        r = mounted_layers_set_entry(m, rec->journal, rec->name, err);
+    mj_entry_free(e);
     if (r < 0) {
         mounted_layers_free(m);
         return r;
@@ -153,7 +166,9 @@ layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const c
     }
     free(opts);
     if (r < 0) {
-        unlink(record);
+        struct err jerr = {0};
+        if (mjournal_remove(rec->journal, rec->name, &jerr) < 0)
+            log_warn("mount layers at %s: %s", target, jerr.msg);
         mounted_layers_free(m);
         return r;
     }
@@ -163,20 +178,37 @@ layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const c
 }
 
 int
-layer_overlay_unmount(struct mounted_layers *m, struct err *err)
+layer_overlay_unmount(const char *target, struct err *err)
 {
-    if (!m->target)
+    if (!target)
         return 0;
     struct statfs sf;
-    if (statfs(m->target, &sf) < 0) {
+    if (statfs(target, &sf) < 0) {
         if (errno == ENOENT)
             return 0;
-        return err_errno(err, errno, "unmount layers: statfs %s", m->target);
+        return err_errno(err, errno, "unmount layers: statfs %s", target);
     }
     /* Only an overlay is ours to unmount; anything else means not mounted. */
     if (sf.f_type != OVERLAYFS_MAGIC)
         return 0;
-    if (umount2(m->target, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
-        return err_errno(err, errno, "unmount layers at %s", m->target);
+    if (umount2(target, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
+        return err_errno(err, errno, "unmount layers at %s", target);
     return 0;
+}
+
+/* --- no Windows layers here ------------------------------------------------ */
+
+int
+layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
+                    const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err)
+{
+    (void)scratch_dir, (void)rec, (void)out;
+    return err_set(err, ENOTSUP, "mount layers: %s layers need Windows (computestorage.dll)",
+                   l->type == LAYER_CIMFS ? "cimfs" : "wcifs");
+}
+
+int
+layer_windows_undo(const struct mj_entry *e, struct err *err)
+{
+    return err_set(err, ENOTSUP, "undo %s mount %s: it needs Windows", e->kind, e->name);
 }

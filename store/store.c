@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
 
@@ -28,7 +29,16 @@ store_open(const char *root, const struct store_opts *opts, struct store **out, 
     pthread_cond_init(&st->inflight_cond, NULL);
     st->allow_device_nodes = opts->allow_device_nodes;
     int rc;
-    if (!(st->blobs = blob_store_open(root, err)) ||
+    cleanup_free char *mounts = fs_path_join(root, "mounts");
+    if (!mounts) {
+        store_close(st);
+        return err_set(err, ENOMEM, "open store: out of memory");
+    }
+    /* The mount journal is only opened here: it is replayed once the
+     * containers are known (daemon/containers_ops.c), since the mounts of
+     * containers that outlived the daemon stay. */
+    if ((rc = mjournal_open(mounts, &st->mounts, err)) < 0 ||
+        !(st->blobs = blob_store_open(root, err)) ||
         (rc = blob_store_clean_tmp(st->blobs, err)) < 0 ||
         (rc = snapshot_store_clean(root, err)) < 0 ||
         (rc = snapshot_store_open(root, opts->max_unpacks ? opts->max_unpacks : 1, &st->snaps,
@@ -50,6 +60,7 @@ store_close(struct store *st)
     if (!st)
         return;
     volume_store_close(st->volumes); /* before meta: it may read records */
+    mjournal_free(st->mounts);
     meta_close(st->meta);
     snapshot_store_free(st->snaps);
     blob_store_free(st->blobs);

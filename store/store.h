@@ -16,6 +16,7 @@
 #include "store/blob.h"
 #include "store/digest.h"
 #include "store/meta.h"
+#include "store/mount_journal.h"
 #include "store/platform.h"
 #include "store/snapshot.h"
 #include "store/volume.h"
@@ -33,6 +34,7 @@ struct store {
     struct meta *meta;
     struct snapshot_store *snaps;
     struct volume_store *volumes; /* store/volume.h */
+    struct mjournal *mounts;      /* <root>/mounts: store/mount_journal.h */
     struct host_caps host;
     bool allow_device_nodes;
     pthread_mutex_t inflight_mu;

@@ -591,6 +591,63 @@ START_TEST(daemon_stop_removes_its_empty_cgroup_parent)
 }
 END_TEST
 
+START_TEST(mounts_a_crash_left_are_undone_at_restart)
+{
+    /* kill -9 leaves a container whose record is then unreadable, and a
+     * journaled overlay whose container never existed: the next daemon
+     * undoes both mounts, and its journal is empty afterwards. */
+    struct berthd b1 = {0}, b2 = {0};
+    start_with_image(&b1);
+    struct hresp r;
+    ctr_create(&b1, "{\"handle\":\"c-lost\",\"image\":\"busybox\"}", &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    berthd_kill(&b1);
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s", b1.root);
+    ck_assert_int_eq(ctr_sh("ls %s/mounts/container.c-lost.rootfs.mnt >/dev/null", root), 0);
+    ck_assert_int_eq(ctr_sh("echo garbage > %s/containers/c-lost/container.json", root), 0);
+    ck_assert_int_eq(ctr_sh("cd %s && mkdir -p ghost/l ghost/u ghost/w ghost/m && mount -t overlay "
+                            "overlay -o lowerdir=ghost/l,upperdir=ghost/u,workdir=ghost/w ghost/m",
+                            root),
+                     0);
+    char entry[PATH_MAX + 256];
+    int n = snprintf(entry, sizeof(entry),
+                     "berth-mount 1\nowner container:ghost\nkind overlay\nf target=%s/ghost/m\n"
+                     "f rootfs=%s/ghost/m\n",
+                     root, root);
+    /* The checksum line the journal writes: the CRC-32 of the text before it. The
+     * entry is written beside the store (its own root), never to a shared /tmp name. */
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof(tmp), "%s/ghost/entry", root);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fwrite(entry, 1, (size_t)n, f);
+    fclose(f);
+    ck_assert_int_eq(ctr_sh("cd %s/mounts && { cat ../ghost/entry; printf 'sum %%s\\n' "
+                            "\"$(python3 -c 'import sys,zlib; print(\"%%08x\" %% "
+                            "zlib.crc32(open(\"../ghost/entry\",\"rb\").read()))')\"; } "
+                            "> container.ghost.rootfs.mnt && rm ../ghost/entry",
+                            root),
+                     0);
+    ck_assert_int_eq(ctr_sh("grep -q ' %s/ghost/m ' /proc/self/mountinfo", root), 0);
+    snprintf(b1.mount, sizeof(b1.mount), "%s/ghost/m", root); /* unmounted should the test fail */
+
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ck_assert_msg(ctr_sh("grep -q ' %s/' /proc/self/mountinfo", root) != 0,
+                  "a mount under %s is left after the restart", root);
+    ck_assert_int_eq(ctr_sh("test -z \"$(ls -A %s/mounts)\"", root), 0);
+    http_get(&b2, "/v1/containers/c-lost", &r);
+    ck_assert_int_eq(r.status, 404);
+    hresp_free(&r);
+    char *log = berthd_log(&b2);
+    ck_assert_ptr_nonnull(strstr(log, "undid container.ghost.rootfs (overlay)"));
+    free(log);
+    berthd_finish(&b2);
+    berthd_cleanup(&b1);
+}
+END_TEST
+
 static Suite *
 containers_suite(void)
 {
@@ -609,6 +666,7 @@ containers_suite(void)
     tcase_add_test(tc, container_mounts_volumes_and_host_paths);
     tcase_add_test(tc, container_runtime_missing_is_503_with_its_error);
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
+    tcase_add_test(tc, mounts_a_crash_left_are_undone_at_restart);
     tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
     tcase_add_test(tc, daemon_stop_removes_its_empty_cgroup_parent);
     tcase_add_test(tc, no_cgroup_is_left_after_the_last_container_and_the_daemon);

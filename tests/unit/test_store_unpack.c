@@ -24,6 +24,7 @@
 #include "common/fsutil.h"
 #include "common/rootdir.h"
 #include "store/layer.h"
+#include "store/mount_journal.h"
 #include "store/unpack.h"
 #include "tests/unit/testutil.h"
 
@@ -526,7 +527,11 @@ START_TEST(unpack_converts_whiteouts_for_overlay)
     ck_assert_msg(layer_list_parse_linux(dirs, 2, &ll, &err) == 0, "%s", err.msg);
     char *scratch = path_in(base, "scratch"), *merged = path_in(base, "merged");
     struct mounted_layers *m = NULL;
-    ck_assert_msg(layers_mount(ll, scratch, merged, &m, &err) == 0, "%s", err.msg);
+    char *jdir = path_in(base, "mounts");
+    struct mjournal *journal = NULL;
+    ck_assert_msg(mjournal_open(jdir, &journal, &err) == 0, "%s", err.msg);
+    struct layer_mount_rec rec = {journal, "container.t.rootfs", "container:t"};
+    ck_assert_msg(layers_mount(ll, scratch, merged, &rec, &m, &err) == 0, "%s", err.msg);
     const char *root = mounted_layers_rootfs(m);
     bool ok = exists_in(root, "a/keep") && !exists_in(root, "a/gone") &&
               !exists_in(root, "d/old") && exists_in(root, "d/new") && exists_in(root, "s/mine") &&
@@ -541,6 +546,8 @@ START_TEST(unpack_converts_whiteouts_for_overlay)
     struct err uerr = {0};
     ck_assert_msg(mounted_layers_unmount(m, &uerr) == 0, "%s", uerr.msg);
     mounted_layers_free(m);
+    mjournal_free(journal);
+    free(jdir);
     layer_list_free(ll);
     ck_assert_msg(ok, "the merged view is not what the layers say");
     ck_assert_str_eq(tcontent, "later");

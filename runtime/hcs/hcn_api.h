@@ -1,0 +1,68 @@
+/*
+ * computenetwork.dll (HCN), loaded at run time as computecore.dll is
+ * (hcs_api.h: an .exe that imported it would not start where it is
+ * absent, Wine included), and the three things berth does with it:
+ * find or create its NAT network by name, give a container an endpoint
+ * in a namespace of its own, and take them away again. The documents
+ * are doc_network.h's.
+ *
+ * Ids: berth makes every endpoint's and namespace's GUID itself
+ * (hcs_guid_random) and passes it to HcnCreate*, so it knows them
+ * without a property query and can delete them after a crash from its
+ * own records. A failure's HRESULT and HNS's error record come back in
+ * err (hresult.h), its code mapped to an errno. Every call blocks until
+ * HNS answers: pool threads only.
+ *
+ * Test builds (BERTH_TEST_HOOKS) can load the TEST DOUBLE in
+ * tests/doubles/computenetwork/: hcn_api_open() with a path, or with NULL
+ * and BERTH_TEST_HCN_DLL set to one. Other builds load only
+ * %SystemRoot%\System32\computenetwork.dll and refuse a path. The
+ * implementation, hcn_api_win.c, is built only for Windows.
+ */
+#ifndef BERTH_RUNTIME_HCS_HCN_API_H
+#define BERTH_RUNTIME_HCS_HCN_API_H
+
+#include <stdbool.h>
+
+#include "common/err.h"
+#include "runtime/hcs/doc_network.h"
+#include "runtime/hcs/guid.h"
+
+struct hcn_api;
+
+/* ERR_UNAVAILABLE naming what is missing when the DLL or an export is absent. */
+int hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err);
+void hcn_api_free(struct hcn_api *api);
+
+/*
+ * The id of the network named doc->name: the one HcnEnumerateNetworks
+ * finds by that name, else a new one made from doc (*created says which).
+ */
+int hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc,
+                       char id[HCS_GUID_SIZE], bool *created, struct err *err);
+
+/* Deletes the network id; one already gone is success. */
+int hcn_network_delete(struct hcn_api *api, const char *id, struct err *err);
+
+/* What a container has of the network. */
+struct hcn_attachment {
+    char endpoint_id[HCS_GUID_SIZE];
+    char namespace_id[HCS_GUID_SIZE]; /* Networking.Namespace of its compute system */
+};
+
+/*
+ * Creates the container's endpoint on ep->network_id and a host
+ * namespace, and adds the endpoint to it. When a step fails, what the
+ * earlier ones made is deleted before the error comes back, so a failed
+ * create leaves nothing in HNS.
+ */
+int hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
+                         struct hcn_attachment *out, struct err *err);
+
+/*
+ * Removes the endpoint from the namespace and deletes both. Idempotent:
+ * what is already gone is success (a delete after a crash, or twice).
+ */
+int hcn_container_detach(struct hcn_api *api, const struct hcn_attachment *a, struct err *err);
+
+#endif

@@ -1,0 +1,426 @@
+/*
+ * computenetwork.dll through LoadLibraryExW and GetProcAddress (hcn_api.h):
+ * the network found or created, a container's endpoint and namespace
+ * made, joined and taken away. Windows only; pool threads.
+ */
+#include "runtime/hcs/hcn_api.h"
+
+#include <windows.h>
+
+#include <computenetwork.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/hcs/hresult.h"
+
+/* HNS's own HRESULTs (Microsoft's HCN reference), absent from mingw-w64's headers. */
+#define HCN_E_NETWORK_NOT_FOUND ((HRESULT)0x803B0001L)
+#define HCN_E_ENDPOINT_NOT_FOUND ((HRESULT)0x803B0002L)
+#define HCN_E_ENDPOINT_NOT_ATTACHED ((HRESULT)0x803B0034L)
+#define HCN_WIN32_NOT_FOUND ((HRESULT)0x80070490L)
+
+#define HCN_FUNCS(X)                                                                               \
+    X(HcnEnumerateNetworks)                                                                        \
+    X(HcnCreateNetwork)                                                                            \
+    X(HcnDeleteNetwork)                                                                            \
+    X(HcnOpenNetwork)                                                                              \
+    X(HcnCloseNetwork)                                                                             \
+    X(HcnCreateEndpoint)                                                                           \
+    X(HcnDeleteEndpoint)                                                                           \
+    X(HcnCloseEndpoint)                                                                            \
+    X(HcnCreateNamespace)                                                                          \
+    X(HcnOpenNamespace)                                                                            \
+    X(HcnModifyNamespace)                                                                          \
+    X(HcnDeleteNamespace)                                                                          \
+    X(HcnCloseNamespace)
+
+struct hcn_api {
+    HMODULE dll;
+#define HCN_FIELD(name) __typeof__(&name) name;
+    HCN_FUNCS(HCN_FIELD)
+#undef HCN_FIELD
+};
+
+/* ---- text ---- */
+
+static wchar_t *
+wide(const char *s)
+{
+    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
+    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
+/* A string HNS allocated (CoTaskMemFree), as UTF-8 (caller frees), and freed. */
+static char *
+take(PWSTR w)
+{
+    if (!w)
+        return NULL;
+    char *s = NULL;
+    int n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
+    if (n > 0 && (s = malloc((size_t)n)) &&
+        WideCharToMultiByte(CP_UTF8, 0, w, -1, s, n, NULL, NULL) != n) {
+        free(s);
+        s = NULL;
+    }
+    CoTaskMemFree(w);
+    return s;
+}
+
+/* err from hr and HNS's error record (freed): "<what> <arg>: ...". */
+static int
+fail(struct err *err, HRESULT hr, PWSTR record, const char *what, const char *arg)
+{
+    char *rec = take(record);
+    int r = hcs_err_set(err, (uint32_t)hr, NULL, rec, "%s %s", what, arg);
+    free(rec);
+    return r;
+}
+
+static bool
+gone(HRESULT hr)
+{
+    return hr == HCN_E_NETWORK_NOT_FOUND || hr == HCN_E_ENDPOINT_NOT_FOUND ||
+           hr == HCN_E_ENDPOINT_NOT_ATTACHED || hr == HCN_WIN32_NOT_FOUND;
+}
+
+static int
+guid_of(const char *s, GUID *g, struct err *err)
+{
+    struct hcs_guid h;
+    int r = hcs_guid_parse(s, &h, err);
+    if (r < 0)
+        return r;
+    g->Data1 = (DWORD)h.b[0] << 24 | (DWORD)h.b[1] << 16 | (DWORD)h.b[2] << 8 | h.b[3];
+    g->Data2 = (WORD)(h.b[4] << 8 | h.b[5]);
+    g->Data3 = (WORD)(h.b[6] << 8 | h.b[7]);
+    memcpy(g->Data4, h.b + 8, 8);
+    return 0;
+}
+
+/* A document as HNS takes it: UTF-16, compact. Takes doc. */
+static wchar_t *
+doc_wide(json_object *doc)
+{
+    const char *s = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
+                                                            JSON_C_TO_STRING_NOSLASHESCAPE);
+    wchar_t *w = s ? wide(s) : NULL;
+    json_object_put(doc);
+    return w;
+}
+
+/* ---- loading ---- */
+
+static const struct {
+    const char *name;
+    size_t offset;
+} hcn_exports[] = {
+#define HCN_EXPORT(name) {#name, offsetof(struct hcn_api, name)},
+    HCN_FUNCS(HCN_EXPORT)
+#undef HCN_EXPORT
+};
+
+int
+hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err)
+{
+#ifdef BERTH_TEST_HOOKS
+    if (!dll_path) {
+        const char *env = getenv("BERTH_TEST_HCN_DLL");
+        if (env && *env)
+            dll_path = env;
+    }
+#else
+    if (dll_path)
+        return err_set(err, EINVAL,
+                       "computenetwork.dll: a path (%.200s) is honoured in test builds only",
+                       dll_path);
+#endif
+    struct hcn_api *api = calloc(1, sizeof(*api));
+    if (!api)
+        return err_set(err, ENOMEM, "computenetwork.dll: out of memory");
+    if (dll_path) {
+        char *p = strdup(dll_path);
+        for (char *c = p; c && *c; c++)
+            if (*c == '/')
+                *c = '\\';
+        wchar_t *w = p ? wide(p) : NULL;
+        free(p);
+        api->dll = w ? LoadLibraryExW(w, NULL, LOAD_WITH_ALTERED_SEARCH_PATH) : NULL;
+        free(w);
+    } else {
+        api->dll = LoadLibraryExW(L"computenetwork.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
+    }
+    if (!api->dll) {
+        DWORD e = GetLastError();
+        free(api);
+        return err_set(err, ERR_UNAVAILABLE,
+                       "computenetwork.dll%s%s cannot be loaded (error %lu): this Windows has no "
+                       "Host Compute Network service",
+                       dll_path ? " at " : "", dll_path ? dll_path : "", (unsigned long)e);
+    }
+    for (size_t i = 0; i < sizeof(hcn_exports) / sizeof(hcn_exports[0]); i++) {
+        FARPROC f = GetProcAddress(api->dll, hcn_exports[i].name);
+        if (!f) {
+            FreeLibrary(api->dll);
+            free(api);
+            return err_set(err, ERR_UNAVAILABLE, "computenetwork.dll%s%s has no %s",
+                           dll_path ? " at " : "", dll_path ? dll_path : "", hcn_exports[i].name);
+        }
+        memcpy((char *)api + hcn_exports[i].offset, &f, sizeof(f));
+    }
+    *out = api;
+    return 0;
+}
+
+void
+hcn_api_free(struct hcn_api *api)
+{
+    if (!api)
+        return;
+    FreeLibrary(api->dll);
+    free(api);
+}
+
+/* ---- networks ---- */
+
+/* The first id of the JSON array HcnEnumerateNetworks returned, into id; 0 if none. */
+static int
+first_id(const char *list, char id[HCS_GUID_SIZE], bool *found, struct err *err)
+{
+    *found = false;
+    json_object *a = list ? json_tokener_parse(list) : NULL;
+    if (list && (!a || !json_object_is_type(a, json_type_array))) {
+        json_object_put(a);
+        return err_set(err, EIO, "find hcn network: HNS answered %.200s, not a list of ids", list);
+    }
+    if (a && json_object_array_length(a) > 0) {
+        const char *s = json_object_get_string(json_object_array_get_idx(a, 0));
+        if (!s || !hcs_guid_valid(s)) {
+            json_object_put(a);
+            return err_set(err, EIO, "find hcn network: HNS answered an id that is not a GUID");
+        }
+        struct hcs_guid g;
+        hcs_guid_parse(s, &g, err);
+        hcs_guid_format(&g, id);
+        *found = true;
+    }
+    json_object_put(a);
+    return 0;
+}
+
+int
+hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc, char id[HCS_GUID_SIZE],
+                   bool *created, struct err *err)
+{
+    json_object *settings = hcn_doc_network(doc, err);
+    json_object *query = settings ? hcn_doc_query_name(doc->name, err) : NULL;
+    if (!query) {
+        json_object_put(settings);
+        return -(err->code ? err->code : EINVAL);
+    }
+    wchar_t *wq = doc_wide(query), *ws = doc_wide(settings);
+    if (!wq || !ws) {
+        free(wq);
+        free(ws);
+        return err_set(err, ENOMEM, "hcn network %s: out of memory", doc->name);
+    }
+    PWSTR list = NULL, record = NULL;
+    HRESULT hr = api->HcnEnumerateNetworks(wq, &list, &record);
+    int r = 0;
+    if (FAILED(hr)) {
+        r = fail(err, hr, record, "find hcn network", doc->name);
+    } else {
+        char *l = take(list);
+        bool found = false;
+        r = first_id(l, id, &found, err);
+        free(l);
+        *created = false;
+        if (r == 0 && !found) {
+            struct hcs_guid g;
+            GUID wg;
+            HCN_NETWORK h = NULL;
+            if ((r = hcs_guid_random(&g, err)) == 0) {
+                hcs_guid_format(&g, id);
+                guid_of(id, &wg, err);
+                hr = api->HcnCreateNetwork(&wg, ws, &h, &record);
+                if (FAILED(hr))
+                    r = fail(err, hr, record, "create hcn network", doc->name);
+                else {
+                    api->HcnCloseNetwork(h);
+                    *created = true;
+                }
+            }
+        }
+    }
+    free(wq);
+    free(ws);
+    return r;
+}
+
+int
+hcn_network_delete(struct hcn_api *api, const char *id, struct err *err)
+{
+    GUID g;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    PWSTR record = NULL;
+    HRESULT hr = api->HcnDeleteNetwork(&g, &record);
+    if (FAILED(hr) && !gone(hr))
+        return fail(err, hr, record, "delete hcn network", id);
+    if (record)
+        CoTaskMemFree(record);
+    return 0;
+}
+
+/* ---- a container's endpoint and namespace ---- */
+
+static int
+endpoint_delete(struct hcn_api *api, const char *id, struct err *err)
+{
+    GUID g;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    PWSTR record = NULL;
+    HRESULT hr = api->HcnDeleteEndpoint(&g, &record);
+    if (FAILED(hr) && !gone(hr))
+        return fail(err, hr, record, "delete hcn endpoint", id);
+    if (record)
+        CoTaskMemFree(record);
+    return 0;
+}
+
+static int
+namespace_delete(struct hcn_api *api, const char *id, struct err *err)
+{
+    GUID g;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    PWSTR record = NULL;
+    HRESULT hr = api->HcnDeleteNamespace(&g, &record);
+    if (FAILED(hr) && !gone(hr))
+        return fail(err, hr, record, "delete hcn namespace", id);
+    if (record)
+        CoTaskMemFree(record);
+    return 0;
+}
+
+/* Adds (add true) or removes the endpoint a->endpoint_id of namespace a->namespace_id. */
+static int
+namespace_modify(struct hcn_api *api, const struct hcn_attachment *a, bool add, struct err *err)
+{
+    GUID g;
+    int r = guid_of(a->namespace_id, &g, err);
+    if (r < 0)
+        return r;
+    json_object *doc = hcn_doc_namespace_endpoint(add ? "Add" : "Remove", a->endpoint_id, err);
+    if (!doc)
+        return -EINVAL;
+    wchar_t *w = doc_wide(doc);
+    if (!w)
+        return err_set(err, ENOMEM, "hcn namespace %s: out of memory", a->namespace_id);
+    HCN_NAMESPACE ns = NULL;
+    PWSTR record = NULL;
+    HRESULT hr = api->HcnOpenNamespace(&g, &ns, &record);
+    if (SUCCEEDED(hr)) {
+        hr = api->HcnModifyNamespace(ns, w, &record);
+        api->HcnCloseNamespace(ns);
+    }
+    free(w);
+    if (FAILED(hr) && !(gone(hr) && !add))
+        return fail(err, hr, record,
+                    add ? "add endpoint to hcn namespace" : "remove endpoint from hcn namespace",
+                    a->namespace_id);
+    if (record)
+        CoTaskMemFree(record);
+    return 0;
+}
+
+int
+hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
+                     struct hcn_attachment *out, struct err *err)
+{
+    json_object *doc = hcn_doc_endpoint(ep, err);
+    if (!doc)
+        return -EINVAL;
+    wchar_t *wep = doc_wide(doc), *wns = doc_wide(hcn_doc_namespace());
+    struct hcn_attachment a = {{0}};
+    struct hcs_guid g1, g2;
+    GUID net, eg, ng;
+    int r = (!wep || !wns) ? err_set(err, ENOMEM, "hcn endpoint: out of memory") : 0;
+    if (r == 0 && (r = hcs_guid_random(&g1, err)) == 0 && (r = hcs_guid_random(&g2, err)) == 0) {
+        hcs_guid_format(&g1, a.endpoint_id);
+        hcs_guid_format(&g2, a.namespace_id);
+        r = guid_of(ep->network_id, &net, err);
+    }
+    if (r == 0) {
+        guid_of(a.endpoint_id, &eg, err);
+        guid_of(a.namespace_id, &ng, err);
+    }
+    bool have_ep = false, have_ns = false;
+    PWSTR record = NULL;
+    if (r == 0) {
+        HCN_NETWORK nh = NULL;
+        HCN_ENDPOINT eh = NULL;
+        HRESULT hr = api->HcnOpenNetwork(&net, &nh, &record);
+        if (SUCCEEDED(hr)) {
+            hr = api->HcnCreateEndpoint(nh, &eg, wep, &eh, &record);
+            api->HcnCloseNetwork(nh);
+        }
+        if (FAILED(hr))
+            r = fail(err, hr, record, "create the hcn endpoint of container", ep->container);
+        else {
+            api->HcnCloseEndpoint(eh);
+            have_ep = true;
+        }
+    }
+    if (r == 0) {
+        HCN_NAMESPACE nsh = NULL;
+        record = NULL;
+        HRESULT hr = api->HcnCreateNamespace(&ng, wns, &nsh, &record);
+        if (FAILED(hr))
+            r = fail(err, hr, record, "create the hcn namespace of container", ep->container);
+        else {
+            api->HcnCloseNamespace(nsh);
+            have_ns = true;
+        }
+    }
+    if (r == 0)
+        r = namespace_modify(api, &a, true, err);
+    free(wep);
+    free(wns);
+    if (r < 0) {
+        /* Nothing of a failed create stays in HNS; the first error is the one reported. */
+        struct err cerr = {0};
+        if (have_ns)
+            namespace_delete(api, a.namespace_id, &cerr);
+        if (have_ep)
+            endpoint_delete(api, a.endpoint_id, &cerr);
+        return r;
+    }
+    *out = a;
+    return 0;
+}
+
+int
+hcn_container_detach(struct hcn_api *api, const struct hcn_attachment *a, struct err *err)
+{
+    int r = namespace_modify(api, a, false, err);
+    if (r == 0)
+        r = namespace_delete(api, a->namespace_id, err);
+    if (r == 0)
+        r = endpoint_delete(api, a->endpoint_id, err);
+    return r;
+}

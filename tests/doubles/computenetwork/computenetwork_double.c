@@ -1,0 +1,468 @@
+/*
+ * A TEST DOUBLE of computenetwork.dll (HCN) for berth's Wine suites: it
+ * is not HNS and makes no network. It exports what runtime/hcs/hcn_api_win.c
+ * calls, with the signatures of mingw-w64's computenetwork.h (included,
+ * so a mismatch does not compile), and keeps networks, endpoints and
+ * namespaces in memory, pinned for the life of the process as the real
+ * service outlives its clients. HcnDoubleCounts (the double's own export)
+ * says how many of each exist.
+ *
+ * Controlled through the environment, read at every call:
+ *
+ *   BERTH_HCN_DOUBLE_DIR   a directory: calls.log gets "NNNN <Function> <id>"
+ *                          per call, and every document received is written
+ *                          as NNNN-<Function>.json
+ *   BERTH_HCN_DOUBLE_FAIL  comma-separated calls that fail, as HNS fails:
+ *     create-network   HcnCreateNetwork: E_INVALIDARG with an error record
+ *     create-endpoint  HcnCreateEndpoint: HCN_E_SUBNET_NOT_FOUND (0x803B0005)
+ *     create-namespace HcnCreateNamespace: E_OUTOFMEMORY
+ *     modify-namespace HcnModifyNamespace: E_FAIL
+ *
+ * An endpoint or namespace that does not exist is HCN_E_ENDPOINT_NOT_FOUND
+ * or ERROR_NOT_FOUND, as HNS answers; documents are checked for the
+ * fields berth must send (Name, HostComputeNetwork, ResourceType...).
+ */
+#include <windows.h>
+
+#include <computenetwork.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXN 64
+
+struct object {
+    bool used;
+    GUID id;
+    char name[128];
+    GUID network;    /* endpoints */
+    GUID members[8]; /* namespaces: endpoints added */
+    int nmembers;
+};
+
+static SRWLOCK lock = SRWLOCK_INIT;
+static struct object networks[MAXN], endpoints[MAXN], namespaces[MAXN];
+static unsigned seq;
+
+static void
+pin(void)
+{
+    HMODULE m;
+    GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+                       (LPCWSTR)(void *)pin, &m);
+}
+
+static bool
+env_get(const char *name, char *buf, DWORD size)
+{
+    DWORD n = GetEnvironmentVariableA(name, buf, size);
+    return n > 0 && n < size;
+}
+
+static bool
+failing(const char *mode)
+{
+    char buf[512];
+    if (!env_get("BERTH_HCN_DOUBLE_FAIL", buf, sizeof(buf)))
+        return false;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+        if (strcmp(t, mode) == 0)
+            return true;
+    return false;
+}
+
+static void
+guid_text(const GUID *g, char out[40])
+{
+    snprintf(out, 40, "%08lx-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x", (unsigned long)g->Data1,
+             g->Data2, g->Data3, g->Data4[0], g->Data4[1], g->Data4[2], g->Data4[3], g->Data4[4],
+             g->Data4[5], g->Data4[6], g->Data4[7]);
+}
+
+static char *
+narrow(PCWSTR w)
+{
+    if (!w)
+        return NULL;
+    int n = WideCharToMultiByte(CP_UTF8, 0, w, -1, NULL, 0, NULL, NULL);
+    char *s = malloc((size_t)n);
+    WideCharToMultiByte(CP_UTF8, 0, w, -1, s, n, NULL, NULL);
+    return s;
+}
+
+static PWSTR
+co_wide(const char *s)
+{
+    int n = MultiByteToWideChar(CP_UTF8, 0, s, -1, NULL, 0);
+    PWSTR w = CoTaskMemAlloc((size_t)n * sizeof(WCHAR));
+    MultiByteToWideChar(CP_UTF8, 0, s, -1, w, n);
+    return w;
+}
+
+/* Logs the call (and its document), under the lock. */
+static void
+record(const char *fn, const GUID *id, const char *doc)
+{
+    char dir[MAX_PATH];
+    unsigned n = ++seq;
+    if (!env_get("BERTH_HCN_DOUBLE_DIR", dir, sizeof(dir)))
+        return;
+    char path[MAX_PATH + 64], ids[40] = "-";
+    if (id)
+        guid_text(id, ids);
+    if (doc) {
+        snprintf(path, sizeof(path), "%s\\%04u-%s.json", dir, n, fn);
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            fputs(doc, f);
+            fclose(f);
+        }
+    }
+    snprintf(path, sizeof(path), "%s\\calls.log", dir);
+    FILE *log = fopen(path, "ab");
+    if (log) {
+        fprintf(log, "%04u %s %s\n", n, fn, ids);
+        fclose(log);
+    }
+}
+
+static HRESULT
+error(HRESULT hr, const char *message, PWSTR *rec)
+{
+    if (rec) {
+        char buf[512];
+        snprintf(buf, sizeof(buf), "{\"Error\":%ld,\"ErrorMessage\":\"%s\",\"Success\":false}",
+                 (long)hr, message);
+        *rec = co_wide(buf);
+    }
+    return hr;
+}
+
+static struct object *
+find(struct object *t, const GUID *id)
+{
+    for (int i = 0; i < MAXN; i++)
+        if (t[i].used && IsEqualGUID(&t[i].id, id))
+            return &t[i];
+    return NULL;
+}
+
+static struct object *
+add(struct object *t, const GUID *id)
+{
+    for (int i = 0; i < MAXN; i++) {
+        if (!t[i].used) {
+            memset(&t[i], 0, sizeof(t[i]));
+            t[i].used = true;
+            t[i].id = *id;
+            return &t[i];
+        }
+    }
+    return NULL;
+}
+
+/* Handles are pointers to a copy of the id. */
+static void *
+handle(const GUID *id)
+{
+    GUID *h = malloc(sizeof(*h));
+    *h = *id;
+    return h;
+}
+
+/* The settings as JSON, with the string field key required (NULL: any object). */
+static json_object *
+settings_parse(PCWSTR s, const char *key, char *text_out, size_t size)
+{
+    char *t = narrow(s);
+    json_object *o = t ? json_tokener_parse(t) : NULL;
+    if (text_out)
+        snprintf(text_out, size, "%s", t ? t : "");
+    free(t);
+    json_object *v;
+    if (!o || !json_object_is_type(o, json_type_object) ||
+        (key &&
+         (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string)))) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+void WINAPI
+HcnDoubleCounts(int *nets, int *eps, int *nss)
+{
+    AcquireSRWLockExclusive(&lock);
+    *nets = *eps = *nss = 0;
+    for (int i = 0; i < MAXN; i++) {
+        *nets += networks[i].used;
+        *eps += endpoints[i].used;
+        *nss += namespaces[i].used;
+    }
+    ReleaseSRWLockExclusive(&lock);
+}
+
+HRESULT WINAPI
+HcnEnumerateNetworks(PCWSTR Query, PWSTR *Networks, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *q = settings_parse(Query, "Filter", doc, sizeof(doc));
+    record("HcnEnumerateNetworks", NULL, doc);
+    HRESULT hr = S_OK;
+    if (!q) {
+        hr = error(E_INVALIDARG, "The query is not valid JSON with a Filter", ErrorRecord);
+    } else {
+        json_object *f;
+        json_object_object_get_ex(q, "Filter", &f);
+        json_object *filter = json_tokener_parse(json_object_get_string(f));
+        json_object *name = NULL;
+        json_object_object_get_ex(filter, "Name", &name);
+        json_object *list = json_object_new_array();
+        for (int i = 0; i < MAXN; i++) {
+            if (networks[i].used && name &&
+                strcmp(networks[i].name, json_object_get_string(name)) == 0) {
+                char id[40];
+                guid_text(&networks[i].id, id);
+                json_object_array_add(list, json_object_new_string(id));
+            }
+        }
+        *Networks = co_wide(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN));
+        json_object_put(list);
+        json_object_put(filter);
+    }
+    json_object_put(q);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnCreateNetwork(REFGUID Id, PCWSTR Settings, PHCN_NETWORK Network, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *s = settings_parse(Settings, "Name", doc, sizeof(doc));
+    record("HcnCreateNetwork", Id, doc);
+    HRESULT hr = S_OK;
+    if (failing("create-network"))
+        hr = error(E_INVALIDARG, "The parameter is incorrect.", ErrorRecord);
+    else if (!s)
+        hr = error(E_INVALIDARG, "Invalid JSON document: no Name", ErrorRecord);
+    else if (find(networks, Id))
+        hr = error(HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS), "The network exists", ErrorRecord);
+    else {
+        struct object *o = add(networks, Id);
+        json_object *n;
+        json_object_object_get_ex(s, "Name", &n);
+        snprintf(o->name, sizeof(o->name), "%s", json_object_get_string(n));
+        *Network = handle(Id);
+    }
+    json_object_put(s);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnOpenNetwork(REFGUID Id, PHCN_NETWORK Network, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnOpenNetwork", Id, NULL);
+    HRESULT hr =
+        find(networks, Id) ? S_OK : error((HRESULT)0x803B0001L, "Network not found", ErrorRecord);
+    if (hr == S_OK)
+        *Network = handle(Id);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnDeleteNetwork(REFGUID Id, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnDeleteNetwork", Id, NULL);
+    struct object *o = find(networks, Id);
+    HRESULT hr = o ? S_OK : error((HRESULT)0x803B0001L, "Network not found", ErrorRecord);
+    if (o)
+        o->used = false;
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnCloseNetwork(HCN_NETWORK Network)
+{
+    free(Network);
+    return S_OK;
+}
+
+HRESULT WINAPI
+HcnCreateEndpoint(HCN_NETWORK Network, REFGUID Id, PCWSTR Settings, PHCN_ENDPOINT Endpoint,
+                  PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *s = settings_parse(Settings, "HostComputeNetwork", doc, sizeof(doc));
+    record("HcnCreateEndpoint", Id, doc);
+    HRESULT hr = S_OK;
+    if (failing("create-endpoint"))
+        hr = error((HRESULT)0x803B0005L, "The network does not have a subnet for this endpoint",
+                   ErrorRecord);
+    else if (!s || !Network || !find(networks, Network))
+        hr = error(E_INVALIDARG, "No HostComputeNetwork, or not the network's", ErrorRecord);
+    else if (find(endpoints, Id))
+        hr = error(HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS), "The endpoint exists", ErrorRecord);
+    else {
+        struct object *o = add(endpoints, Id);
+        o->network = *(GUID *)Network;
+        *Endpoint = handle(Id);
+    }
+    json_object_put(s);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnDeleteEndpoint(REFGUID Id, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnDeleteEndpoint", Id, NULL);
+    struct object *o = find(endpoints, Id);
+    HRESULT hr = o ? S_OK : error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
+    for (int i = 0; o && i < MAXN; i++) {
+        for (int k = 0; namespaces[i].used && k < namespaces[i].nmembers; k++)
+            if (IsEqualGUID(&namespaces[i].members[k], Id))
+                hr = error(HRESULT_FROM_WIN32(ERROR_BUSY), "The endpoint is in a namespace",
+                           ErrorRecord);
+    }
+    if (o && hr == S_OK)
+        o->used = false;
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnCloseEndpoint(HCN_ENDPOINT Endpoint)
+{
+    free(Endpoint);
+    return S_OK;
+}
+
+HRESULT WINAPI
+HcnCreateNamespace(REFGUID Id, PCWSTR Settings, PHCN_NAMESPACE Namespace, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *s = settings_parse(Settings, NULL, doc, sizeof(doc));
+    record("HcnCreateNamespace", Id, doc);
+    HRESULT hr = S_OK;
+    if (failing("create-namespace"))
+        hr = error(E_OUTOFMEMORY, "Not enough memory resources are available", ErrorRecord);
+    else if (!s)
+        hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
+    else if (find(namespaces, Id))
+        hr = error(HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS), "The namespace exists", ErrorRecord);
+    else {
+        add(namespaces, Id);
+        *Namespace = handle(Id);
+    }
+    json_object_put(s);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnOpenNamespace(REFGUID Id, PHCN_NAMESPACE Namespace, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnOpenNamespace", Id, NULL);
+    HRESULT hr = find(namespaces, Id) ? S_OK
+                                      : error(HRESULT_FROM_WIN32(ERROR_NOT_FOUND),
+                                              "Element not found.", ErrorRecord);
+    if (hr == S_OK)
+        *Namespace = handle(Id);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnModifyNamespace(HCN_NAMESPACE Namespace, PCWSTR Settings, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *s = settings_parse(Settings, "RequestType", doc, sizeof(doc));
+    struct object *ns = Namespace ? find(namespaces, Namespace) : NULL;
+    record("HcnModifyNamespace", Namespace, doc);
+    HRESULT hr = S_OK;
+    json_object *st, *epv, *rt;
+    GUID ep;
+    if (failing("modify-namespace"))
+        hr = error(E_FAIL, "Unspecified error", ErrorRecord);
+    else if (!ns)
+        hr = error(HRESULT_FROM_WIN32(ERROR_NOT_FOUND), "Element not found.", ErrorRecord);
+    else if (!s || !json_object_object_get_ex(s, "Settings", &st) ||
+             !json_object_object_get_ex(st, "EndpointId", &epv) ||
+             !json_object_object_get_ex(s, "RequestType", &rt))
+        hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
+    else {
+        const char *t = json_object_get_string(epv);
+        unsigned d1, d2, d3, b[8];
+        if (sscanf(t, "%8x-%4x-%4x-%2x%2x-%2x%2x%2x%2x%2x%2x", &d1, &d2, &d3, &b[0], &b[1], &b[2],
+                   &b[3], &b[4], &b[5], &b[6], &b[7]) != 11)
+            hr = error(E_INVALIDARG, "EndpointId is not a GUID", ErrorRecord);
+        else {
+            ep.Data1 = d1, ep.Data2 = (WORD)d2, ep.Data3 = (WORD)d3;
+            for (int i = 0; i < 8; i++)
+                ep.Data4[i] = (BYTE)b[i];
+            int at = -1;
+            for (int k = 0; k < ns->nmembers; k++)
+                if (IsEqualGUID(&ns->members[k], &ep))
+                    at = k;
+            if (strcmp(json_object_get_string(rt), "Add") == 0) {
+                if (!find(endpoints, &ep))
+                    hr = error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
+                else if (at < 0 && ns->nmembers < 8)
+                    ns->members[ns->nmembers++] = ep;
+            } else if (at < 0) {
+                hr = error((HRESULT)0x803B0034L, "The endpoint is not attached", ErrorRecord);
+            } else {
+                ns->members[at] = ns->members[--ns->nmembers];
+            }
+        }
+    }
+    json_object_put(s);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnDeleteNamespace(REFGUID Id, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnDeleteNamespace", Id, NULL);
+    struct object *o = find(namespaces, Id);
+    HRESULT hr =
+        o ? S_OK : error(HRESULT_FROM_WIN32(ERROR_NOT_FOUND), "Element not found.", ErrorRecord);
+    if (o)
+        o->used = false;
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnCloseNamespace(HCN_NAMESPACE Namespace)
+{
+    free(Namespace);
+    return S_OK;
+}
