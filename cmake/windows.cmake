@@ -128,6 +128,7 @@ berth_win_skip(daemon/proc_output.c "compiles as it is; needs the container regi
 berth_win_skip(daemon/proc_stdin.c "uv_pipe_open on a FIFO; Windows stdio is named pipes (the hcs driver)")
 berth_win_skip(daemon/ctr_user.c "linux/openat2.h: /etc/passwd read inside a Linux rootfs")
 berth_win_skip(daemon/svc_images.c "compiles as it is; links the store's import, not ported")
+berth_win_skip(daemon/svc_pull.c "explicit_bzero, strndup; drives store/pull.c, not ported")
 berth_win_skip(daemon/svc_volumes.c "compiles as it is; links store/volume.c, not ported")
 berth_win_skip(daemon/status.c "/proc/self: the process collector reads Linux's procfs")
 berth_win_skip(api/metrics.c "compiles as it is; links the API object")

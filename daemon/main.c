@@ -21,6 +21,7 @@
 #include "daemon/runtime_probe.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_images.h"
+#include "daemon/svc_pull.h"
 #include "daemon/volume_ttl.h"
 #include "store/store.h"
 
@@ -80,6 +81,7 @@ signal_cb(uv_signal_t *s, int signum)
     b->d.shutting_down = true;
     api_begin_shutdown(b->api);
     containers_shutdown(b->d.containers);
+    image_pulls_shutdown(b->d.pulls);
     job_queue_shutdown(b->d.jobs);
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
 }
@@ -111,6 +113,15 @@ main(int argc, char **argv)
     log_setup(b.cfg.log_level, b.cfg.log_format);
     signal(SIGPIPE, SIG_IGN);
     size_thread_pool(b.cfg.pool_threads);
+
+    /* The registry client, shared by every pull, reads --registry-auth
+     * now: a file it cannot use is a bad flag. */
+    b.d.cfg = &b.cfg;
+    if (image_pulls_new(&b.d, &b.d.pulls, &err) < 0) {
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        config_close(&b.cfg);
+        return 2;
+    }
 
     /* A root that cannot be made is reported by health as degraded, and
      * every request that needs the store fails with a clear message. */
@@ -195,6 +206,7 @@ main(int argc, char **argv)
 teardown:
     monitor_stop(d->monitor);
     containers_free(d->containers);
+    image_pulls_free(d->pulls);
     store_close(d->store);
     runtime_probe_free(probe);
     job_queue_free(d->jobs);
