@@ -415,8 +415,16 @@ finish_work(void *ctx)
 static void
 finish_done(void *ctx, bool cancelled)
 {
-    (void)cancelled; /* a plain job: shutdown does not cancel it once queued */
-    op_end(ctx);
+    struct pull_op *op = ctx;
+    if (cancelled) {
+        /* Shutdown cancelled it before it ran: the plan still has to go,
+         * and shutdown is the one time the loop may wait on disk here. */
+        if (!op->local_err.code)
+            err_set(&op->local_err, ECANCELED, "pull %s: the daemon is shutting down",
+                    op->reference);
+        finish_work(op);
+    }
+    op_end(op);
 }
 
 static void
