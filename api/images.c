@@ -396,7 +396,7 @@ images_post_json(struct api_req *req)
     if (o.volume_path && !o.volume)
         bad = "field \"source.path\": only with \"source.volume\"";
     else if (!!o.layout_dir + !!o.volume + !!o.registry != 1)
-        bad = "field \"source\": give one of \"layout\" (a directory on the host), \"volume\" "
+        bad = "field \"source\": give either \"layout\" (a directory on the host), \"volume\" "
               "(with an optional \"path\" inside it) or \"registry\" (a reference to pull)";
     else if (has_auth && !o.registry)
         bad = "field \"auth\": only with \"source.registry\"";

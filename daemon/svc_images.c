@@ -263,7 +263,7 @@ image_import(struct daemon *d, const struct image_source *o, image_loaded_cb don
         return ret;
     if (!!o->layout_dir + !!o->volume + !!o->upload + !!o->registry != 1)
         return err_set(err, EINVAL,
-                       "field \"source\": give one of \"layout\" (a directory on the host), "
+                       "field \"source\": give either \"layout\" (a directory on the host), "
                        "\"volume\" (with an optional \"path\" inside it) or \"registry\" (a "
                        "reference to pull)");
     if (o->registry)
