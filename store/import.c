@@ -801,13 +801,18 @@ resolve_docker(struct import *imp, struct err *err)
         goto out;
     struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->b.staging, imp->b.manifest_digest,
                                             (int64_t)json_len, -1, err);
-    if (!w || blob_writer_write(w, json, json_len, err) < 0 ||
-        blob_writer_finish(w, NULL, NULL, err) < 0) {
-        if (w && err->code)
-            blob_writer_abort(w);
+    if (!w) {
         rc = -err->code;
         goto out;
     }
+    if (blob_writer_write(w, json, json_len, err) < 0) {
+        blob_writer_abort(w);
+        rc = -err->code;
+        goto out;
+    }
+    /* finish frees the writer whether it succeeds or not. */
+    if ((rc = blob_writer_finish(w, NULL, NULL, err)) < 0)
+        goto out;
     for (size_t t = 0; t < pick->n_repo_tags; t++)
         if (add_name(imp, pick->repo_tags[t]) < 0) {
             rc = err_set(err, ENOMEM, "out of memory");
