@@ -3,7 +3,8 @@
  * registry on loopback (Debian's docker-registry, images pushed by
  * skopeo, tests/fixtures/regfix.h): by tag and by digest, the second pull
  * of a stored image (one manifest request, counted by regproxy.py), the
- * NDJSON progress lines, multi-platform indexes and "platform", Basic
+ * NDJSON progress lines, Docker schema 2 manifests and zstd and
+ * uncompressed layers, multi-platform indexes and "platform", Basic
  * auth from --registry-auth and from the request, Bearer tokens from a
  * token server, TLS with --registry-ca, --insecure-registry, a docker.io
  * mirror, and the errors (400 for bad input, 401, 404, 422, 502) with no
@@ -179,6 +180,80 @@ START_TEST(progress_lines_per_layer_end_like_an_upload_import)
     ck_assert_int_eq(json_object_get_int(json_at(pf_last(&s), "status")), 200);
     pf_stream_free(&s);
     free(body);
+    pf_finish(&e);
+}
+END_TEST
+
+/* ---- media types -------------------------------------------------------------- */
+
+/* The manifest the registry itself serves for repo:tag, as text. */
+static char *
+registry_manifest(const struct pf_env *e, const char *repo_tag)
+{
+    char cmd[512];
+    const char *colon = strrchr(repo_tag, ':');
+    snprintf(cmd, sizeof(cmd),
+             "curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' -H 'Accept: "
+             "application/vnd.docker.distribution.manifest.v2+json' http://%s/v2/%.*s/manifests/%s",
+             e->reg.host, (int)(colon - repo_tag), repo_tag, colon + 1);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char *buf = calloc(1, 65536);
+    size_t n = fread(buf, 1, 65535, p);
+    buf[n] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    return buf;
+}
+
+START_TEST(docker_schema2_zstd_and_uncompressed_layers_are_pulled_and_unpacked)
+{
+    struct pf_env e;
+    pf_init(&e);
+    current = &e;
+    pf_registry(&e, NULL);
+    /* zstd first: skopeo would reuse the gzip blobs of an earlier push. */
+    pf_push_flags(&e, "child", "test/zstd:1", "--dest-compress-format zstd");
+    pf_push_flags(&e, "child", "test/v2s2:1", "--format v2s2");
+    pf_push_flags(&e, "plain", "test/plain:1", "--preserve-digests");
+    pf_start(&e, NULL, NULL, false);
+    static const struct {
+        const char *repo_tag, *manifest_type, *layer_type;
+    } cases[] = {
+        {"test/v2s2:1", "\"application/vnd.docker.distribution.manifest.v2+json\"",
+         "\"application/vnd.docker.image.rootfs.diff.tar.gzip\""},
+        {"test/zstd:1", NULL, "\"application/vnd.oci.image.layer.v1.tar+zstd\""},
+        {"test/plain:1", NULL, "\"application/vnd.oci.image.layer.v1.tar\""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        /* The registry serves what the case is about, not gzip OCI again. */
+        char *m = registry_manifest(&e, cases[i].repo_tag);
+        ck_assert_msg(!cases[i].manifest_type || strstr(m, cases[i].manifest_type), "%s: %s",
+                      cases[i].repo_tag, m);
+        ck_assert_msg(strstr(m, cases[i].layer_type) && !strstr(m, "tar+gzip"), "%s: %s",
+                      cases[i].repo_tag, m);
+        free(m);
+        struct hresp r;
+        pf_pull(&e, pf_ref(&e, cases[i].repo_tag), NULL, &r);
+        assert_status(&r, 201);
+        ck_assert_int_eq(json_object_array_length(json_at(r.json, "layers")), 2);
+        /* Unpacked from these blobs: each case starts without snapshots. */
+        json_object *top = json_object_array_get_idx(json_at(r.json, "layers"), 1);
+        char path[PATH_MAX], text[64] = "";
+        snprintf(path, sizeof(path), "snapshots/%s/fs/app/hello.txt", pf_str(top, "chain_id") + 7);
+        FILE *f = fopen(fx_root_path(&e.b, path), "r");
+        ck_assert_msg(f, "%s: no %s", cases[i].repo_tag, path);
+        ck_assert_ptr_nonnull(fgets(text, sizeof(text), f));
+        fclose(f);
+        ck_assert_str_eq(text, "child layer\n");
+        char del[128];
+        snprintf(del, sizeof(del), "/v1/images/%s", pf_str(r.json, "digest"));
+        hresp_free(&r);
+        http_do(&e.b, &(struct hreq){.method = "DELETE", .path = del}, &r);
+        assert_status(&r, 200);
+        hresp_free(&r);
+        struct stat sb;
+        ck_assert_msg(stat(fx_root_path(&e.b, path), &sb) != 0, "%s kept after its delete", path);
+    }
     pf_finish(&e);
 }
 END_TEST
@@ -555,6 +630,7 @@ pull_suite(void)
     tcase_add_test(tc, pull_by_tag_stores_the_image_and_a_second_pull_makes_one_manifest_request);
     tcase_add_test(tc, pull_by_digest_names_the_image_by_its_digest_reference);
     tcase_add_test(tc, progress_lines_per_layer_end_like_an_upload_import);
+    tcase_add_test(tc, docker_schema2_zstd_and_uncompressed_layers_are_pulled_and_unpacked);
     tcase_add_test(tc, an_index_gives_the_host_platform_and_platform_picks_another);
     tcase_add_test(tc, basic_auth_from_registry_auth_and_from_the_request_never_shows_a_secret);
     tcase_add_test(tc, bearer_tokens_from_a_token_server_and_a_token_in_the_request);
