@@ -4,13 +4,15 @@
  * regproxy.py in front (which counts requests, and which the tests stop
  * with SIGSTOP to make a registry that stops answering): two pulls of one
  * image make one download (the same reference, and a tag and a digest of
- * one manifest); a corrupted blob is 422 with nothing stored; a registry
+ * one manifest); a corrupted blob, and a blob longer or shorter than
+ * its manifest says, are 422 with nothing stored; a registry
  * that stops answering mid-blob is 504 with nothing stored; kill -9
  * mid-pull, a restart and a pull again; a pull nobody waits for is
  * cancelled after its grace (NDJSON and plain callers); a caller that
  * comes back within it joins the pull and nothing is fetched twice;
- * SIGTERM mid-pull stops cleanly. The big image (one ~50 MB layer) is
- * built once per run by tests/fixtures/make-images.sh.
+ * SIGTERM mid-pull stops cleanly; download progress through a throttled
+ * proxy comes at a few lines a second and ends at the layer's size. The big image (one ~50 MB
+ * layer) is built once per run by tests/fixtures/make-images.sh.
  */
 #include "tests/fixtures/pullfix.h"
 
@@ -181,6 +183,49 @@ START_TEST(a_corrupted_blob_is_422_naming_it_and_nothing_is_stored)
 }
 END_TEST
 
+/* base's manifest with layer 0's size changed by delta, served as tag by the proxy. */
+static void
+serve_resized(const struct pf_env *e, const char *tag, int64_t delta, char spec[PATH_MAX + 128])
+{
+    char md[72], path[PATH_MAX + 128], file[PATH_MAX + 32];
+    pf_manifest("base", md);
+    snprintf(path, sizeof(path), "%s/blobs/sha256/%s", fx_path("base"), md + 7);
+    json_object *m = json_object_from_file(path);
+    json_object *l = json_object_array_get_idx(json_at(m, "layers"), 0);
+    int64_t size = json_object_get_int64(json_at(l, "size"));
+    json_object_object_add(l, "size", json_object_new_int64(size + delta));
+    snprintf(file, sizeof(file), "%s/%s.json", e->work, tag);
+    rf_write(file, json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN));
+    json_object_put(m);
+    snprintf(spec, PATH_MAX + 128, "/v2/test/base/manifests/%s=%s=%s", tag, file,
+             "application/vnd.oci.image.manifest.v1+json");
+}
+
+START_TEST(a_blob_longer_or_shorter_than_its_manifest_says_is_422_and_nothing_is_stored)
+{
+    struct pf_env e;
+    pf_init(&e);
+    current = &e;
+    pf_registry(&e, NULL);
+    pf_push(&e, "base", "test/base:1", NULL);
+    char shorter[PATH_MAX + 128], longer[PATH_MAX + 128], layer[72];
+    serve_resized(&e, "shorter", -1000, shorter);
+    serve_resized(&e, "longer", 1000, longer);
+    pf_layer("base", 0, layer);
+    pf_proxy(&e, (const char *[]){"--serve", shorter, "--serve", longer, NULL});
+    pf_start(&e, NULL, NULL, false);
+    static const char *const tags[] = {"test/base:shorter", "test/base:longer"};
+    for (size_t i = 0; i < 2; i++) {
+        struct hresp r;
+        pf_pull(&e, pf_ref(&e, tags[i]), NULL, &r);
+        ck_assert_error_reply(&r, 422, "invalid_content", layer);
+        hresp_free(&r);
+        pf_assert_nothing_stored(&e);
+    }
+    pf_finish(&e);
+}
+END_TEST
+
 START_TEST(a_registry_that_stops_answering_mid_blob_is_504_and_nothing_is_stored)
 {
     struct pf_env e;
@@ -233,6 +278,53 @@ START_TEST(kill9_mid_pull_then_a_restart_leaves_nothing_and_pulls_again)
     assert_status(&r, 201);
     hresp_free(&r);
     free(body);
+    pf_finish(&e);
+}
+END_TEST
+
+/* ---- progress ------------------------------------------------------------------ */
+
+START_TEST(download_progress_is_a_few_lines_a_second_and_reaches_the_total)
+{
+    struct pf_env e;
+    pf_init(&e);
+    current = &e;
+    pf_registry(&e, NULL);
+    pf_push(&e, "big", "test/big:1", NULL);
+    /* 50 MB at 16 MB/s: about 3 s of download. */
+    pf_proxy(&e, (const char *[]){"--rate", "16000000", NULL});
+    pf_start(&e, NULL, NULL, false);
+    char *body = pf_body(pf_ref(&e, "test/big:1"), NULL);
+    struct pf_stream s;
+    pf_stream(&e, body, NULL, NULL, &s);
+    free(body);
+    json_object *last = pf_last(&s);
+    ck_assert_msg(strcmp(pf_str(last, "step"), "done") == 0 &&
+                      json_object_get_int(json_at(last, "status")) == 201,
+                  "last line: %s", json_object_to_json_string(last));
+    double secs = (s.last_line_ms - s.start_ms) / 1000.0;
+    int downloading = pf_count(&s, "layer", "downloading");
+    int lines = (int)json_object_array_length(s.lines);
+    /* One line per 250 ms at most, plus each layer's last; but lines all
+     * along, not only at the end. */
+    ck_assert_msg(secs >= 2.5, "the throttled pull took only %.2f s", secs);
+    ck_assert_msg(downloading <= 4 * secs + 2, "%d downloading lines in %.2f s", downloading, secs);
+    ck_assert_msg(lines <= 4 * secs + 12, "%d lines in %.2f s", lines, secs);
+    ck_assert_msg(downloading >= 4, "%d downloading lines in %.2f s", downloading, secs);
+    int64_t prev = -1, total = -1;
+    for (size_t i = 0; i < json_object_array_length(s.lines); i++) {
+        json_object *l = json_object_array_get_idx(s.lines, i);
+        if (strcmp(pf_str(l, "status"), "downloading") != 0)
+            continue;
+        int64_t b = json_object_get_int64(json_at(l, "bytes"));
+        total = json_object_get_int64(json_at(l, "total"));
+        ck_assert_msg(b >= prev && b <= total, "bytes %lld after %lld of %lld", (long long)b,
+                      (long long)prev, (long long)total);
+        prev = b;
+    }
+    ck_assert_msg(prev == total && total > (40 << 20), "the last downloading line: %lld of %lld",
+                  (long long)prev, (long long)total);
+    pf_stream_free(&s);
     pf_finish(&e);
 }
 END_TEST
@@ -349,7 +441,10 @@ flight_suite(void)
     tcase_add_test(tc, two_concurrent_pulls_of_one_image_make_one_download);
     tcase_add_test(tc, a_tag_and_a_digest_of_one_manifest_wait_on_each_other_not_in_the_pool);
     tcase_add_test(tc, a_corrupted_blob_is_422_naming_it_and_nothing_is_stored);
+    tcase_add_test(tc,
+                   a_blob_longer_or_shorter_than_its_manifest_says_is_422_and_nothing_is_stored);
     tcase_add_test(tc, a_registry_that_stops_answering_mid_blob_is_504_and_nothing_is_stored);
+    tcase_add_test(tc, download_progress_is_a_few_lines_a_second_and_reaches_the_total);
     tcase_add_test(tc, kill9_mid_pull_then_a_restart_leaves_nothing_and_pulls_again);
     tcase_add_test(tc, a_pull_nobody_waits_for_is_cancelled_after_its_grace);
     tcase_add_test(tc, a_caller_back_within_the_grace_joins_and_nothing_is_fetched_twice);
