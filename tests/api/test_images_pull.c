@@ -6,7 +6,8 @@
  * NDJSON progress lines, Docker schema 2 manifests and zstd and
  * uncompressed layers, multi-platform indexes and "platform", Basic
  * auth from --registry-auth and from the request, Bearer tokens from a
- * token server, TLS with --registry-ca, --insecure-registry, a docker.io
+ * token server, TLS with --registry-ca, --insecure-registry,
+ * --pull-parallel (blob GETs in flight counted by the proxy), a docker.io
  * mirror, and the errors (400 for bad input, 401, 404, 422, 502) with no
  * secret in any error body or in the daemon's log. Skipped (77) when the
  * registry tools are missing.
@@ -503,6 +504,55 @@ START_TEST(tls_with_registry_ca_and_plain_http_only_with_insecure_registry)
 }
 END_TEST
 
+/* The most blob GETs the proxy answered at once. */
+static int
+max_inflight(const struct pf_env *e)
+{
+    int most = 0;
+    for (int n = 1; n <= 8; n++) {
+        char needle[32];
+        snprintf(needle, sizeof(needle), "INFLIGHT %d\n", n);
+        if (rf_count_lines(e->proxy.log, needle) > 0)
+            most = n;
+    }
+    return most;
+}
+
+START_TEST(pull_parallel_bounds_the_layer_downloads_in_flight)
+{
+    struct pf_env e;
+    pf_init(&e);
+    current = &e;
+    pf_registry(&e, NULL);
+    pf_push(&e, "child", "test/child:1", NULL);
+    /* child's lower layer (1 MB) takes about a second at this rate: its
+     * upper layer starts while it runs, unless only one may. */
+    pf_proxy(&e, (const char *[]){"--rate", "1000000", NULL});
+    static const struct {
+        const char *parallel;
+        int want;
+    } cases[] = {{"1", 1}, {NULL, 2}};
+    for (size_t i = 0; i < 2; i++) {
+        rf_write(e.proxy.log, "");
+        pf_start(&e, (const char *[]){cases[i].parallel ? "--pull-parallel" : NULL, "1", NULL},
+                 NULL, false);
+        struct hresp r;
+        pf_pull(&e, pf_ref(&e, "test/child:1"), NULL, &r);
+        assert_status(&r, 201);
+        hresp_free(&r);
+        /* config, then both layers */
+        ck_assert_int_eq(rf_count_lines(e.proxy.log, "INFLIGHT"), 3);
+        ck_assert_msg(max_inflight(&e) == cases[i].want,
+                      "--pull-parallel %s: %d blob downloads at once, expected %d",
+                      cases[i].parallel ? cases[i].parallel : "(default 3)", max_inflight(&e),
+                      cases[i].want);
+        if (i == 0)
+            berthd_finish(&e.b);
+    }
+    pf_finish(&e);
+}
+END_TEST
+
 START_TEST(a_mirror_of_docker_io_is_pulled_through)
 {
     struct pf_env e;
@@ -635,6 +685,7 @@ pull_suite(void)
     tcase_add_test(tc, basic_auth_from_registry_auth_and_from_the_request_never_shows_a_secret);
     tcase_add_test(tc, bearer_tokens_from_a_token_server_and_a_token_in_the_request);
     tcase_add_test(tc, tls_with_registry_ca_and_plain_http_only_with_insecure_registry);
+    tcase_add_test(tc, pull_parallel_bounds_the_layer_downloads_in_flight);
     tcase_add_test(tc, a_mirror_of_docker_io_is_pulled_through);
     tcase_add_test(tc, bad_references_are_400_and_what_berth_does_not_pull_is_422);
     suite_add_tcase(s, tc);
