@@ -955,14 +955,13 @@ blob_exchange(struct registry_blob *b, struct err *err)
      * bytes: refused before they are read (a shorter one would otherwise
      * look like a cut connection and be resumed past its end). */
     const struct reg_http_resp *resp = reg_stream_resp(b->s);
-    int64_t from = resp->status == 206 ? b->offset : 0;
-    if (b->size >= 0 && resp->content_length >= 0 && from + resp->content_length != b->size) {
-        reg_stream_close(b->s);
+    int64_t served = (resp->status == 206 ? b->offset : 0) + resp->content_length;
+    if (b->size >= 0 && resp->content_length >= 0 && served != b->size) {
+        reg_stream_close(b->s); /* resp goes with it */
         b->s = NULL;
         return err_set(err, ERR_INVALID_CONTENT,
                        "blob %s: registry %s serves %lld bytes, its descriptor says %lld",
-                       b->digest, b->r->host, (long long)(from + resp->content_length),
-                       (long long)b->size);
+                       b->digest, b->r->host, (long long)served, (long long)b->size);
     }
     if (b->offset == 0)
         return 0;
