@@ -67,15 +67,16 @@ START_TEST(pull_by_tag_stores_the_image_and_a_second_pull_makes_one_manifest_req
     hresp_free(&r);
     /* manifest, config, two layers */
     ck_assert_int_eq(rf_count_lines(e.proxy.log, "front GET"), 4);
-    /* Stored: one manifest request and an answer at once (the goal is 50 ms
-     * on an idle machine; loaded CI gets some room). */
+    /* Stored: one manifest request and an answer at once. The 50 ms goal
+     * is bench/pull.sh's; here a bound only a download would pass (0.5 s
+     * was missed at a load of 30 on 2 cores). */
     rf_write(e.proxy.log, "");
     pf_pull(&e, pf_ref(&e, "test/child:1"), NULL, &r);
     assert_status(&r, 200);
     ck_assert_str_eq(pf_str(r.json, "digest"), want);
     ck_assert_int_eq(rf_count_lines(e.proxy.log, "front"), 1);
     ck_assert_int_eq(rf_count_lines(e.proxy.log, "front GET /v2/test/child/manifests/1 200"), 1);
-    ck_assert_msg(r.total_s < 0.5, "a warm pull took %.3f s", r.total_s);
+    ck_assert_msg(r.total_s < 3.0, "a warm pull took %.3f s", r.total_s);
     hresp_free(&r);
     ck_assert_int_eq(fx_image_count(&e.b), 1);
     pf_finish(&e);
@@ -525,9 +526,9 @@ START_TEST(pull_parallel_bounds_the_layer_downloads_in_flight)
     current = &e;
     pf_registry(&e, NULL);
     pf_push(&e, "child", "test/child:1", NULL);
-    /* child's lower layer (1 MB) takes about a second at this rate: its
-     * upper layer starts while it runs, unless only one may. */
-    pf_proxy(&e, (const char *[]){"--rate", "1000000", NULL});
+    /* Every blob GET is held 2 s: child's two layer GETs overlap, in
+     * whichever order their jobs start, unless only one may run. */
+    pf_proxy(&e, (const char *[]){"--blob-delay", "2000", NULL});
     static const struct {
         const char *parallel;
         int want;
