@@ -8,8 +8,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
-#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,6 +18,8 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/sock.h"
 #include "jsonutil/jsonutil.h"
 #include "daemon/daemon.h"
 
@@ -761,8 +761,8 @@ peer_sweep_cb(uv_timer_t *t)
             MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!info)
             continue;
-        struct pollfd pfd = {.fd = info->connect_fd, .events = POLLRDHUP};
-        if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        enum sock_peer peer = sock_peer((intptr_t)info->connect_fd);
+        if (peer == SOCK_PEER_OPEN)
             continue;
         /* A reset (POLLHUP/POLLERR) is final. A FIN is not always: a
          * client may shut its sending side after the whole body (a
@@ -771,14 +771,14 @@ peer_sweep_cb(uv_timer_t *t)
          * short of its Content-Length, and we are not the ones holding MHD
          * back (a suspended request waits for its job, not for the client),
          * and it stays so for two sweeps. */
-        if (!(pfd.revents & (POLLHUP | POLLERR))) {
+        if (peer == SOCK_PEER_FIN) {
             int unread = 0;
             const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
             bool complete = cl && strtoull(cl, NULL, 10) <= req->body_received;
             /* A request waiting for its answer (watch_hangup) has had its
              * whole body: a FIN then is the client leaving. */
             bool held = uploading && (req->suspended || complete);
-            if (held || ioctl(info->connect_fd, FIONREAD, &unread) < 0 || unread > 0) {
+            if (held || sock_unread((intptr_t)info->connect_fd, &unread) < 0 || unread > 0) {
                 req->peer_eof_sweeps = 0;
                 continue;
             }

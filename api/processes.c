@@ -80,7 +80,7 @@ api_body_process(const char *text, size_t len, struct api_body_process *out, str
         jsonutil_get_array(out->json, "", "env", false, &env, err) < 0 ||
         jsonutil_get_string(out->json, "", "dir", false, &o->dir, err) < 0 ||
         jsonutil_get_string(out->json, "", "user", false, &o->user, err) < 0 ||
-        jsonutil_get_bool(out->json, "", "stdin", false, &o->stdin, err) < 0 ||
+        jsonutil_get_bool(out->json, "", "stdin", false, &o->has_stdin, err) < 0 ||
         (args && api_parse_strv(args, "args", &out->argv, err) < 0) ||
         (env && api_parse_strv(env, "env", &out->env, err) < 0)) {
         api_body_process_clear(out);

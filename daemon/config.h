@@ -46,6 +46,8 @@ struct config {
     char **registry_mirrors; /* --registry-mirror URL: docker.io's, tried in order */
     size_t n_registry_mirrors;
     unsigned pull_parallel; /* layers downloaded at once by one pull */
+
+    bool service; /* --service: run under the Windows service control manager */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };
@@ -60,7 +62,8 @@ int config_parse(struct config *cfg, int argc, char **argv, struct err *err);
 void config_close(struct config *cfg);
 
 /* The default store root: /var/lib/berth for root, else
- * $XDG_DATA_HOME/berth or ~/.local/share/berth. Caller frees. */
+ * $XDG_DATA_HOME/berth or ~/.local/share/berth; %ProgramData%\berth on
+ * Windows, written with '/' separators (common/os.h). Caller frees. */
 char *config_default_root(void);
 
 /* Parses "host:port" (IPv4 or [IPv6]:port). */

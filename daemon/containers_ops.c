@@ -14,15 +14,11 @@
  */
 #include "daemon/containers.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <json-c/json.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -30,6 +26,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "common/strv.h"
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
@@ -415,8 +412,9 @@ container_dir_remove(const char *dir, struct err *err)
     int ret = fs_remove_tree(trash, err);
     if (ret < 0)
         return ret;
-    if (rename(dir, trash) < 0)
-        return errno == ENOENT ? 0 : fs_remove_tree(dir, err);
+    int r = osfs_rename(dir, trash);
+    if (r < 0)
+        return r == -ENOENT ? 0 : fs_remove_tree(dir, err);
     return fs_remove_tree(trash, err);
 }
 
@@ -428,8 +426,8 @@ static int
 delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p, const char *dir,
              bool undo, struct err *err)
 {
-    struct stat sb;
-    bool have_dir = stat(dir, &sb) == 0;
+    struct os_stat sb;
+    bool have_dir = osfs_stat(dir, &sb) == 0;
     int ret = 0;
     if (have_dir)
         ret = record_write(p, dir, "deleting", err);
@@ -601,30 +599,30 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
     int ret = fs_mkdir_p(reg->root, 0700, err);
     if (ret < 0)
         return ret;
-    DIR *dp = opendir(reg->root);
-    if (!dp)
-        return err_errno(err, errno, "open %s", reg->root);
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        if (strncmp(de->d_name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0) {
+    struct osfs_dir *dp = NULL;
+    if ((ret = osfs_dir_open(reg->root, &dp)) < 0)
+        return err_errno(err, -ret, "open %s", reg->root);
+    const char *name;
+    while ((name = osfs_dir_next(dp, NULL)) != NULL) {
+        if (strncmp(name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0) {
             /* A delete's last step, cut short by a crash. */
-            cleanup_free char *trash = fs_path_join(reg->root, de->d_name);
+            cleanup_free char *trash = fs_path_join(reg->root, name);
             struct err terr = {0};
             if (trash && fs_remove_tree(trash, &terr) < 0)
                 log_warn("containers: %s", terr.msg);
             continue;
         }
-        if (de->d_name[0] == '.')
+        if (name[0] == '.')
             continue;
-        cleanup_free char *dir = fs_path_join(reg->root, de->d_name);
+        cleanup_free char *dir = fs_path_join(reg->root, name);
         struct ctr_params *p = NULL;
         cleanup_free char *state = NULL;
         struct err rerr = {0};
-        if (record_read(dir, &p, &state, &rerr) < 0 || strcmp(p->handle, de->d_name) != 0) {
+        if (record_read(dir, &p, &state, &rerr) < 0 || strcmp(p->handle, name) != 0) {
             /* No usable record: nothing to report, only to clean up. */
-            log_warn("containers: %s: no usable record (%s); cleaning up", de->d_name, rerr.msg);
+            log_warn("containers: %s: no usable record (%s); cleaning up", name, rerr.msg);
             struct ctr_params bare = {0};
-            snprintf(bare.handle, sizeof(bare.handle), "%s", de->d_name);
+            snprintf(bare.handle, sizeof(bare.handle), "%s", name);
             if (!rt_handle_valid(bare.handle))
                 snprintf(bare.handle, sizeof(bare.handle), "invalid");
             if (containers_delete_blocking(reg, d->store, p ? p : &bare, dir, &rerr) < 0)
@@ -657,7 +655,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));
     }
-    closedir(dp);
+    osfs_dir_close(dp);
     remove_orphans(reg);
     return 0;
 }
