@@ -792,8 +792,11 @@ stream_client_gone(struct api_req *req)
  * 0.9.75, may not do after a resume either, having dropped the socket's
  * edge-triggered event). So uploads in progress are checked here: a peer
  * that shut its side down or reset the connection has its request's job
- * aborted, and the request resumed so MHD closes it. Every request whose
- * body is still coming is also held to the minimum rate here.
+ * aborted, and the request resumed so MHD closes it. Requests that wait
+ * long with nothing to send (watch_hangup: a registry pull) are watched
+ * the same way, so their callers stop waiting when they leave. Every
+ * request whose body is still coming is also held to the minimum rate
+ * here.
  */
 static void
 peer_sweep_cb(uv_timer_t *t)
@@ -815,7 +818,8 @@ peer_sweep_cb(uv_timer_t *t)
             api_stream_fail(req->stream);
             continue;
         }
-        if (!req->stream_data || req->body_ended || !req->on_shutdown)
+        bool uploading = req->stream_data && !req->body_ended;
+        if (!req->on_shutdown || !(uploading || req->watch_hangup))
             continue;
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -835,15 +839,18 @@ peer_sweep_cb(uv_timer_t *t)
             int unread = 0;
             const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
             bool complete = cl && strtoull(cl, NULL, 10) <= req->body_received;
-            if (req->suspended || complete ||
-                sock_unread((intptr_t)info->connect_fd, &unread) < 0 || unread > 0) {
+            /* A request waiting for its answer (watch_hangup) has had its
+             * whole body: a FIN then is the client leaving. */
+            bool held = uploading && (req->suspended || complete);
+            if (held || sock_unread((intptr_t)info->connect_fd, &unread) < 0 || unread > 0) {
                 req->peer_eof_sweeps = 0;
                 continue;
             }
             if (++req->peer_eof_sweeps < 2)
                 continue;
         }
-        log_debug("%s %s: the client hung up during the upload", req->method, req->path);
+        log_debug("%s %s: the client hung up %s", req->method, req->path,
+                  uploading ? "during the upload" : "while waiting");
         void (*hook)(struct api_req *) = req->on_shutdown;
         req->on_shutdown = NULL; /* once */
         hook(req);

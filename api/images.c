@@ -1,8 +1,8 @@
 /*
  * /v1/images: import (a tar upload streamed into the import's pipe, or a
- * layout directory or volume named in a JSON body; with Accept:
- * application/x-ndjson, progress lines as it goes), list, get (with the
- * image's config), delete and prune. Each handler parses the request,
+ * layout directory, a volume or a registry reference named in a JSON
+ * body; with Accept: application/x-ndjson, progress lines as it goes),
+ * list, get (with the image's config), delete and prune. Each handler parses the request,
  * calls one image service (daemon/svc_images.h) and renders what it
  * reports. Loop thread.
  */
@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/svc_images.h"
 #include "jsonutil/jsonutil.h"
+#include "store/registry_auth.h"
 #include "store/refname.h"
 
 /* ---- rendering -------------------------------------------------------------- */
@@ -157,6 +158,7 @@ imp_progress(void *arg, const struct image_progress *ev)
     if (ev->count) {
         json_object_object_add(o, "layer", json_object_new_int64(ev->index));
         json_object_object_add(o, "layers", json_object_new_int64(ev->count));
+        json_object_object_add(o, "bytes", json_object_new_int64(ev->done));
     }
     json_object_object_add(o, "done", json_object_new_int64(ev->done));
     if (ev->total >= 0)
@@ -224,6 +226,27 @@ imp_on_shutdown(struct api_req *req)
         bpipe_abort(p, ECANCELED);
 }
 
+/*
+ * A pull's caller hung up (the API's peer sweep saw it) or the daemon is
+ * stopping. At shutdown the pull service cancels the pull and answers;
+ * for a hang-up the request stops waiting (the pull goes on for whoever
+ * else waits, see daemon/svc_pull.h) and is closed.
+ */
+static void
+pull_on_hangup(struct api_req *req)
+{
+    struct imp_reply *r = req->ctx;
+    if (!r || r->answered || api_daemon(req->api)->shutting_down)
+        return;
+    r->answered = true;
+    image_load_detach(r->op);
+    r->op = NULL;
+    if (r->stream)
+        api_stream_fail(r->stream);
+    else
+        api_reply_fail(req, ECANCELED, "pull: the client hung up");
+}
+
 /* The NDJSON reply starts once the request body is complete. */
 static void
 imp_open_stream(struct api_req *req)
@@ -239,16 +262,23 @@ imp_open_stream(struct api_req *req)
         api_req_suspend(req);
 }
 
-/* Parses ?name= and ?platform=, starts the import; replies on error. */
+/* Parses ?name= and ?platform= (or the body's "platform"), starts the
+ * import of o; replies on error. */
 static struct imp_reply *
-imp_begin(struct api_req *req, const char *layout, const char *volume, const char *path,
-          bool upload)
+imp_begin(struct api_req *req, struct image_source *o, const char *body_platform)
 {
     struct err err = {0};
     struct oci_platform platform;
     const char *pq = api_req_query(req, "platform");
-    if (pq && oci_platform_parse(pq, &platform, &err) < 0) {
-        api_reply_fail(req, EINVAL, "platform %s: %s", pq, err.msg);
+    if (pq && body_platform) {
+        api_reply_fail(req, EINVAL,
+                       "platform: give ?platform= or the field \"platform\", not both");
+        return NULL;
+    }
+    const char *want = pq ? pq : body_platform;
+    if (want && oci_platform_parse(want, &platform, &err) < 0) {
+        api_reply_fail(req, EINVAL, "%s %s: %s", pq ? "platform" : "field \"platform\":", want,
+                       err.msg);
         return NULL;
     }
     const char *accept = api_req_header(req, MHD_HTTP_HEADER_ACCEPT);
@@ -259,22 +289,21 @@ imp_begin(struct api_req *req, const char *layout, const char *volume, const cha
     }
     r->req = req;
     r->ndjson = accept && strstr(accept, "application/x-ndjson") != NULL;
-    struct image_source o = {.layout_dir = layout,
-                             .volume = volume,
-                             .volume_path = path,
-                             .upload = upload,
-                             .name = api_req_query(req, "name"),
-                             .platform = pq ? &platform : NULL,
-                             .progress = r->ndjson ? imp_progress : NULL,
-                             .room = imp_room};
-    if (image_import(api_daemon(req->api), &o, imported_cb, r, &r->op, &err) < 0) {
+    o->name = api_req_query(req, "name");
+    o->platform = want ? &platform : NULL;
+    o->progress = r->ndjson ? imp_progress : NULL;
+    o->room = imp_room;
+    if (image_import(api_daemon(req->api), o, imported_cb, r, &r->op, &err) < 0) {
         free(r);
         api_reply_err(req, &err);
         return NULL;
     }
     req->ctx = r;
     req->ctx_free = imp_reply_free;
-    req->on_shutdown = imp_on_shutdown;
+    req->on_shutdown = o->registry ? pull_on_hangup : imp_on_shutdown;
+    /* A pull may run for minutes with nothing to send: the API watches the
+     * socket so a caller that hangs up stops waiting (pull_on_hangup). */
+    req->watch_hangup = o->registry != NULL;
     return r;
 }
 
@@ -302,11 +331,40 @@ images_post_begin(struct api_req *req)
                        ct);
         return BODY_NONE;
     }
-    struct imp_reply *r = imp_begin(req, NULL, NULL, NULL, true);
+    struct image_source o = {.upload = true};
+    struct imp_reply *r = imp_begin(req, &o, NULL);
     if (!r)
         return BODY_NONE;
     api_upload_attach(req, image_load_pipe(r->op), imp_open_stream);
     return BODY_STREAM;
+}
+
+/* The body's "auth": {"username", "password"} or {"token"}. Messages
+ * name fields, never what they hold. */
+static int
+pull_auth(json_object *body, struct registry_creds *c, struct err *err)
+{
+    json_object *auth = NULL;
+    static const char *const fields[] = {"username", "password", "token", NULL};
+    int has = jsonutil_get_object(body, "", "auth", false, &auth, err);
+    if (has <= 0)
+        return has;
+    if (jsonutil_check_fields(auth, "auth", fields, err) < 0 ||
+        jsonutil_get_string(auth, "auth", "username", false, &c->username, err) < 0 ||
+        jsonutil_get_string(auth, "auth", "password", false, &c->password, err) < 0 ||
+        jsonutil_get_string(auth, "auth", "token", false, &c->token, err) < 0)
+        return -err->code;
+    if (c->token && (c->username || c->password))
+        return err_set(
+            err, EINVAL,
+            "field \"auth\": give \"username\" and \"password\", or \"token\", not both");
+    if (!c->token && (!c->username || !*c->username || !c->password))
+        return err_set(err, EINVAL,
+                       "field \"auth\": give \"username\" and \"password\" together, or "
+                       "\"token\"");
+    if (c->token && !*c->token)
+        return err_set(err, EINVAL, "field \"auth.token\": must not be empty");
+    return 1;
 }
 
 static void
@@ -315,33 +373,41 @@ images_post_json(struct api_req *req)
     struct err err = {0};
     json_object *body = NULL;
     json_object *source = NULL;
-    const char *layout = NULL, *volume = NULL, *path = NULL;
-    static const char *const top[] = {"source", NULL};
-    static const char *const src_fields[] = {"layout", "volume", "path", NULL};
+    const char *platform = NULL;
+    struct image_source o = {0};
+    struct registry_creds creds = {0};
+    int has_auth = 0;
+    static const char *const top[] = {"source", "platform", "auth", NULL};
+    static const char *const src_fields[] = {"layout", "volume", "path", "registry", NULL};
     if (api_req_body_json(req, false, &body, &err) < 0 ||
         jsonutil_check_fields(body, "", top, &err) < 0 ||
         jsonutil_get_object(body, "", "source", true, &source, &err) < 0 ||
         jsonutil_check_fields(source, "source", src_fields, &err) < 0 ||
-        jsonutil_get_string(source, "source", "layout", false, &layout, &err) < 0 ||
-        jsonutil_get_string(source, "source", "volume", false, &volume, &err) < 0 ||
-        jsonutil_get_string(source, "source", "path", false, &path, &err) < 0) {
+        jsonutil_get_string(source, "source", "layout", false, &o.layout_dir, &err) < 0 ||
+        jsonutil_get_string(source, "source", "volume", false, &o.volume, &err) < 0 ||
+        jsonutil_get_string(source, "source", "path", false, &o.volume_path, &err) < 0 ||
+        jsonutil_get_string(source, "source", "registry", false, &o.registry, &err) < 0 ||
+        jsonutil_get_string(body, "", "platform", false, &platform, &err) < 0 ||
+        (has_auth = pull_auth(body, &creds, &err)) < 0) {
         json_object_put(body);
         api_reply_err(req, &err);
         return;
     }
-    if (layout && path) {
-        api_reply_fail(req, EINVAL, "field \"source.path\": only with \"source.volume\"");
+    const char *bad = NULL;
+    if (o.volume_path && !o.volume)
+        bad = "field \"source.path\": only with \"source.volume\"";
+    else if (!!o.layout_dir + !!o.volume + !!o.registry != 1)
+        bad = "field \"source\": give either \"layout\" (a directory on the host), \"volume\" "
+              "(with an optional \"path\" inside it) or \"registry\" (a reference to pull)";
+    else if (has_auth && !o.registry)
+        bad = "field \"auth\": only with \"source.registry\"";
+    if (bad) {
+        api_reply_fail(req, EINVAL, "%s", bad);
         json_object_put(body);
         return;
     }
-    if (!layout && !volume) {
-        api_reply_fail(req, EINVAL,
-                       "field \"source\": give either \"layout\" (a directory on the host) "
-                       "or \"volume\" (with an optional \"path\" inside it)");
-        json_object_put(body);
-        return;
-    }
-    struct imp_reply *r = imp_begin(req, layout, volume, path, false);
+    o.creds = has_auth ? &creds : NULL;
+    struct imp_reply *r = imp_begin(req, &o, platform);
     json_object_put(body);
     if (r)
         imp_open_stream(req);

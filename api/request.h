@@ -107,6 +107,10 @@ struct api_req {
      * a streamed upload, so that whatever the request's job waits for (an
      * upload pipe, a follow stream) is aborted rather than waited on. */
     void (*on_shutdown)(struct api_req *req);
+    /* The handler waits on a service with nothing to send for a long time
+     * (a registry pull): the peer sweep also watches this request's socket
+     * and calls on_shutdown when the client hangs up. */
+    bool watch_hangup;
 
     /* A pointer elsewhere (a job's) that refers to this request and is
      * cleared when the request goes away, so a job whose client

@@ -64,6 +64,16 @@ const char config_usage[] =
     "                              non-loopback resolvers)          BERTH_DNS (comma-separated)\n"
     "  --cni-config DIR            use the CNI configuration list in DIR instead of berth's\n"
     "                                                                          BERTH_CNI_CONFIG\n"
+    "  --registry-auth FILE        registry credentials in Docker's config.json format\n"
+    "                                                                       BERTH_REGISTRY_AUTH\n"
+    "  --registry-ca HOST=FILE     a PEM CA bundle for one registry; repeatable\n"
+    "                                                   BERTH_REGISTRY_CA (comma-separated)\n"
+    "  --insecure-registry HOST    speak plain HTTP to this registry; repeatable\n"
+    "                                             BERTH_INSECURE_REGISTRY (comma-separated)\n"
+    "  --registry-mirror URL       a mirror of docker.io, tried before it; repeatable\n"
+    "                                               BERTH_REGISTRY_MIRROR (comma-separated)\n"
+    "  --pull-parallel N           layers one pull downloads at once (default 3)\n"
+    "                                                                       BERTH_PULL_PARALLEL\n"
     "  --service                   run as a Windows service (what sc.exe create starts;\n"
     "                              Windows only)\n"
     "  --docker-listen ADDR        the Docker-compatible API: unix:///PATH, tcp://HOST:PORT or\n"
@@ -94,6 +104,11 @@ enum {
     OPT_NETWORK_GATEWAY,
     OPT_DNS,
     OPT_CNI_CONFIG,
+    OPT_REGISTRY_AUTH,
+    OPT_REGISTRY_CA,
+    OPT_INSECURE_REGISTRY,
+    OPT_REGISTRY_MIRROR,
+    OPT_PULL_PARALLEL,
     OPT_SERVICE,
     OPT_DOCKER_LISTEN,
     OPT_VERSION,
@@ -129,6 +144,11 @@ static const struct option_desc option_descs[] = {
     {OPT_NETWORK_GATEWAY, "network-gateway", "BERTH_NETWORK_GATEWAY", required_argument},
     {OPT_DNS, "dns", "BERTH_DNS", required_argument},
     {OPT_CNI_CONFIG, "cni-config", "BERTH_CNI_CONFIG", required_argument},
+    {OPT_REGISTRY_AUTH, "registry-auth", "BERTH_REGISTRY_AUTH", required_argument},
+    {OPT_REGISTRY_CA, "registry-ca", "BERTH_REGISTRY_CA", required_argument},
+    {OPT_INSECURE_REGISTRY, "insecure-registry", "BERTH_INSECURE_REGISTRY", required_argument},
+    {OPT_REGISTRY_MIRROR, "registry-mirror", "BERTH_REGISTRY_MIRROR", required_argument},
+    {OPT_PULL_PARALLEL, "pull-parallel", "BERTH_PULL_PARALLEL", required_argument},
     {OPT_SERVICE, "service", NULL, no_argument},
     {OPT_DOCKER_LISTEN, "docker-listen", "BERTH_DOCKER_LISTEN", required_argument},
     {OPT_VERSION, "version", NULL, no_argument},
@@ -298,12 +318,14 @@ config_parse_bytes(const char *s, int64_t *out)
     return 0;
 }
 
-/* Which network flags were given, for the checks across flags. */
+/* Which network flags were given, for the checks across flags, and which
+ * lists a flag has started (a flag replaces its variable's list). */
 struct net_flags {
     bool name, pool, gateway;
     bool dns_from_flags; /* a --dns flag replaces BERTH_DNS's list */
     /* The hcs runtime's flags given, by name, for the check against --runtime. */
     const char *hcs_flag;
+    bool ca_from_flags, insecure_from_flags, mirror_from_flags;
 };
 
 /* The reason in a message "WHAT VALUE: reason" (the message itself otherwise). */
@@ -344,6 +366,163 @@ dns_clear(struct config *cfg)
         free(cfg->dns[i]);
     free(cfg->dns);
     cfg->dns = NULL;
+}
+
+/* ---- registry flags --------------------------------------------------------- */
+
+#define REGISTRY_LIST_MAX 32
+
+bool
+config_registry_host_valid(const char *s)
+{
+    const char *port = NULL;
+    size_t n = strlen(s);
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close == s + 1)
+            return false;
+        for (const char *p = s + 1; p < close; p++)
+            if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
+                return false;
+        if (close[1] && close[1] != ':')
+            return false;
+        port = close[1] ? close + 2 : NULL;
+    } else {
+        const char *colon = strchr(s, ':');
+        size_t host = colon ? (size_t)(colon - s) : n;
+        if (host == 0 || s[0] == '.' || s[0] == '-' || s[host - 1] == '.' || s[host - 1] == '-')
+            return false;
+        for (size_t i = 0; i < host; i++)
+            if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '-')
+                return false;
+        port = colon ? colon + 1 : NULL;
+    }
+    if (port) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(port, &end, 10);
+        if (!isdigit((unsigned char)*port) || *end || errno || v == 0 || v > 65535)
+            return false;
+    }
+    return true;
+}
+
+static int
+list_add(char ***v, size_t *n, const char *value, const char *flag, struct err *err)
+{
+    if (*n >= REGISTRY_LIST_MAX)
+        return err_set(err, EINVAL, "--%s %s: at most %d of them", flag, value, REGISTRY_LIST_MAX);
+    char **nv = realloc(*v, (*n + 2) * sizeof(char *));
+    if (!nv)
+        return err_set(err, ENOMEM, "out of memory");
+    *v = nv;
+    if (!(nv[*n] = strdup(value)))
+        return err_set(err, ENOMEM, "out of memory");
+    nv[++*n] = NULL;
+    return 0;
+}
+
+static void
+list_clear(char ***v, size_t *n)
+{
+    for (size_t i = 0; *v && (*v)[i]; i++)
+        free((*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
+/* A file berthd reads at start: an absolute path it can read now. */
+static int
+check_readable(const char *flag, const char *value, const char *path, struct err *err)
+{
+    if (path[0] != '/')
+        return err_set(err, EINVAL, "--%s %s: %s must be an absolute path", flag, value, path);
+    if (access(path, R_OK) < 0)
+        return err_set(err, EINVAL, "--%s %s: %s cannot be read: %s", flag, value, path,
+                       strerror(errno));
+    return 0;
+}
+
+static int
+registry_ca_add(struct config *cfg, const char *flag, const char *value, struct err *err)
+{
+    const char *eq = strchr(value, '=');
+    cleanup_free char *host = eq ? strndup(value, (size_t)(eq - value)) : NULL;
+    if (!eq || !host || !config_registry_host_valid(host) || !eq[1])
+        return err_set(err, EINVAL, "--%s %s: expected HOST[:PORT]=FILE", flag, value);
+    if (check_readable(flag, value, eq + 1, err) < 0)
+        return -err->code;
+    size_t n = cfg->n_registry_cas;
+    if (list_add(&cfg->registry_ca_files, &n, eq + 1, flag, err) < 0)
+        return -err->code;
+    n = cfg->n_registry_cas;
+    if (list_add(&cfg->registry_ca_hosts, &n, host, flag, err) < 0)
+        return -err->code;
+    cfg->n_registry_cas = n;
+    return 0;
+}
+
+static void
+registry_ca_clear(struct config *cfg)
+{
+    size_t n = cfg->n_registry_cas;
+    list_clear(&cfg->registry_ca_hosts, &n);
+    n = cfg->n_registry_cas;
+    list_clear(&cfg->registry_ca_files, &n);
+    cfg->n_registry_cas = 0;
+}
+
+static int
+registry_mirror_add(struct config *cfg, const char *flag, const char *value, struct err *err)
+{
+    const char *rest = strncmp(value, "https://", 8) == 0  ? value + 8
+                       : strncmp(value, "http://", 7) == 0 ? value + 7
+                                                           : NULL;
+    size_t host_len = rest ? strcspn(rest, "/") : 0;
+    cleanup_free char *host = rest ? strndup(rest, host_len) : NULL;
+    if (!rest || !host || !config_registry_host_valid(host))
+        return err_set(err, EINVAL, "--%s %s: expected http(s)://HOST[:PORT][/PATH]", flag, value);
+    return list_add(&cfg->registry_mirrors, &cfg->n_registry_mirrors, value, flag, err);
+}
+
+/* Applies one value of a repeatable registry flag (from the environment:
+ * a comma-separated list). */
+static int
+apply_registry_list(struct config *cfg, struct net_flags *nf, bool from_env, int id,
+                    const char *flag, const char *value, struct err *err)
+{
+    bool *from_flags = id == OPT_REGISTRY_CA         ? &nf->ca_from_flags
+                       : id == OPT_INSECURE_REGISTRY ? &nf->insecure_from_flags
+                                                     : &nf->mirror_from_flags;
+    if (!from_env && !*from_flags) {
+        if (id == OPT_REGISTRY_CA)
+            registry_ca_clear(cfg);
+        else if (id == OPT_INSECURE_REGISTRY)
+            list_clear(&cfg->insecure_registries, &cfg->n_insecure_registries);
+        else
+            list_clear(&cfg->registry_mirrors, &cfg->n_registry_mirrors);
+        *from_flags = true;
+    }
+    cleanup_free char *copy = strdup(value);
+    if (!copy)
+        return err_set(err, ENOMEM, "out of memory");
+    char *save = NULL;
+    for (char *t = from_env ? strtok_r(copy, ", ", &save) : copy; t;
+         t = from_env ? strtok_r(NULL, ", ", &save) : NULL) {
+        int rc = 0;
+        if (id == OPT_REGISTRY_CA)
+            rc = registry_ca_add(cfg, flag, t, err);
+        else if (id == OPT_REGISTRY_MIRROR)
+            rc = registry_mirror_add(cfg, flag, t, err);
+        else if (!config_registry_host_valid(t))
+            rc = err_set(err, EINVAL, "--%s %s: expected HOST[:PORT]", flag, t);
+        else
+            rc = list_add(&cfg->insecure_registries, &cfg->n_insecure_registries, t, flag, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int
@@ -416,6 +595,16 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
             nf->dns_from_flags = true;
         }
         return dns_add(cfg, flag, value, err);
+    case OPT_REGISTRY_AUTH:
+        if (check_readable(flag, value, value, err) < 0)
+            return -err->code;
+        return set_str(&cfg->registry_auth, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
+    case OPT_REGISTRY_CA:
+    case OPT_INSECURE_REGISTRY:
+    case OPT_REGISTRY_MIRROR:
+        return apply_registry_list(cfg, nf, from_env, id, flag, value, err);
+    case OPT_PULL_PARALLEL:
+        return parse_uint(flag, value, 1, 32, &cfg->pull_parallel, err);
     case OPT_CNI_CONFIG:
         if (value[0] != '/')
             return err_set(err, EINVAL, "--cni-config %s: must be an absolute path", value);
@@ -543,6 +732,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->max_output_bytes = 1LL << 30;
     cfg->hyperv_cpus = HCS_UVM_DEFAULT_CPUS;
     cfg->hyperv_memory_mb = HCS_UVM_DEFAULT_MEMORY_MB;
+    cfg->pull_parallel = 3;
     cfg->network_name = strdup(NET_NAME_DEFAULT);
     cfg->network_pool = strdup(NET_POOL_DEFAULT);
     if (!cfg->listen_host || !cfg->root || !cfg->runtime || !cfg->network_name ||
@@ -624,5 +814,9 @@ config_close(struct config *cfg)
     free(cfg->cni_config);
     free(cfg->docker_path);
     free(cfg->docker_host);
+    free(cfg->registry_auth);
+    registry_ca_clear(cfg);
+    list_clear(&cfg->insecure_registries, &cfg->n_insecure_registries);
+    list_clear(&cfg->registry_mirrors, &cfg->n_registry_mirrors);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -7,6 +7,7 @@
 #define BERTH_DAEMON_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -50,6 +51,17 @@ struct config {
     char **dns;            /* NULL-terminated --dns servers; NULL: the host's resolvers */
     char *cni_config;      /* --cni-config DIR, or NULL: berth's own configuration */
 
+    /* Registry pulls (daemon/svc_pull.h). */
+    char *registry_auth;      /* --registry-auth FILE: a Docker config.json, or NULL */
+    char **registry_ca_hosts; /* --registry-ca HOST=FILE: n_registry_cas hosts and files */
+    char **registry_ca_files;
+    size_t n_registry_cas;
+    char **insecure_registries; /* --insecure-registry HOST: plain HTTP */
+    size_t n_insecure_registries;
+    char **registry_mirrors; /* --registry-mirror URL: docker.io's, tried in order */
+    size_t n_registry_mirrors;
+    unsigned pull_parallel; /* layers downloaded at once by one pull */
+
     bool service; /* --service: run under the Windows service control manager */
 
     /* The Docker-compatible API (api/docker/): --docker-listen. */
@@ -84,6 +96,10 @@ int config_parse_docker_listen(struct config *cfg, const char *s, struct err *er
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024). */
 int config_parse_bytes(const char *s, int64_t *out);
+
+/* True for a registry's "host[:port]" ("registry.example", "127.0.0.1:5000",
+ * "[::1]:5000"), as --insecure-registry and --registry-ca take it. */
+bool config_registry_host_valid(const char *s);
 
 extern const char config_usage[];
 

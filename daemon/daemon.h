@@ -19,6 +19,7 @@
 struct store;
 struct containers;
 struct volume_ttl;
+struct image_pulls;
 
 struct daemon {
     uv_loop_t *loop;
@@ -40,6 +41,8 @@ struct daemon {
     struct containers *containers;
     /* The volume TTL timer (daemon/volume_ttl.h); NULL without a store. */
     struct volume_ttl *volume_ttl;
+    /* Registry pulls and their client (daemon/svc_pull.h), made at start. */
+    struct image_pulls *pulls;
 };
 
 /* Seconds since the daemon started. */

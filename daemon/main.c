@@ -29,6 +29,7 @@
 #include "daemon/svc_containers.h"
 #include "daemon/svc_images.h"
 #include "daemon/svc_main.h"
+#include "daemon/svc_pull.h"
 #include "daemon/volume_ttl.h"
 #include "store/store.h"
 
@@ -100,6 +101,7 @@ stop_begin(struct berthd *b, const char *why)
     b->d.shutting_down = true;
     api_begin_shutdown(b->api);
     containers_shutdown(b->d.containers);
+    image_pulls_shutdown(b->d.pulls);
     job_queue_shutdown(b->d.jobs);
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
 }
@@ -210,6 +212,14 @@ berthd_run(void *arg)
     raise_open_files_limit(b->cfg.max_connections);
     size_thread_pool(b->cfg.pool_threads);
 
+    /* The registry client, shared by every pull, reads --registry-auth
+     * now: a file it cannot use is a bad flag. */
+    b->d.cfg = &b->cfg;
+    if (image_pulls_new(&b->d, &b->d.pulls, &err) < 0) {
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        return 2; /* main closes the configuration */
+    }
+
     /* A root that cannot be made is reported by health as degraded, and
      * every request that needs the store fails with a clear message. */
     if (fs_mkdir_p(b->cfg.root, 0700, &err) < 0)
@@ -305,6 +315,7 @@ berthd_run(void *arg)
 teardown:
     monitor_stop(d->monitor);
     containers_free(d->containers);
+    image_pulls_free(d->pulls);
     store_close(d->store);
     runtime_probe_free(probe);
     job_queue_free(d->jobs);

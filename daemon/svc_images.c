@@ -1,10 +1,11 @@
 /*
  * The image service (daemon/svc_images.h): imports as long jobs fed by a
  * bounded upload pipe, with progress events carried back to the loop as
- * fixed-size records through a second pipe; the other operations as
- * short jobs on the store; the --store-max-bytes policy after an import;
- * garbage collection after a delete, a prune, and once at start-up. Loop
- * thread, except the *_work functions, which call store/ only.
+ * fixed-size records through a second pipe; registry pulls handed to
+ * daemon/svc_pull.c; the other operations as short jobs on the store;
+ * the --store-max-bytes policy after an import; garbage collection after
+ * a delete, a prune, and once at start-up. Loop thread, except the *_work
+ * functions, which call store/ only.
  */
 #include "daemon/svc_images.h"
 
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "daemon/bpipe.h"
 #include "daemon/daemon.h"
+#include "daemon/svc_pull.h"
 #include "store/gc.h"
 #include "store/import.h"
 #include "store/refname.h"
@@ -39,6 +41,7 @@ store_of(struct daemon *d, struct err *err)
 
 struct image_load {
     struct daemon *d;
+    struct pull_waiter *pull; /* a registry source: the pull's caller, and nothing below */
     image_loaded_cb done;
     void (*progress_cb)(void *arg, const struct image_progress *ev);
     void (*room)(void *arg);
@@ -85,35 +88,42 @@ upload_read(void *ctx, void *buf, size_t len)
     return bpipe_read(ctx, buf, len);
 }
 
+void
+image_progress_set(struct image_progress *rec, const struct import_event *ev)
+{
+    *rec = (struct image_progress){
+        .done = ev->done, .total = ev->total, .index = ev->index, .count = ev->count};
+    snprintf(rec->step, sizeof(rec->step), "%s", ev->step ? ev->step : "");
+    snprintf(rec->status, sizeof(rec->status), "%s", ev->status ? ev->status : "");
+    snprintf(rec->digest, sizeof(rec->digest), "%s", ev->digest ? ev->digest : "");
+    snprintf(rec->chain_id, sizeof(rec->chain_id), "%s", ev->chain_id ? ev->chain_id : "");
+}
+
 /* On the job's thread: a copy of the event, dropped when the loop lags. */
 static void
 progress_event(void *ctx, const struct import_event *ev)
 {
     struct image_load *op = ctx;
-    struct image_progress rec = {
-        .done = ev->done, .total = ev->total, .index = ev->index, .count = ev->count};
-    snprintf(rec.step, sizeof(rec.step), "%s", ev->step ? ev->step : "");
-    snprintf(rec.status, sizeof(rec.status), "%s", ev->status ? ev->status : "");
-    snprintf(rec.digest, sizeof(rec.digest), "%s", ev->digest ? ev->digest : "");
-    snprintf(rec.chain_id, sizeof(rec.chain_id), "%s", ev->chain_id ? ev->chain_id : "");
+    struct image_progress rec;
+    image_progress_set(&rec, ev);
     if (bpipe_buffered(op->progress) + sizeof(rec) < PROGRESS_PIPE_BYTES)
         bpipe_write(op->progress, &rec, sizeof(rec));
 }
 
-/* --store-max-bytes: prunes least recently used unused images, never the one just imported. */
-static void
-import_size_policy(struct image_load *op)
+/* --store-max-bytes: prunes least recently used unused images, never the one just stored. */
+void
+images_size_policy(struct daemon *d, const struct meta_image *img, bool created)
 {
-    int64_t max = op->d->cfg->store_max_bytes;
-    if (op->rc < 0 || !op->created || max < 0)
+    int64_t max = d->cfg->store_max_bytes;
+    if (!created || max < 0)
         return;
     int64_t keep = max;
-    if (op->image->size_bytes + op->image->unpacked_bytes > keep)
-        keep = op->image->size_bytes + op->image->unpacked_bytes;
+    if (img->size_bytes + img->unpacked_bytes > keep)
+        keep = img->size_bytes + img->unpacked_bytes;
     char **removed = NULL;
     size_t n_removed = 0;
     struct err perr = {0};
-    struct store *st = op->d->store;
+    struct store *st = d->store;
     if (meta_prune_images(st->meta, -1, keep, clock_unix_s(), &removed, &n_removed, &perr) == 0 &&
         n_removed > 0) {
         struct gc_result gr = {0};
@@ -166,7 +176,8 @@ import_work(void *ctx)
     /* Stop the uploader: whatever still comes is not needed. */
     if (op->upload && op->rc < 0)
         bpipe_abort(op->upload, ECANCELED);
-    import_size_policy(op);
+    if (op->rc == 0)
+        images_size_policy(op->d, op->image, op->created);
     if (op->progress)
         bpipe_close_job(op->progress);
 }
@@ -225,6 +236,24 @@ import_done(void *ctx, bool cancelled)
     /* else: freed when the caller detaches (it may still write an upload). */
 }
 
+/* A registry source: the image_load is only the pull's caller (svc_pull.c). */
+static int
+image_pull_start(struct daemon *d, const struct image_source *o, image_loaded_cb done, void *arg,
+                 struct image_load **out, struct err *err)
+{
+    struct image_load *op = calloc(1, sizeof(*op));
+    if (!op)
+        return err_set(err, ENOMEM, "pull: out of memory");
+    op->d = d;
+    int ret = pull_join(d, o, done, arg, &op->pull, err);
+    if (ret < 0) {
+        free(op);
+        return ret;
+    }
+    *out = op;
+    return 0;
+}
+
 int
 image_import(struct daemon *d, const struct image_source *o, image_loaded_cb done, void *arg,
              struct image_load **out, struct err *err)
@@ -232,10 +261,13 @@ image_import(struct daemon *d, const struct image_source *o, image_loaded_cb don
     int ret = store_of(d, err);
     if (ret < 0)
         return ret;
-    if (!!o->layout_dir + !!o->volume + !!o->upload != 1)
+    if (!!o->layout_dir + !!o->volume + !!o->upload + !!o->registry != 1)
         return err_set(err, EINVAL,
-                       "field \"source\": give either \"layout\" (a directory on the host) "
-                       "or \"volume\" (with an optional \"path\" inside it)");
+                       "field \"source\": give either \"layout\" (a directory on the host), "
+                       "\"volume\" (with an optional \"path\" inside it) or \"registry\" (a "
+                       "reference to pull)");
+    if (o->registry)
+        return image_pull_start(d, o, done, arg, out, err);
     if (o->layout_dir && o->layout_dir[0] != '/')
         return err_set(err, EINVAL, "field \"source.layout\": %s is not an absolute path",
                        o->layout_dir);
@@ -296,6 +328,11 @@ image_load_detach(struct image_load *op)
 {
     if (!op || op->detached)
         return;
+    if (op->pull) {
+        pull_waiter_detach(op->pull);
+        free(op);
+        return;
+    }
     op->detached = true;
     if (op->upload)
         bpipe_abort(op->upload, ECANCELED);

@@ -1,7 +1,8 @@
 /*
  * The image service: import (a tar stream the caller writes through a
- * bounded pipe, a layout directory on the host, or a layout inside a
- * volume) with progress events, list, get, delete, prune, and the
+ * bounded pipe, a layout directory on the host, a layout inside a
+ * volume, or a pull from a registry) with progress events, list, get,
+ * delete, prune, and the
  * store's size policy (--store-max-bytes) and garbage collection. See
  * daemon/svc.h for the calling convention. Loop thread only.
  */
@@ -23,11 +24,32 @@
 struct daemon;
 struct bpipe;
 struct image_load;
+struct registry_creds;
 
-/* One step of an import, as plain values (a copy of the store's event). */
+/*
+ * One step of an import, as plain values (a copy of the store's event).
+ *
+ * An upload or layout: steps "blob" (stored, present), "layer"
+ * (unpacking, unpacked, cached) and "image" (created, present).
+ *
+ * A pull: step "manifest" status "resolved" (digest: the manifest picked
+ * for the platform), then for each layer (index, count, digest, total:
+ * its compressed size) the states
+ *     waiting -> downloading -> downloaded -> [unpacking ->] unpacked
+ *     or cached (its blob and snapshot were stored already)
+ * where "downloading" repeats with done = bytes so far (at most every
+ * 250 ms for the whole pull, and once at the end of each layer),
+ * "unpacking" comes only for a layer unpacked from its downloaded blob
+ * after the layers below it were done (otherwise it is unpacked while it
+ * downloads), and a caller that joins a running pull first gets each
+ * layer's latest state; then step "image" status "created" or "present".
+ * Docker's progress maps one to one: waiting "Pulling fs layer",
+ * downloading "Downloading", downloaded "Download complete", unpacking
+ * "Extracting", unpacked "Pull complete", cached "Already exists".
+ */
 struct image_progress {
-    char step[16];   /* "blob", "layer", "image" */
-    char status[16]; /* "stored", "present", "unpacking", "unpacked", "cached" or "" */
+    char step[16];   /* "manifest", "blob", "layer", "image" */
+    char status[16]; /* see above, or "" */
     char digest[DIGEST_STR_LEN];
     char chain_id[DIGEST_STR_LEN]; /* layers only, else "" */
     int64_t done, total;           /* bytes; total -1 when unknown */
@@ -35,11 +57,13 @@ struct image_progress {
 };
 
 struct image_source {
-    const char *layout_dir;              /* a layout directory on the host, or */
-    const char *volume;                  /* a layout inside this volume, at */
-    const char *volume_path;             /* this path in it ("/" when NULL), or */
-    bool upload;                         /* a tar stream written through image_load_pipe */
-    const char *name;                    /* the name to give it (distribution reference) */
+    const char *layout_dir;  /* a layout directory on the host, or */
+    const char *volume;      /* a layout inside this volume, at */
+    const char *volume_path; /* this path in it ("/" when NULL), or */
+    bool upload;             /* a tar stream written through image_load_pipe, or */
+    const char *registry;    /* a reference to pull ("busybox:1.36", "h:5000/a@sha256:..") */
+    const struct registry_creds *creds; /* a pull's credentials (copied); NULL: --registry-auth's */
+    const char *name; /* the name to give it (distribution reference); not for pulls */
     const struct oci_platform *platform; /* NULL: this host's */
     /* Progress events (may be NULL): dropped rather than waited for when
      * the caller does not keep up. */
@@ -56,6 +80,16 @@ typedef void (*image_loaded_cb)(void *arg, const struct err *err, const struct m
  * once: the caller writes an upload through image_load_pipe and lets
  * go with image_load_detach, after which no callback runs; done runs
  * once, with the stored image and whether it is new, or the error.
+ *
+ * A registry source joins the pull of the same reference, platform and
+ * credentials if one runs (every caller gets its answer and its progress)
+ * and is named by its canonical reference. Its errors: EINVAL for a bad
+ * reference or credentials, ERR_UNAUTHORIZED (the registry refused),
+ * ENOENT (no such manifest), ERR_INVALID_CONTENT (a digest or platform
+ * mismatch), ENOTSUP (schema 1, a foreign layer), ERR_BAD_GATEWAY and
+ * ERR_GATEWAY_TIMEOUT (the registry failed or did not answer), ECANCELED
+ * (shutdown). A pull whose last caller detached goes on for a grace
+ * period, then is cancelled (daemon/svc_pull.h).
  */
 int image_import(struct daemon *d, const struct image_source *o, image_loaded_cb done, void *arg,
                  struct image_load **out, struct err *err);

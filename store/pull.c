@@ -59,6 +59,9 @@ struct pull_plan {
     import_progress_fn progress;
     void *progress_ctx;
     const int *cancel;
+    bool no_wait;
+    const void *owner;
+    const void **busy_owner;
     int stop; /* atomic: a layer failed or pull_plan_cancel */
     pthread_mutex_t mu;
     pthread_mutex_t progress_mu;
@@ -285,6 +288,23 @@ lookup_stored(struct pull_plan *p, const char *digest)
     return true;
 }
 
+/* The store's single flight for digest: waits for another import of it,
+ * or with no_wait fails with EALREADY naming it. */
+static int
+plan_inflight_begin(struct pull_plan *p, const char *digest, struct err *err)
+{
+    if (p->no_wait) {
+        if (store_inflight_try_begin(p->st, digest, p->owner, p->busy_owner) < 0)
+            return err_set(err, EALREADY, "pull %s: manifest %s is being imported by another call",
+                           p->what, digest);
+    } else {
+        store_inflight_begin(p->st, digest);
+    }
+    p->inflight = true;
+    snprintf(p->b.manifest_digest, sizeof(p->b.manifest_digest), "%s", digest);
+    return 0;
+}
+
 static int
 resolve(struct pull_plan *p, const struct pull_request *req, struct err *err)
 {
@@ -309,9 +329,8 @@ resolve(struct pull_plan *p, const struct pull_request *req, struct err *err)
         int64_t size = desc.size;
         oci_descriptor_clear(&desc);
         /* The platform's manifest may be stored already: no more requests. */
-        store_inflight_begin(p->st, digest);
-        p->inflight = true;
-        snprintf(p->b.manifest_digest, sizeof(p->b.manifest_digest), "%s", digest);
+        if ((rc = plan_inflight_begin(p, digest, err)) < 0)
+            goto out;
         if (lookup_stored(p, digest))
             return 0;
         if ((rc = registry_manifest_get(p->repo, digest, &m, err)) < 0)
@@ -323,9 +342,8 @@ resolve(struct pull_plan *p, const struct pull_request *req, struct err *err)
             goto out;
         }
     } else {
-        store_inflight_begin(p->st, m.digest);
-        p->inflight = true;
-        snprintf(p->b.manifest_digest, sizeof(p->b.manifest_digest), "%s", m.digest);
+        if ((rc = plan_inflight_begin(p, m.digest, err)) < 0)
+            goto out;
         if (lookup_stored(p, m.digest))
             goto out;
     }
@@ -387,6 +405,9 @@ pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_re
     p->progress = req->progress;
     p->progress_ctx = req->progress_ctx;
     p->cancel = req->cancel;
+    p->no_wait = req->no_wait;
+    p->owner = req->owner;
+    p->busy_owner = req->busy_owner;
     snprintf(p->what, sizeof(p->what), "%s/%s%s%s", req->registry, req->repository,
              req->digest ? "@" : ":", req->digest ? req->digest : req->tag);
     int r = 0;
@@ -401,9 +422,8 @@ pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_re
     }
     /* By digest, a stored manifest needs no request at all. */
     if (req->digest && digest_valid(req->digest)) {
-        store_inflight_begin(st, req->digest);
-        p->inflight = true;
-        snprintf(p->b.manifest_digest, sizeof(p->b.manifest_digest), "%s", req->digest);
+        if ((r = plan_inflight_begin(p, req->digest, err)) < 0)
+            goto fail;
         if (lookup_stored(p, req->digest))
             goto done;
         store_inflight_end(st, req->digest);
@@ -462,6 +482,15 @@ pull_plan_download_bytes(const struct pull_plan *p)
             total += l->desc.size;
     }
     return total;
+}
+
+const char *
+pull_plan_layer_digest(const struct pull_plan *p, size_t i, int64_t *size)
+{
+    const struct oci_layer *l = &p->b.manifest->layers[i];
+    if (size)
+        *size = l->desc.size;
+    return l->desc.digest;
 }
 
 /* ---- layers ------------------------------------------------------------- */

@@ -72,6 +72,15 @@ struct pull_request {
     /* Polled while waiting on the network: non-zero cancels (ECANCELED).
      * Read from every thread of the pull. May be NULL. */
     const int *cancel;
+    /* The single flight without waiting (store_inflight_try_begin): with
+     * no_wait, when another import of the same manifest is in flight,
+     * pull_plan_new fails at once with EALREADY and sets *busy_owner (if
+     * non-NULL) to that import's owner tag; owner is this plan's tag. A
+     * caller that runs the layers as jobs of a pool of its own uses it so
+     * that no pool thread waits for jobs queued behind it. */
+    bool no_wait;
+    const void *owner;
+    const void **busy_owner;
 };
 
 struct pull_plan;
@@ -84,7 +93,8 @@ struct pull_plan;
  * (ERR_INVALID_CONTENT). When the image is already stored, the plan is
  * complete at once (pull_plan_stored) after one manifest request (none
  * when pulling by the digest of a stored manifest). *out: pull_plan_free.
- * Blocks; may wait for another import of the same image to finish.
+ * Blocks; may wait for another import of the same image to finish
+ * (unless req->no_wait: then EALREADY).
  */
 int pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_request *req,
                   struct pull_plan **out, struct err *err);
@@ -100,6 +110,10 @@ size_t pull_plan_layer_count(const struct pull_plan *p);
 
 /* The total compressed size of the layers to download (not stored yet). */
 int64_t pull_plan_download_bytes(const struct pull_plan *p);
+
+/* Layer i's blob digest (owned by p), and its compressed size in *size
+ * when non-NULL; i < pull_plan_layer_count. */
+const char *pull_plan_layer_digest(const struct pull_plan *p, size_t i, int64_t *size);
 
 /*
  * Fetches and unpacks layer i (see above). Thread-safe: call it once per

@@ -949,10 +949,23 @@ blob_exchange(struct registry_blob *b, struct err *err)
     int rc = exchange(b->r, &x, &b->s, err);
     if (rc == -ENOENT) /* the registry's manifest names it: its fault */
         err->code = ERR_BAD_GATEWAY, rc = -ERR_BAD_GATEWAY;
-    if (rc < 0 || b->offset == 0)
+    if (rc < 0)
         return rc;
-    /* A resumed transfer: 206 from where we were, or 200 from the start. */
+    /* A length that is not the descriptor's is the wrong blob, whatever its
+     * bytes: refused before they are read (a shorter one would otherwise
+     * look like a cut connection and be resumed past its end). */
     const struct reg_http_resp *resp = reg_stream_resp(b->s);
+    int64_t served = (resp->status == 206 ? b->offset : 0) + resp->content_length;
+    if (b->size >= 0 && resp->content_length >= 0 && served != b->size) {
+        reg_stream_close(b->s); /* resp goes with it */
+        b->s = NULL;
+        return err_set(err, ERR_INVALID_CONTENT,
+                       "blob %s: registry %s serves %lld bytes, its descriptor says %lld",
+                       b->digest, b->r->host, (long long)served, (long long)b->size);
+    }
+    if (b->offset == 0)
+        return 0;
+    /* A resumed transfer: 206 from where we were, or 200 from the start. */
     int64_t skip = 0;
     if (resp->status == 206) {
         if (resp->range_start != b->offset) {

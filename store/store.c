@@ -12,6 +12,7 @@
 
 struct store_inflight {
     char digest[DIGEST_STR_LEN];
+    const void *owner; /* the caller's tag, for store_inflight_try_begin's answer */
     struct store_inflight *next;
 };
 
@@ -75,28 +76,53 @@ store_close(struct store *st)
     free(st);
 }
 
-static bool
-inflight_has(struct store *st, const char *digest)
+static struct store_inflight *
+inflight_find(struct store *st, const char *digest)
 {
     for (struct store_inflight *i = st->inflight; i; i = i->next)
         if (strcmp(i->digest, digest) == 0)
-            return true;
-    return false;
+            return i;
+    return NULL;
+}
+
+/* Under inflight_mu: marks digest in flight (an allocation failure only
+ * loses the single flight, never the import). */
+static void
+inflight_add(struct store *st, const char *digest, const void *owner)
+{
+    struct store_inflight *i = calloc(1, sizeof(*i));
+    if (i) {
+        snprintf(i->digest, sizeof(i->digest), "%s", digest);
+        i->owner = owner;
+        i->next = st->inflight;
+        st->inflight = i;
+    }
 }
 
 void
 store_inflight_begin(struct store *st, const char *digest)
 {
     pthread_mutex_lock(&st->inflight_mu);
-    while (inflight_has(st, digest))
+    while (inflight_find(st, digest))
         pthread_cond_wait(&st->inflight_cond, &st->inflight_mu);
-    struct store_inflight *i = calloc(1, sizeof(*i));
-    if (i) {
-        snprintf(i->digest, sizeof(i->digest), "%s", digest);
-        i->next = st->inflight;
-        st->inflight = i;
+    inflight_add(st, digest, NULL);
+    pthread_mutex_unlock(&st->inflight_mu);
+}
+
+int
+store_inflight_try_begin(struct store *st, const char *digest, const void *owner,
+                         const void **holder)
+{
+    pthread_mutex_lock(&st->inflight_mu);
+    struct store_inflight *busy = inflight_find(st, digest);
+    if (busy) {
+        if (holder)
+            *holder = busy->owner;
+    } else {
+        inflight_add(st, digest, owner);
     }
     pthread_mutex_unlock(&st->inflight_mu);
+    return busy ? -EALREADY : 0;
 }
 
 void

@@ -55,6 +55,16 @@ void store_close(struct store *st);
 void store_inflight_begin(struct store *st, const char *digest);
 void store_inflight_end(struct store *st, const char *digest);
 
+/*
+ * As store_inflight_begin without waiting, for callers that must not
+ * park a thread (the daemon's pulls): 0 when digest is now in flight for
+ * owner (a tag of the caller's, may be NULL), or -EALREADY while another
+ * holds it, with *holder (when non-NULL) set to that one's owner tag
+ * (NULL for store_inflight_begin's). Never blocks on another import.
+ */
+int store_inflight_try_begin(struct store *st, const char *digest, const void *owner,
+                             const void **holder);
+
 /* True when name can name an image: 1-255 characters of [A-Za-z0-9._/:@-],
  * starting with a letter or digit, and not a digest or something that
  * would read as a digest prefix (12 or more hex digits alone). */

@@ -87,6 +87,44 @@ START_TEST(bad_flag_values_print_one_line_and_exit_2)
 }
 END_TEST
 
+START_TEST(a_registry_auth_file_berthd_cannot_use_is_one_line_and_exit_2)
+{
+    char dir[PATH_MAX];
+    harness_mkdtemp(dir, sizeof(dir));
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    /* Not JSON, and a secret in it that no message may show. */
+    fputs("{\"auths\": {\"r.example\": {\"auth\": \"Zm9vOlMzQ1JFVC1YWVo=\",}}", f);
+    fclose(f);
+    const char *const cases[][3] = {
+        {"--registry-auth", path, path},
+        {"--registry-auth", "/nonexistent/config.json", "/nonexistent/config.json"},
+        {"--registry-ca", "r.example=/nonexistent/ca.pem", "/nonexistent/ca.pem"},
+        {"--insecure-registry", "http://r.example", "http://r.example"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out, *err;
+        int st =
+            berthd_run((const char *[]){cases[i][0], cases[i][1], NULL}, NULL, 10000, &out, &err);
+        ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2,
+                      "case %zu: status 0x%x, stderr: %s", i, st, err);
+        ck_assert_msg(strncmp(err, "berthd: ", 8) == 0 &&
+                          strchr(err, '\n') == err + strlen(err) - 1,
+                      "case %zu: not one line: %s", i, err);
+        ck_assert_msg(strstr(err, cases[i][2]), "case %zu: does not name %s: %s", i, cases[i][2],
+                      err);
+        ck_assert_msg(!strstr(err, "Zm9vOlMzQ1JFVC1YWVo") && !strstr(err, "S3CRET"),
+                      "case %zu: the secret is shown: %s", i, err);
+        free(out);
+        free(err);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(listen_address_from_environment)
 {
     struct berthd b = {0};
@@ -235,6 +273,7 @@ flags_suite(void)
     tcase_add_test(tc, version_prints_version_and_exits_0);
     tcase_add_test(tc, help_prints_usage_and_exits_0);
     tcase_add_test(tc, bad_flag_values_print_one_line_and_exit_2);
+    tcase_add_test(tc, a_registry_auth_file_berthd_cannot_use_is_one_line_and_exit_2);
     tcase_add_test(tc, listen_address_from_environment);
     tcase_add_test(tc, flag_wins_over_environment);
     tcase_add_test(tc, json_log_format_one_object_per_line_and_per_request);

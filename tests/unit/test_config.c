@@ -1,5 +1,6 @@
 /* Flag and environment parsing: defaults, overrides, one-line errors. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +32,11 @@ clear_env(void)
     unsetenv("BERTH_ISOLATION");
     unsetenv("BERTH_HYPERV_CPUS");
     unsetenv("BERTH_HYPERV_MEMORY_MB");
+    unsetenv("BERTH_REGISTRY_AUTH");
+    unsetenv("BERTH_REGISTRY_CA");
+    unsetenv("BERTH_INSECURE_REGISTRY");
+    unsetenv("BERTH_REGISTRY_MIRROR");
+    unsetenv("BERTH_PULL_PARALLEL");
 }
 
 START_TEST(config_defaults)
@@ -350,6 +356,143 @@ START_TEST(config_byte_counts_take_suffixes)
 }
 END_TEST
 
+/* A readable file for the flags that name one. */
+static const char *
+readable_file(void)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/berth-config-test-%ld.json", (long)getpid());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"auths\":{}}", f);
+    fclose(f);
+    return path;
+}
+
+START_TEST(config_registry_defaults)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 1, argv), CONFIG_RUN);
+    ck_assert_ptr_null(cfg.registry_auth);
+    ck_assert_uint_eq(cfg.n_registry_cas, 0);
+    ck_assert_uint_eq(cfg.n_insecure_registries, 0);
+    ck_assert_uint_eq(cfg.n_registry_mirrors, 0);
+    ck_assert_uint_eq(cfg.pull_parallel, 3);
+    config_close(&cfg);
+}
+END_TEST
+
+START_TEST(config_registry_flags_are_parsed_and_repeat)
+{
+    clear_env();
+    const char *file = readable_file();
+    char ca[128];
+    snprintf(ca, sizeof(ca), "127.0.0.1:5000=%s", file);
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd",
+                    "--registry-auth",
+                    (char *)file,
+                    "--registry-ca",
+                    ca,
+                    "--registry-ca",
+                    ca,
+                    "--insecure-registry",
+                    "127.0.0.1:5000",
+                    "--insecure-registry",
+                    "[::1]:5001",
+                    "--registry-mirror",
+                    "https://mirror.example/cache",
+                    "--registry-mirror",
+                    "http://127.0.0.1:5002",
+                    "--pull-parallel",
+                    "8",
+                    NULL};
+    ck_assert_msg(parse(&cfg, &err, 17, argv) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_str_eq(cfg.registry_auth, file);
+    ck_assert_uint_eq(cfg.n_registry_cas, 2);
+    ck_assert_str_eq(cfg.registry_ca_hosts[1], "127.0.0.1:5000");
+    ck_assert_str_eq(cfg.registry_ca_files[1], file);
+    ck_assert_uint_eq(cfg.n_insecure_registries, 2);
+    ck_assert_str_eq(cfg.insecure_registries[0], "127.0.0.1:5000");
+    ck_assert_str_eq(cfg.insecure_registries[1], "[::1]:5001");
+    ck_assert_ptr_null(cfg.insecure_registries[2]);
+    ck_assert_uint_eq(cfg.n_registry_mirrors, 2);
+    ck_assert_str_eq(cfg.registry_mirrors[0], "https://mirror.example/cache");
+    ck_assert_uint_eq(cfg.pull_parallel, 8);
+    config_close(&cfg);
+    unlink(file);
+}
+END_TEST
+
+START_TEST(config_registry_flags_replace_the_environment_lists)
+{
+    clear_env();
+    setenv("BERTH_INSECURE_REGISTRY", "a.example:1, b.example:2", 1);
+    setenv("BERTH_REGISTRY_MIRROR", "http://m1.example", 1);
+    setenv("BERTH_PULL_PARALLEL", "5", 1);
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", NULL};
+    ck_assert_msg(parse(&cfg, &err, 1, argv) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_uint_eq(cfg.n_insecure_registries, 2);
+    ck_assert_str_eq(cfg.insecure_registries[1], "b.example:2");
+    ck_assert_uint_eq(cfg.n_registry_mirrors, 1);
+    ck_assert_uint_eq(cfg.pull_parallel, 5);
+    config_close(&cfg);
+    char *argv2[] = {"berthd", "--insecure-registry", "c.example", NULL};
+    ck_assert_msg(parse(&cfg, &err, 3, argv2) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_uint_eq(cfg.n_insecure_registries, 1);
+    ck_assert_str_eq(cfg.insecure_registries[0], "c.example");
+    ck_assert_uint_eq(cfg.n_registry_mirrors, 1); /* untouched: no --registry-mirror */
+    config_close(&cfg);
+    clear_env();
+}
+END_TEST
+
+START_TEST(config_bad_registry_values_give_one_line_errors)
+{
+    clear_env();
+    const char *file = readable_file();
+    char ca_no_host[128];
+    snprintf(ca_no_host, sizeof(ca_no_host), "=%s", file);
+    struct {
+        const char *flag, *value, *want;
+    } cases[] = {
+        {"--registry-auth", "relative.json",
+         "--registry-auth relative.json: relative.json must be an absolute path"},
+        {"--registry-auth", "/nonexistent/config.json", "cannot be read"},
+        {"--registry-ca", "h.example", "expected HOST[:PORT]=FILE"},
+        {"--registry-ca", ca_no_host, "expected HOST[:PORT]=FILE"},
+        {"--registry-ca", "h.example=relative.pem", "must be an absolute path"},
+        {"--registry-ca", "h.example=/nonexistent/ca.pem", "cannot be read"},
+        {"--insecure-registry", "http://h.example",
+         "--insecure-registry http://h.example: expected HOST[:PORT]"},
+        {"--insecure-registry", "h.example:99999", "expected HOST[:PORT]"},
+        {"--insecure-registry", "-h.example", "expected HOST[:PORT]"},
+        {"--registry-mirror", "mirror.example", "expected http(s)://HOST[:PORT][/PATH]"},
+        {"--registry-mirror", "ftp://mirror.example", "expected http(s)://"},
+        {"--pull-parallel", "0", "--pull-parallel 0: expected a whole number from 1 to 32"},
+        {"--pull-parallel", "33", "from 1 to 32"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config cfg;
+        struct err err = {0};
+        char *argv[] = {"berthd", (char *)cases[i].flag, (char *)cases[i].value, NULL};
+        ck_assert_int_lt(parse(&cfg, &err, 3, argv), 0);
+        ck_assert_int_eq(err.code, EINVAL);
+        ck_assert_msg(strstr(err.msg, cases[i].want), "%s %s: %s", cases[i].flag, cases[i].value,
+                      err.msg);
+        ck_assert_ptr_null(strchr(err.msg, '\n'));
+        config_close(&cfg);
+    }
+    unlink(file);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -369,6 +512,10 @@ main(void)
     tcase_add_test(tc, config_max_output_bytes_from_flag_and_environment);
     tcase_add_test(tc, config_hcs_flags_are_parsed_for_runtime_hcs);
     tcase_add_test(tc, config_hcs_flags_are_refused_with_another_runtime);
+    tcase_add_test(tc, config_registry_defaults);
+    tcase_add_test(tc, config_registry_flags_are_parsed_and_repeat);
+    tcase_add_test(tc, config_registry_flags_replace_the_environment_lists);
+    tcase_add_test(tc, config_bad_registry_values_give_one_line_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1115,6 +1115,60 @@ START_TEST(tls_with_a_private_ca)
 }
 END_TEST
 
+START_TEST(no_wait_fails_at_once_naming_who_holds_the_manifest)
+{
+    start_registry(NULL);
+    push("base", "base", "test/base:1", NULL);
+    make_client(&(struct client_cfg){.insecure = {reg.host}});
+    char digest[DIGEST_STR_LEN];
+    layout_manifest("base", digest);
+    static const int holder_tag = 1, my_tag = 2;
+    const void *held_by = NULL;
+    ck_assert_int_eq(store_inflight_try_begin(st, digest, &holder_tag, NULL), 0);
+    ck_assert_int_eq(store_inflight_try_begin(st, digest, &my_tag, &held_by), -EALREADY);
+    ck_assert_ptr_eq(held_by, &holder_tag);
+    /* By tag (after the manifest request) and by digest (before any). */
+    for (int by_digest = 0; by_digest < 2; by_digest++) {
+        held_by = NULL;
+        struct pull_request req = {.registry = reg.host,
+                                   .repository = "test/base",
+                                   .tag = by_digest ? NULL : "1",
+                                   .digest = by_digest ? digest : NULL,
+                                   .no_wait = true,
+                                   .owner = &my_tag,
+                                   .busy_owner = &held_by};
+        struct pull_plan *p = NULL;
+        struct err err = {0};
+        ck_assert_int_eq(pull_plan_new(st, rc, &req, &p, &err), -EALREADY);
+        ck_assert_ptr_eq(held_by, &holder_tag);
+        ck_assert_msg(strstr(err.msg, digest), "%s", err.msg);
+    }
+    store_inflight_end(st, digest);
+    /* Free again: the plan holds it, tagged as ours. */
+    struct pull_request req = {.registry = reg.host,
+                               .repository = "test/base",
+                               .tag = "1",
+                               .no_wait = true,
+                               .owner = &my_tag,
+                               .busy_owner = &held_by};
+    struct pull_plan *p = NULL;
+    struct err err = {0};
+    ck_assert_msg(pull_plan_new(st, rc, &req, &p, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(pull_plan_layer_count(p), 1);
+    int64_t size = 0;
+    char layer[DIGEST_STR_LEN];
+    layout_layer("base", 0, layer);
+    ck_assert_str_eq(pull_plan_layer_digest(p, 0, &size), layer);
+    ck_assert_int_gt(size, 0);
+    ck_assert_int_eq(store_inflight_try_begin(st, digest, &holder_tag, &held_by), -EALREADY);
+    ck_assert_ptr_eq(held_by, &my_tag);
+    pull_plan_free(p);
+    ck_assert_int_eq(store_inflight_try_begin(st, digest, &holder_tag, NULL), 0);
+    store_inflight_end(st, digest);
+    assert_nothing_stored();
+}
+END_TEST
+
 static Suite *
 pull_suite(void)
 {
@@ -1146,6 +1200,7 @@ pull_suite(void)
     tcase_add_test(tc, a_bearer_token_that_expires_mid_pull_is_fetched_again);
     tcase_add_test(tc, an_identity_token_from_the_config_file_is_exchanged);
     tcase_add_test(tc, tls_with_a_private_ca);
+    tcase_add_test(tc, no_wait_fails_at_once_naming_who_holds_the_manifest);
     suite_add_tcase(s, tc);
     return s;
 }
