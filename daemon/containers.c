@@ -399,6 +399,9 @@ watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
     case RT_PROC_CHANGE_STDERR:
         notify(pr, CTR_EV_STDERR);
         break;
+    case RT_PROC_CHANGE_CHUNKS:
+        notify(pr, CTR_EV_CHUNKS);
+        break;
     case RT_PROC_CHANGE_STATUS:
         container_proc_check(pr);
         break;
