@@ -14,8 +14,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/docker/docker.h"
+#include "api/front.h"
 #include "api/hijack.h"
 #include "api/http.h"
+#include "api/listen_unix.h"
 #include "api/metrics.h"
 #include "api/request.h"
 #include "api/stream.h"
@@ -30,13 +33,22 @@
  * and request bodies for their rate. */
 #define PEER_SWEEP_MS 500
 
+/* One HTTP server and the front end it serves (api/front.h). */
+struct api_listener {
+    struct api *api;
+    const struct api_front *front;
+    struct http_server *http;   /* NULL when this front end is off */
+    struct listen_unix sock;    /* a unix socket's file, when it listens on one */
+    struct hijack_set *hijacks; /* its upgraded connections; NULL: none can be */
+};
+
 struct api {
     struct daemon *daemon;
-    struct http_server *http;
+    struct api_listener v1, docker;
+    unsigned servers_running; /* servers not yet stopped at shutdown */
     struct metrics *metrics;
     struct api_req *suspended; /* list of suspended requests */
     struct api_req *live;      /* every request in flight */
-    struct hijack_set *hijacks;
     uv_timer_t peer_sweep;
     bool shutting_down;
     uv_timer_t drain_timer; /* final shutdown: lets MHD flush the 503s */
@@ -232,8 +244,8 @@ api_req_resume(struct api_req *req)
     req->suspended = false;
     req->rate_since_ms = uv_now(api->daemon->loop);
     MHD_resume_connection(req->conn);
-    if (api->http)
-        http_server_resumed(api->http, req->conn);
+    if (req->http)
+        http_server_resumed(req->http, req->conn);
 }
 
 static enum MHD_Result
@@ -339,7 +351,7 @@ static void
 begin_request(struct api_req *req, const char *url, const char *version)
 {
     struct api *api = req->api;
-    http_server_headers_done(api->http, req->conn);
+    http_server_headers_done(req->http, req->conn);
     req->rate_since_ms = uv_now(api->daemon->loop);
 
     size_t uri_len = strlen(req->raw_uri ? req->raw_uri : url);
@@ -366,38 +378,30 @@ begin_request(struct api_req *req, const char *url, const char *version)
         api_reply_fail(req, ECANCELED, "the daemon is shutting down");
         return;
     }
-    if (http_server_conn_reserved(api->http, req->conn) &&
-        !(strcmp(req->method, MHD_HTTP_METHOD_GET) == 0 && strcmp(req->path, "/v1/health") == 0)) {
+    const struct api_front *front = req->front;
+    if (http_server_conn_reserved(req->http, req->conn) &&
+        !(front->reserve_path && strcmp(req->method, MHD_HTTP_METHOD_GET) == 0 &&
+          strcmp(req->path, front->reserve_path) == 0)) {
         api_reply_error(req, 503, "unavailable",
-                        "the connection limit of %u is reached; past it only GET /v1/health is "
-                        "served",
-                        api->daemon->cfg->max_connections);
+                        "the connection limit of %u is reached; past it only GET %s is served",
+                        api->daemon->cfg->max_connections,
+                        front->reserve_path ? front->reserve_path : "(nothing)");
         if (req->response)
             MHD_add_response_header(req->response, "Retry-After", "1");
         return;
     }
+    if (front->rewrite) {
+        front->rewrite(req);
+        if (req->response)
+            return;
+    }
 
     char allow[128];
-    enum route_result rr = router_match(api_routes, api_routes_count, req->method, req->path,
+    enum route_result rr = router_match(front->routes, front->nroutes, req->method, req->path,
                                         &req->match, allow, sizeof(allow));
-    switch (rr) {
-    case ROUTE_NOT_FOUND:
-        api_reply_fail(req, ENOENT, "no route for %s", req->path);
+    if (rr != ROUTE_FOUND) {
+        front->route_failed(req, rr, allow);
         return;
-    case ROUTE_BAD_PATH:
-        api_reply_fail(req, EINVAL,
-                       "path %s: a parameter is empty, too long or badly percent-encoded",
-                       req->path);
-        return;
-    case ROUTE_METHOD_NOT_ALLOWED: {
-        api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
-                        req->method, req->path, allow);
-        if (req->response)
-            MHD_add_response_header(req->response, MHD_HTTP_HEADER_ALLOW, allow);
-        return;
-    }
-    case ROUTE_FOUND:
-        break;
     }
     const struct route *route = req->match.route;
     req->body_mode = route->begin ? route->begin(req) : route->body;
@@ -459,11 +463,35 @@ dispatch(struct api_req *req)
     req->match.route->handler(req);
 }
 
+void
+api_v1_route_failed(struct api_req *req, enum route_result rr, const char *allow)
+{
+    switch (rr) {
+    case ROUTE_NOT_FOUND:
+        api_reply_fail(req, ENOENT, "no route for %s", req->path);
+        return;
+    case ROUTE_BAD_PATH:
+        api_reply_fail(req, EINVAL,
+                       "path %s: a parameter is empty, too long or badly percent-encoded",
+                       req->path);
+        return;
+    case ROUTE_METHOD_NOT_ALLOWED:
+        api_reply_error(req, 405, "method_not_allowed", "%s is not allowed on %s (allowed: %s)",
+                        req->method, req->path, allow);
+        if (req->response)
+            MHD_add_response_header(req->response, MHD_HTTP_HEADER_ALLOW, allow);
+        return;
+    case ROUTE_FOUND:
+        return;
+    }
+}
+
 static enum MHD_Result
 access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
           const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
-    struct api *api = cls;
+    struct api_listener *lis = cls;
+    struct api *api = lis->api;
     struct api_req *req = *con_cls;
     if (!req) {
         /* No URI log call happened (it always does; be safe anyway). */
@@ -475,6 +503,8 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
     if (!req->started) {
         req->started = true;
         req->api = api;
+        req->front = lis->front;
+        req->http = lis->http;
         req->conn = conn;
         req->live_next = api->live;
         if (api->live)
@@ -558,13 +588,14 @@ static void
 completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
              enum MHD_RequestTerminationCode toe)
 {
-    struct api *api = cls;
+    struct api_listener *lis = cls;
+    struct api *api = lis->api;
     struct api_req *req = *con_cls;
     if (!req)
         return;
     *con_cls = NULL;
-    if (api->http)
-        http_server_request_done(api->http, conn);
+    if (lis->http)
+        http_server_request_done(lis->http, conn);
     if (!req->started) {
         /* MHD refused the request before our handler saw it. */
         free(req->raw_uri);
@@ -655,6 +686,9 @@ query_params_count(const char *query)
 static void *
 uri_log_cb(void *cls, const char *uri, struct MHD_Connection *conn)
 {
+    struct api_listener *lis = cls;
+    if (lis->http)
+        http_server_request_begins(lis->http, conn);
     struct api_req *req = calloc(1, sizeof(*req));
     if (!req)
         return NULL;
@@ -721,7 +755,30 @@ close_slow_request(struct api *api, struct api_req *req)
     }
     if (req->suspended)
         api_req_resume(req);
-    http_server_conn_close(api->http, req->conn);
+    http_server_conn_close(req->http, req->conn);
+}
+
+/*
+ * Whether the client of a streamed reply that waits for its next bytes (a
+ * follow, a Docker wait or event feed, suspended meanwhile) has closed its
+ * side: MHD does not look at a suspended connection's socket, so without
+ * this such a request would hold its wait until the next byte to send.
+ * Its request is complete, so nothing is left for it to read from the
+ * client, and a hang-up can only mean it is gone.
+ */
+static bool
+stream_client_gone(struct api_req *req)
+{
+    if (!req->stream || !req->body_done || !req->suspended)
+        return false;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info)
+        return false;
+    struct pollfd pfd = {.fd = info->connect_fd, .events = POLLRDHUP};
+    int unread = 0;
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) &&
+           ioctl(info->connect_fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
 /*
@@ -744,6 +801,14 @@ peer_sweep_cb(uv_timer_t *t)
         next = req->live_next;
         if (body_too_slow(req, now)) {
             close_slow_request(api, req);
+            continue;
+        }
+        if (stream_client_gone(req)) {
+            /* Ended as failed: MHD closes the connection, and the request's
+             * completion drops whatever it waited on (a wait, an event feed). */
+            log_debug("%s %s: the client went away from the streamed reply", req->method,
+                      req->path);
+            api_stream_fail(req->stream);
             continue;
         }
         if (!req->stream_data || req->body_ended || !req->on_shutdown)
@@ -789,6 +854,70 @@ lag_observe(void *ctx, double lag_ms)
     metrics_observe_lag(ctx, lag_ms);
 }
 
+static int
+listener_start(struct api *api, struct api_listener *lis, const struct api_front *front,
+               struct http_server_opts *opts, struct err *err)
+{
+    struct daemon *d = api->daemon;
+    lis->api = api;
+    lis->front = front;
+    opts->max_connections = d->cfg->max_connections;
+    opts->idle_timeout_s = d->cfg->connection_timeout_s;
+    opts->header_timeout_s = HEADER_TIMEOUT_S < d->cfg->connection_timeout_s
+                                 ? HEADER_TIMEOUT_S
+                                 : d->cfg->connection_timeout_s;
+    opts->access = access_cb;
+    opts->completed = completed_cb;
+    opts->uri_log = uri_log_cb;
+    opts->cls = lis;
+    int ret = http_server_start(d->loop, opts, &lis->http, err);
+    /* Without it, only hijacking fails (ENOMEM). */
+    if (ret == 0)
+        lis->hijacks = hijack_set_new(d->loop, lis->http);
+    return ret;
+}
+
+/*
+ * The Docker API's server (--docker-listen), on a unix socket or TCP. A
+ * listen address that was asked for and cannot be had stops the start;
+ * the default socket that cannot be had (another daemon holds it) is
+ * logged, and berthd serves /v1 without it.
+ */
+static int
+docker_start(struct api *api, struct err *err)
+{
+    const struct config *cfg = api->daemon->cfg;
+    struct http_server_opts opts = {.host = cfg->docker_host, .port = cfg->docker_port};
+    struct err e = {0};
+    int ret = 0;
+    if (cfg->docker_listen == CONFIG_DOCKER_NONE)
+        return 0;
+    if (cfg->docker_listen == CONFIG_DOCKER_UNIX) {
+        ret = listen_unix_open(cfg->docker_path, "docker", &api->docker.sock, &e);
+        opts.has_listen_fd = true;
+        opts.listen_fd = api->docker.sock.fd;
+    }
+    if (ret == 0)
+        ret = listener_start(api, &api->docker, &docker_front, &opts, &e);
+    if (ret < 0) {
+        if (cfg->docker_listen == CONFIG_DOCKER_UNIX && api->docker.sock.fd >= 0)
+            listen_unix_remove(&api->docker.sock);
+        memset(&api->docker.sock, 0, sizeof(api->docker.sock));
+        if (cfg->docker_listen_given)
+            return err_set(err, e.code, "--docker-listen: %s", e.msg);
+        log_error("docker API: not served: %s", e.msg);
+        return 0;
+    }
+    if (cfg->docker_listen == CONFIG_DOCKER_UNIX)
+        log_info("docker API: serving unix://%s (mode 0660, group %s)", cfg->docker_path,
+                 api->docker.sock.group ? api->docker.sock.group : "root");
+    else
+        log_info("docker API: serving tcp://%s%s%s:%u", strchr(cfg->docker_host, ':') ? "[" : "",
+                 cfg->docker_host, strchr(cfg->docker_host, ':') ? "]" : "",
+                 http_server_port(api->docker.http));
+    return 0;
+}
+
 int
 api_start(struct daemon *d, struct api **out, struct err *err)
 {
@@ -801,23 +930,25 @@ api_start(struct daemon *d, struct api **out, struct err *err)
     struct http_server_opts opts = {
         .host = d->cfg->listen_host,
         .port = d->cfg->listen_port,
-        .max_connections = d->cfg->max_connections,
-        .idle_timeout_s = d->cfg->connection_timeout_s,
-        .header_timeout_s = HEADER_TIMEOUT_S < d->cfg->connection_timeout_s
-                                ? HEADER_TIMEOUT_S
-                                : d->cfg->connection_timeout_s,
-        .access = access_cb,
-        .completed = completed_cb,
-        .uri_log = uri_log_cb,
-        .cls = api,
+        .reserve_connections = HTTP_RESERVE_CONNECTIONS,
     };
-    if (http_server_start(d->loop, &opts, &api->http, err) < 0) {
+    if (listener_start(api, &api->v1, &api_front_v1, &opts, err) < 0) {
         metrics_free(api->metrics);
         free(api);
         return -err->code;
     }
-    /* Without it, only hijacking fails (ENOMEM). */
-    api->hijacks = hijack_set_new(d->loop, api->http);
+    api->servers_running = 1;
+    if (docker_start(api, err) < 0) {
+        /* The server's handles close on the loop's next turn; nothing of
+         * api is referenced by them. */
+        http_server_stop(api->v1.http, NULL, NULL);
+        hijack_set_free(api->v1.hijacks);
+        metrics_free(api->metrics);
+        free(api);
+        return -err->code;
+    }
+    if (api->docker.http)
+        api->servers_running++;
     d->lag.observe = lag_observe;
     d->lag.observe_ctx = api->metrics;
     uv_timer_init(d->loop, &api->peer_sweep);
@@ -830,7 +961,13 @@ api_start(struct daemon *d, struct api **out, struct err *err)
 unsigned
 api_port(const struct api *api)
 {
-    return http_server_port(api->http);
+    return http_server_port(api->v1.http);
+}
+
+unsigned
+api_docker_port(const struct api *api)
+{
+    return api->docker.http && !api->docker.sock.path[0] ? http_server_port(api->docker.http) : 0;
 }
 
 struct daemon *
@@ -848,20 +985,40 @@ api_metrics(const struct api *api)
 unsigned
 api_connections(const struct api *api)
 {
-    return http_server_connections(api->http);
+    return http_server_connections(api->v1.http) +
+           (api->docker.http ? http_server_connections(api->docker.http) : 0);
 }
 
 struct hijack_set *
 api_hijacks(const struct api *api)
 {
-    return api->hijacks;
+    return api->v1.hijacks;
+}
+
+struct hijack_set *
+api_req_hijacks(const struct api_req *req)
+{
+    const struct api *api = req->api;
+    return req->front == api->docker.front && api->docker.http ? api->docker.hijacks
+                                                               : api->v1.hijacks;
+}
+
+/* Hijacks not yet freed, on both servers. */
+static unsigned
+hijacks_count(const struct api *api)
+{
+    return hijack_set_count(api->v1.hijacks) + hijack_set_count(api->docker.hijacks);
 }
 
 void
 api_begin_shutdown(struct api *api)
 {
     api->shutting_down = true;
-    http_server_quiesce(api->http);
+    http_server_quiesce(api->v1.http);
+    if (api->docker.http)
+        http_server_quiesce(api->docker.http);
+    /* New clients get a refused connection, not a socket file nobody serves. */
+    listen_unix_remove(&api->docker.sock);
     /* Every request with a hook, suspended or not: an upload waiting for
      * its client's next bytes must not hold the shutdown up either. */
     struct api_req *next;
@@ -874,17 +1031,21 @@ api_begin_shutdown(struct api *api)
         }
     }
     /* Hijacked connections are asked to finish, and closed gracefully. */
-    hijack_set_begin_shutdown(api->hijacks);
+    hijack_set_begin_shutdown(api->v1.hijacks);
+    hijack_set_begin_shutdown(api->docker.hijacks);
 }
 
 static void
 http_stopped_cb(void *arg)
 {
     struct api *api = arg;
+    if (--api->servers_running > 0)
+        return;
     void (*done)(void *) = api->done;
     void *done_arg = api->done_arg;
     api->daemon->lag.observe = NULL;
-    hijack_set_free(api->hijacks);
+    hijack_set_free(api->v1.hijacks);
+    hijack_set_free(api->docker.hijacks);
     metrics_free(api->metrics);
     free(api);
     if (done)
@@ -895,7 +1056,9 @@ static void
 peer_sweep_closed_cb(uv_handle_t *h)
 {
     struct api *api = h->data;
-    http_server_stop(api->http, http_stopped_cb, api);
+    if (api->docker.http)
+        http_server_stop(api->docker.http, http_stopped_cb, api);
+    http_server_stop(api->v1.http, http_stopped_cb, api);
 }
 
 static void
@@ -913,7 +1076,7 @@ drain_timer_cb(uv_timer_t *t)
 {
     struct api *api = t->data;
     /* Hijacks closed by api_finish_shutdown may still be closing handles. */
-    if ((api->suspended || hijack_set_count(api->hijacks)) && api->drain_rounds++ < 100) {
+    if ((api->suspended || hijacks_count(api)) && api->drain_rounds++ < 100) {
         while (api->suspended) {
             struct api_req *req = api->suspended;
             if (req->stream)
@@ -923,7 +1086,7 @@ drain_timer_cb(uv_timer_t *t)
         uv_timer_start(t, drain_timer_cb, 50, 0);
         return;
     }
-    if (api->suspended || hijack_set_count(api->hijacks))
+    if (api->suspended || hijacks_count(api))
         log_error("shutdown: connections still suspended after 5 s");
     uv_close((uv_handle_t *)t, drain_timer_closed_cb);
 }
@@ -935,7 +1098,8 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
     api->done_arg = arg;
     /* Hijacked connections end first: one taken over after a 200 is
      * suspended, and must not get the 503 below in its raw stream. */
-    hijack_set_abort(api->hijacks);
+    hijack_set_abort(api->v1.hijacks);
+    hijack_set_abort(api->docker.hijacks);
     /* Every streamed reply ends now, suspended or not: one still sending
      * would suspend itself again for more data, and MHD refuses to stop
      * with a suspended connection. */

@@ -13,6 +13,7 @@
 
 struct daemon;
 struct api;
+struct api_req;
 struct metrics;
 
 /* Starts serving on the daemon's configured address. */
@@ -20,12 +21,17 @@ int api_start(struct daemon *d, struct api **out, struct err *err);
 
 /* The port bound (the configured one, or the one picked for port 0). */
 unsigned api_port(const struct api *api);
+/* The Docker API's TCP port, or 0 when it is off or on a unix socket. */
+unsigned api_docker_port(const struct api *api);
 
 struct daemon *api_daemon(const struct api *api);
 struct metrics *api_metrics(const struct api *api);
 unsigned api_connections(const struct api *api);
 /* The server's hijacked connections (api/hijack.h); NULL if it has none. */
 struct hijack_set *api_hijacks(const struct api *api);
+/* The hijacked connections of the server req came in on (the /v1 one or
+ * the Docker API's); NULL if it has none. */
+struct hijack_set *api_req_hijacks(const struct api_req *req);
 
 /*
  * First step of shutdown: stop accepting connections, and call the

@@ -629,7 +629,7 @@ upgrade_response(struct hijack *h, const char *const *hdrs)
 struct hijack *
 hijack_start(struct api_req *req, const struct hijack_opts *opts, struct err *err)
 {
-    struct hijack_set *set = api_hijacks(req->api);
+    struct hijack_set *set = api_req_hijacks(req);
     if (!set) {
         err_set(err, ENOMEM, "hijack: out of memory");
         return NULL;

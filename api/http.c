@@ -104,7 +104,7 @@ struct http_server {
     unsigned idle_timeout_s;
     unsigned header_timeout_s;
     unsigned max_connections;
-    unsigned limit; /* MHD's: max_connections + HTTP_RESERVE_CONNECTIONS */
+    unsigned limit; /* MHD's: max_connections + reserve_connections */
     bool quiesced;
     int closing_handles;
     void (*done)(void *arg);
@@ -473,6 +473,14 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
 }
 
 void
+http_server_request_begins(struct http_server *s, struct MHD_Connection *conn)
+{
+    struct http_conn *c = conn_of(conn);
+    if (c && c->phase == CONN_IDLE)
+        conn_enter_head(s, c, hr_ms());
+}
+
+void
 http_server_headers_done(struct http_server *s, struct MHD_Connection *conn)
 {
     struct http_conn *c = conn_of(conn);
@@ -575,17 +583,20 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
 {
     struct sockaddr_storage addr;
     bool v6 = false;
-    if (parse_addr(opts->host, opts->port, &addr, &v6) < 0)
+    if (!opts->has_listen_fd && parse_addr(opts->host, opts->port, &addr, &v6) < 0)
         return err_set(err, EINVAL, "listen address %s: not a numeric IPv4 or IPv6 address",
                        opts->host);
     struct http_server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        if (opts->has_listen_fd)
+            close(opts->listen_fd);
         return err_set(err, ENOMEM, "http server: out of memory");
+    }
     s->loop = loop;
     s->idle_timeout_s = opts->idle_timeout_s;
     s->header_timeout_s = opts->header_timeout_s;
     s->max_connections = opts->max_connections;
-    s->limit = opts->max_connections + HTTP_RESERVE_CONNECTIONS;
+    s->limit = opts->max_connections + opts->reserve_connections;
 
     /* No SO_REUSEPORT: a second daemon on the same address must fail to
      * start, not silently share the port with the first. */
@@ -594,18 +605,28 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(
-        flags, (uint16_t)opts->port, NULL, NULL, opts->access, opts->cls,
-        /* The logger first, so that MHD's messages about the options that
-         * follow reach our log too. */
-        MHD_OPTION_EXTERNAL_LOGGER, log_cb, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, s->limit, MHD_OPTION_CONNECTION_TIMEOUT, opts->idle_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_POOL_BYTES,
-        MHD_OPTION_NOTIFY_COMPLETED, opts->completed, opts->cls, MHD_OPTION_URI_LOG_CALLBACK,
-        opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION, notify_connection_cb, s,
-        MHD_OPTION_END);
+    /* The address: MHD binds it, or takes the socket the caller bound. */
+    struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (opts->has_listen_fd)
+        where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, opts->listen_fd, NULL};
+    else
+        where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &addr};
+    s->mhd = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, opts->access, opts->cls,
+                              /* The logger first, so that MHD's messages about the options that
+                               * follow reach our log too. */
+                              MHD_OPTION_EXTERNAL_LOGGER, log_cb, s, MHD_OPTION_ARRAY, where,
+                              MHD_OPTION_CONNECTION_LIMIT, s->limit, MHD_OPTION_CONNECTION_TIMEOUT,
+                              opts->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                              (size_t)HTTP_CONNECTION_POOL_BYTES, MHD_OPTION_NOTIFY_COMPLETED,
+                              opts->completed, opts->cls, MHD_OPTION_URI_LOG_CALLBACK,
+                              opts->uri_log, opts->cls, MHD_OPTION_NOTIFY_CONNECTION,
+                              notify_connection_cb, s, MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
+        if (opts->has_listen_fd) {
+            close(opts->listen_fd);
+            return err_set(err, EIO, "http server: MHD refused the listening socket");
+        }
         return err_set(err, EADDRINUSE,
                        "listen on %s:%u: cannot bind (address in use or not available here)",
                        opts->host, opts->port);

@@ -24,7 +24,8 @@
 
 #include "common/err.h"
 
-/* Connections accepted past --max-connections, for GET /v1/health only. */
+/* Connections accepted past --max-connections, for GET /v1/health only
+ * (the /v1 server's; the Docker API's server has none). */
 #define HTTP_RESERVE_CONNECTIONS 32
 
 /*
@@ -46,9 +47,14 @@ struct http_server;
 struct http_server_opts {
     const char *host; /* numeric IPv4 or IPv6 address */
     unsigned port;    /* 0 picks a free port */
+    /* A listening socket bound by the caller (a unix socket: api/listen_unix.h)
+     * instead of host and port; the server owns it from the call on. */
+    bool has_listen_fd;
+    int listen_fd;
     unsigned max_connections;
-    unsigned idle_timeout_s;   /* once a request's headers are in */
-    unsigned header_timeout_s; /* to send the request line and headers */
+    unsigned reserve_connections; /* accepted past max_connections (see below) */
+    unsigned idle_timeout_s;      /* once a request's headers are in */
+    unsigned header_timeout_s;    /* to send the request line and headers */
     MHD_AccessHandlerCallback access;
     MHD_RequestCompletedCallback completed;
     void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *conn);
@@ -71,6 +77,12 @@ void http_server_kick(struct http_server *s);
 /* Tells that conn was resumed (MHD_resume_connection): schedules a run and
  * re-arms the socket after it (see rearm_resumed in http.c). */
 void http_server_resumed(struct http_server *s, struct MHD_Connection *conn);
+
+/* Tells that a connection's next request has begun (its request line is
+ * in): an idle keep-alive connection gets its header deadline from now.
+ * On TCP the sweep sees the first byte of it earlier; on a unix socket,
+ * which has no TCP_INFO, this is the first sign. */
+void http_server_request_begins(struct http_server *s, struct MHD_Connection *conn);
 
 /* Tells that a connection's request headers are complete: its header
  * deadline no longer applies. Called from the access handler. */

@@ -8,7 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/front.h"
 #include "common/log.h"
+
+/* The request's front end; the /v1 API for a request MHD refused early. */
+static const struct api_front *
+front_of(const struct api_req *req)
+{
+    return req->front ? req->front : &api_front_v1;
+}
 
 void
 api_reply_response(struct api_req *req, unsigned status, struct MHD_Response *resp)
@@ -18,6 +26,8 @@ api_reply_response(struct api_req *req, unsigned status, struct MHD_Response *re
         MHD_destroy_response(resp);
         return;
     }
+    if (front_of(req)->decorate)
+        front_of(req)->decorate(resp);
     req->response = resp;
     req->status = status;
 }
@@ -72,11 +82,7 @@ api_reply_error(struct api_req *req, unsigned status, const char *code, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    json_object *inner = json_object_new_object();
-    json_object_object_add(inner, "code", json_object_new_string(code));
-    json_object_object_add(inner, "message", json_object_new_string(msg));
-    json_object *body = json_object_new_object();
-    json_object_object_add(body, "error", inner);
+    json_object *body = front_of(req)->err_body(status, code, msg);
     /* The request log line carries the code, and for 5xx the message:
      * one line per error. */
     if (!req->response) {
@@ -85,6 +91,17 @@ api_reply_error(struct api_req *req, unsigned status, const char *code, const ch
         req->err_msg = status >= 500 ? strdup(msg) : NULL;
     }
     api_reply_json(req, status, body);
+}
+
+json_object *
+api_v1_error_body(unsigned status, const char *code, const char *msg)
+{
+    json_object *inner = json_object_new_object();
+    json_object_object_add(inner, "code", json_object_new_string(code));
+    json_object_object_add(inner, "message", json_object_new_string(msg));
+    json_object *body = json_object_new_object();
+    json_object_object_add(body, "error", inner);
+    return body;
 }
 
 void
@@ -109,6 +126,6 @@ void
 api_reply_err(struct api_req *req, const struct err *err)
 {
     const char *code = NULL;
-    unsigned status = api_err_status(err->code, &code);
+    unsigned status = front_of(req)->err_status(err->code, &code);
     api_reply_error(req, status, code, "%s", err->msg[0] ? err->msg : "internal error");
 }

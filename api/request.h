@@ -40,10 +40,15 @@
 #define API_BODY_RATE_MARKS (API_BODY_RATE_WINDOW_S * 1000 / API_BODY_RATE_MARK_MS + 1)
 
 struct api;
+struct api_front;
 struct bpipe;
+struct http_server;
 
 struct api_req {
     struct api *api;
+    const struct api_front *front; /* whose routes, errors and headers (api/front.h) */
+    struct http_server *http;      /* the server the connection came through */
+    int front_version;             /* the Docker API: NN of the 1.NN asked for */
     struct MHD_Connection *conn;
     char method[16];
     char *raw_uri; /* the request target as sent (path and query, not decoded) */
@@ -201,7 +206,9 @@ void api_reply_response(struct api_req *req, unsigned status, struct MHD_Respons
 void api_reply_text(struct api_req *req, unsigned status, const char *content_type,
                     const char *text, size_t len);
 
-/* The HTTP status and error code string for an err code. */
+/* The HTTP status and error code string for an err code (the /v1 table). */
 unsigned api_err_status(int code, const char **code_str);
+/* The /v1 error body: {"error": {"code": code, "message": msg}}. */
+json_object *api_v1_error_body(unsigned status, const char *code, const char *msg);
 
 #endif

@@ -23,8 +23,13 @@ match_pattern(const char *pattern, bool rest, const char *path, struct route_mat
         size_t plen = pend ? (size_t)(pend - p) : strlen(p);
         size_t ulen = uend ? (size_t)(uend - u) : strlen(u);
         if (plen > 2 && p[0] == '{' && p[plen - 1] == '}') {
-            if (rest && !pend) {
-                ulen = strlen(u); /* the last parameter takes the rest */
+            if (rest && !strchr(p + plen, '{')) {
+                /* The last parameter takes the rest, slashes included, up
+                 * to the literal segments that follow it in the pattern. */
+                size_t tail = strlen(p + plen), left = strlen(u);
+                if (tail >= left || memcmp(u + left - tail, p + plen, tail) != 0)
+                    return 0;
+                ulen = left - tail;
                 if (ulen && u[ulen - 1] == '/')
                     return 0;
             }

@@ -41,7 +41,8 @@ struct route {
     enum body_mode body;
     route_begin_fn begin; /* optional */
     /* The pattern's last parameter takes the rest of the path, slashes
-     * included: image names such as docker.io/library/busybox:1. */
+     * included, up to the literal segments after it (none, or "/json" in
+     * "/images/{name}/json"): image names such as docker.io/library/busybox:1. */
     bool rest;
 };
 

@@ -3,7 +3,9 @@
  * this table and openapi.yaml list the same routes.
  */
 #include "api/api.h"
+#include "api/front.h"
 #include "api/handlers.h"
+#include "api/request.h"
 
 const struct route api_routes[] = {
     {"GET", "/v1/health", health_get, BODY_NONE, NULL},
@@ -42,3 +44,13 @@ const struct route api_routes[] = {
 };
 
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
+
+const struct api_front api_front_v1 = {
+    .name = "v1",
+    .routes = api_routes,
+    .nroutes = sizeof(api_routes) / sizeof(api_routes[0]),
+    .reserve_path = "/v1/health",
+    .route_failed = api_v1_route_failed,
+    .err_status = api_err_status,
+    .err_body = api_v1_error_body,
+};

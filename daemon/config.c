@@ -53,6 +53,9 @@ const char config_usage[] =
     "                              non-loopback resolvers)          BERTH_DNS (comma-separated)\n"
     "  --cni-config DIR            use the CNI configuration list in DIR instead of berth's\n"
     "                                                                          BERTH_CNI_CONFIG\n"
+    "  --docker-listen ADDR        the Docker-compatible API: unix:///PATH, tcp://HOST:PORT or\n"
+    "                              none (default unix://" CONFIG_DOCKER_SOCKET_DEFAULT " as root)\n"
+    "                                                                       BERTH_DOCKER_LISTEN\n"
     "  --version                   print the version and exit\n"
     "  --help                      print this help and exit\n";
 
@@ -75,6 +78,7 @@ enum {
     OPT_NETWORK_GATEWAY,
     OPT_DNS,
     OPT_CNI_CONFIG,
+    OPT_DOCKER_LISTEN,
     OPT_VERSION,
     OPT_HELP,
 };
@@ -105,6 +109,7 @@ static const struct option_desc option_descs[] = {
     {OPT_NETWORK_GATEWAY, "network-gateway", "BERTH_NETWORK_GATEWAY", required_argument},
     {OPT_DNS, "dns", "BERTH_DNS", required_argument},
     {OPT_CNI_CONFIG, "cni-config", "BERTH_CNI_CONFIG", required_argument},
+    {OPT_DOCKER_LISTEN, "docker-listen", "BERTH_DOCKER_LISTEN", required_argument},
     {OPT_VERSION, "version", NULL, no_argument},
     {OPT_HELP, "help", NULL, no_argument},
 };
@@ -159,6 +164,61 @@ config_parse_listen(const char *s, char **host, unsigned *port, struct err *err)
     free(*host);
     *host = h;
     *port = (unsigned)v;
+    return 0;
+}
+
+int
+config_parse_docker_listen(struct config *cfg, const char *s, struct err *err)
+{
+    if (strcmp(s, "none") == 0) {
+        cfg->docker_listen = CONFIG_DOCKER_NONE;
+        return 0;
+    }
+    if (strncmp(s, "unix://", 7) == 0) {
+        const char *path = s + 7;
+        if (path[0] != '/' || path[1] == '\0')
+            return err_set(err, EINVAL, "--docker-listen %s: expected unix:///absolute/path", s);
+        /* sun_path holds 108 bytes with its NUL. */
+        if (strlen(path) > 107)
+            return err_set(err, EINVAL, "--docker-listen %s: the path is over 107 bytes", s);
+        char *p = strdup(path);
+        if (!p)
+            return err_set(err, ENOMEM, "out of memory");
+        free(cfg->docker_path);
+        cfg->docker_path = p;
+        cfg->docker_listen = CONFIG_DOCKER_UNIX;
+        return 0;
+    }
+    if (strncmp(s, "tcp://", 6) == 0) {
+        struct err e = {0};
+        if (config_parse_listen(s + 6, &cfg->docker_host, &cfg->docker_port, &e) < 0)
+            return err_set(err, EINVAL,
+                           "--docker-listen %s: expected tcp://HOST:PORT with a port from 0 to "
+                           "65535",
+                           s);
+        cfg->docker_listen = CONFIG_DOCKER_TCP;
+        return 0;
+    }
+    return err_set(err, EINVAL,
+                   "--docker-listen %s: expected unix:///PATH, tcp://HOST:PORT or none", s);
+}
+
+/* The default Docker socket: root's, else the user's runtime directory's, else none. */
+static int
+docker_listen_default(struct config *cfg)
+{
+    if (geteuid() == 0) {
+        cfg->docker_path = strdup(CONFIG_DOCKER_SOCKET_DEFAULT);
+    } else {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (!xdg || xdg[0] != '/' || strlen(xdg) > 80)
+            return 0;
+        if (asprintf(&cfg->docker_path, "%s/berth/docker.sock", xdg) < 0)
+            cfg->docker_path = NULL;
+    }
+    if (!cfg->docker_path)
+        return -ENOMEM;
+    cfg->docker_listen = CONFIG_DOCKER_UNIX;
     return 0;
 }
 
@@ -343,6 +403,9 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
         if (value[0] != '/')
             return err_set(err, EINVAL, "--cni-config %s: must be an absolute path", value);
         return set_str(&cfg->cni_config, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
+    case OPT_DOCKER_LISTEN:
+        cfg->docker_listen_given = true;
+        return config_parse_docker_listen(cfg, value, err);
     case OPT_LISTEN:
         return config_parse_listen(value, &cfg->listen_host, &cfg->listen_port, err);
     case OPT_ROOT:
@@ -447,7 +510,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->network_name = strdup(NET_NAME_DEFAULT);
     cfg->network_pool = strdup(NET_POOL_DEFAULT);
     if (!cfg->listen_host || !cfg->root || !cfg->runtime || !cfg->network_name ||
-        !cfg->network_pool)
+        !cfg->network_pool || docker_listen_default(cfg) < 0)
         return err_set(err, ENOMEM, "out of memory");
     struct net_flags nf = {0};
 
@@ -511,5 +574,7 @@ config_close(struct config *cfg)
     free(cfg->network_gateway);
     dns_clear(cfg);
     free(cfg->cni_config);
+    free(cfg->docker_path);
+    free(cfg->docker_host);
     memset(cfg, 0, sizeof(*cfg));
 }

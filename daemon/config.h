@@ -12,6 +12,16 @@
 #include "common/err.h"
 #include "common/log.h"
 
+enum config_docker_listen {
+    CONFIG_DOCKER_NONE, /* --docker-listen none */
+    CONFIG_DOCKER_UNIX, /* unix:///path */
+    CONFIG_DOCKER_TCP,  /* tcp://host:port */
+};
+
+/* The Docker API's socket when --docker-listen is not given: root's, or
+ * $XDG_RUNTIME_DIR/berth/docker.sock for other users (none without it). */
+#define CONFIG_DOCKER_SOCKET_DEFAULT "/run/berth/docker.sock"
+
 struct config {
     char *listen_host;    /* "127.0.0.1" */
     unsigned listen_port; /* 7380; 0 picks a free port */
@@ -34,6 +44,13 @@ struct config {
     char *network_gateway; /* NULL: the pool's first address */
     char **dns;            /* NULL-terminated --dns servers; NULL: the host's resolvers */
     char *cni_config;      /* --cni-config DIR, or NULL: berth's own configuration */
+
+    /* The Docker-compatible API (api/docker/): --docker-listen. */
+    enum config_docker_listen docker_listen;
+    char *docker_path;        /* CONFIG_DOCKER_UNIX: the socket's path */
+    char *docker_host;        /* CONFIG_DOCKER_TCP: numeric address */
+    unsigned docker_port;     /* CONFIG_DOCKER_TCP; 0 picks a free port */
+    bool docker_listen_given; /* by a flag or BERTH_DOCKER_LISTEN, not the default */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };
@@ -53,6 +70,9 @@ char *config_default_root(void);
 
 /* Parses "host:port" (IPv4 or [IPv6]:port). */
 int config_parse_listen(const char *s, char **host, unsigned *port, struct err *err);
+
+/* Parses --docker-listen: "unix:///abs/path", "tcp://HOST:PORT" or "none". */
+int config_parse_docker_listen(struct config *cfg, const char *s, struct err *err);
 
 /* Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024). */
 int config_parse_bytes(const char *s, int64_t *out);

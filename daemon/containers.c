@@ -21,7 +21,9 @@
 #include "common/strv.h"
 #include "daemon/daemon.h"
 #include "daemon/job.h"
+#include "daemon/ctr_events.h"
 #include "daemon/svc_containers.h"
+#include "daemon/svc_main.h"
 
 const char *
 ctr_state_name(enum ctr_state s)
@@ -48,12 +50,18 @@ ctr_params_free(struct ctr_params *p)
         return;
     free(p->image_ref);
     free(p->image_digest);
+    free(p->image_config);
     free(p->rootfs_dir);
     strv_free(p->env);
     free(p->working_dir);
     strv_free(p->image_entrypoint);
     strv_free(p->image_cmd);
     free(p->image_user);
+    free(p->name);
+    free(p->user);
+    free(p->hostname);
+    free(p->front_meta);
+    ctr_main_free(p->main);
     for (size_t i = 0; i < p->nmounts; i++) {
         free((char *)p->mounts[i].source);
         free((char *)p->mounts[i].target);
@@ -82,6 +90,33 @@ dup_or_null(const char *s, bool *fail)
     return d;
 }
 
+void
+ctr_main_free(struct ctr_main *m)
+{
+    if (!m)
+        return;
+    strv_free(m->entrypoint);
+    strv_free(m->cmd);
+    free(m);
+}
+
+struct ctr_main *
+ctr_main_dup(const struct ctr_main *m)
+{
+    struct ctr_main *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    *q = *m;
+    bool oom[2] = {false, false};
+    q->entrypoint = strv_dup(m->entrypoint, &oom[0]);
+    q->cmd = strv_dup(m->cmd, &oom[1]);
+    if (oom[0] || oom[1]) {
+        ctr_main_free(q);
+        return NULL;
+    }
+    return q;
+}
+
 struct ctr_params *
 ctr_params_dup(const struct ctr_params *p)
 {
@@ -95,9 +130,17 @@ ctr_params_dup(const struct ctr_params *p)
     q->created_at = p->created_at;
     q->image_ref = dup_or_null(p->image_ref, &fail);
     q->image_digest = dup_or_null(p->image_digest, &fail);
+    q->image_config = dup_or_null(p->image_config, &fail);
     q->rootfs_dir = dup_or_null(p->rootfs_dir, &fail);
     q->working_dir = dup_or_null(p->working_dir, &fail);
     q->image_user = dup_or_null(p->image_user, &fail);
+    q->name = dup_or_null(p->name, &fail);
+    q->user = dup_or_null(p->user, &fail);
+    q->hostname = dup_or_null(p->hostname, &fail);
+    q->front_meta = dup_or_null(p->front_meta, &fail);
+    q->readonly_rootfs = p->readonly_rootfs;
+    if (p->main && !(q->main = ctr_main_dup(p->main)))
+        fail = true;
     bool oom[3];
     q->env = strv_dup(p->env, &oom[0]);
     q->image_entrypoint = strv_dup(p->image_entrypoint, &oom[1]);
@@ -111,6 +154,7 @@ ctr_params_dup(const struct ctr_params *p)
             q->mounts[i].source = dup_or_null(p->mounts[i].source, &fail);
             q->mounts[i].target = dup_or_null(p->mounts[i].target, &fail);
             q->mounts[i].readonly = p->mounts[i].readonly;
+            q->mounts[i].tmpfs = p->mounts[i].tmpfs;
             if (p->mount_volumes)
                 q->mount_volumes[i] = dup_or_null(p->mount_volumes[i], &fail);
             q->nmounts = i + 1;
@@ -144,12 +188,25 @@ containers_find(struct containers *reg, const char *handle)
     return NULL;
 }
 
+struct container *
+containers_find_name(struct containers *reg, const char *name)
+{
+    for (struct container *c = reg->list; c; c = c->next)
+        if (c->p->name && strcmp(c->p->name, name) == 0)
+            return c;
+    return NULL;
+}
+
 int
 containers_add(struct containers *reg, struct ctr_params *p, struct container **out,
                struct err *err)
 {
     if (containers_find(reg, p->handle))
         return err_set(err, EEXIST, "container %s: the handle is taken", p->handle);
+    struct container *other = p->name ? containers_find_name(reg, p->name) : NULL;
+    if (other)
+        return err_set(err, EEXIST, "container name %s: taken by container %s", p->name,
+                       other->p->handle);
     struct container *c = calloc(1, sizeof(*c));
     if (!c || !(c->dir = fs_path_join(reg->root, p->handle))) {
         free(c);
@@ -324,6 +381,7 @@ ctr_target_clear(struct ctr_target *t)
 struct check_job {
     struct ctr_target t;
     struct rt_proc_status st;
+    int64_t finished_ms; /* from the driver's records once exited, 0 when unknown */
     int rc;
     struct err err;
 };
@@ -334,6 +392,12 @@ check_work(void *ctx)
     struct check_job *j = ctx;
     struct ctr_target *t = &j->t;
     j->rc = t->drv->proc_status(t->drv_ctx, t->handle, t->dir, t->id, &j->st, &j->err);
+    /* The end as its records keep it, so that it reads the same after a restart. */
+    struct rt_proc_times times;
+    struct err ignored;
+    if (j->rc == 0 && j->st.exited &&
+        t->drv->proc_times(t->drv_ctx, t->handle, t->dir, t->id, &times, &ignored) == 0)
+        j->finished_ms = times.finished_ms;
 }
 
 static void
@@ -348,7 +412,10 @@ check_done(void *ctx, bool cancelled)
         if (!cancelled && j->rc == 0 && j->st.output_truncated)
             pr->output_truncated = true;
         if (!cancelled && j->rc == 0 && j->st.exited && !pr->exited) {
-            proc_set_exited(pr, &j->st, clock_unix_ms());
+            proc_set_exited(pr, &j->st, j->finished_ms ? j->finished_ms : clock_unix_ms());
+            /* The container's own events first ("die" before a stop's "stop"). */
+            if (pr == j->t.c->main_proc)
+                ctr_main_exited(j->t.c);
             notify(pr, CTR_EV_EXIT);
             /* A delete waiting for its processes goes on after the last. */
             ctr_delete_proc_exited(j->t.c);
@@ -465,6 +532,8 @@ container_proc_remove(struct container *c, struct ctr_proc *pr)
     }
     proc_stop_watch(pr);
     notify(pr, CTR_EV_GONE);
+    if (c->main_proc == pr)
+        c->main_proc = NULL;
     free(pr);
 }
 
@@ -472,6 +541,7 @@ void
 container_mark_stopped(struct container *c)
 {
     c->state = CTR_STOPPED;
+    struct ctr_proc *main_lost = c->main_proc && !c->main_proc->exited ? c->main_proc : NULL;
     for (struct ctr_proc *pr = c->procs; pr; pr = pr->next) {
         if (pr->exited)
             continue;
@@ -481,7 +551,13 @@ container_mark_stopped(struct container *c)
         pr->finished_at = clock_unix_ms();
         snprintf(pr->error, sizeof(pr->error), "the container stopped; no exit status recorded");
         proc_stop_watch(pr);
-        notify(pr, CTR_EV_EXIT);
+        if (pr != main_lost)
+            notify(pr, CTR_EV_EXIT);
+    }
+    /* The container's own events first, as after an exit (check_done). */
+    if (main_lost) {
+        ctr_main_exited(c);
+        notify(main_lost, CTR_EV_EXIT);
     }
 }
 
@@ -569,8 +645,10 @@ containers_close(struct containers *reg)
             notify(pr, CTR_EV_GONE);
         }
         ctr_delete_abandon(c);
+        ctr_stop_abandon(c);
         container_unref(c);
     }
+    ctr_events_free(reg);
 }
 
 void

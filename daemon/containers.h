@@ -39,6 +39,8 @@
 struct daemon;
 struct store;
 struct ctr_delete;
+struct ctr_events;
+struct ctr_stop;
 
 #define CTR_HANDLE_MAX 128
 #define CTR_ID_MAX 64
@@ -52,18 +54,41 @@ enum ctr_state {
 
 const char *ctr_state_name(enum ctr_state s);
 
+/*
+ * A container's main process: the command Docker calls the container's
+ * own, run by container_start (daemon/svc_main.h) and run again by each
+ * later start, never by the create. Its runs are the processes
+ * "main.1", "main.2"... of the container.
+ */
+struct ctr_main {
+    char **entrypoint;   /* NULL-terminated; with has_entrypoint it replaces the image's */
+    bool has_entrypoint; /* (and then the image's Cmd is not used either, as in Docker) */
+    char **cmd;          /* with has_cmd it replaces the image's Cmd */
+    bool has_cmd;
+    bool stdin;       /* a stdin pipe (Docker's OpenStdin) */
+    bool stdin_once;  /* kept for the front end's attach (Docker's StdinOnce) */
+    bool tty;         /* kept; no terminal is given yet */
+    int stop_signal;  /* what a stop sends first; 0: SIGTERM */
+    bool auto_remove; /* the container is deleted once a run has exited */
+};
+
+struct ctr_main *ctr_main_dup(const struct ctr_main *m);
+void ctr_main_free(struct ctr_main *m);
+
 /* Everything a container was created with; owned, plain C (copied into jobs). */
 struct ctr_params {
     char handle[CTR_HANDLE_MAX + 1];
     char *image_ref;    /* as the client gave it, or NULL with rootfs_dir */
     char *image_digest; /* resolved by the create job */
+    char *image_config; /* its config's digest (Docker's image ID), likewise */
     char *rootfs_dir;   /* "raw:///..." decoded: a host directory, or NULL */
     struct rt_limits limits;
     char **env; /* NULL-terminated or NULL */
     char *working_dir;
     struct rt_mount *mounts; /* sources and targets owned; a volume's source is
-                              * its host path, filled in by the create job */
-    char **mount_volumes;    /* per mount: the volume's handle, or NULL (host_path) */
+                              * its host path, filled in by the create job; a
+                              * tmpfs has none */
+    char **mount_volumes;    /* per mount: the volume's handle, or NULL (host_path, tmpfs) */
     size_t nmounts;
     char **prop_keys, **prop_values;
     size_t nprops;
@@ -73,6 +98,18 @@ struct ctr_params {
      * NULL or empty when the image has none or for a raw rootfs. */
     char **image_entrypoint, **image_cmd; /* NULL-terminated or NULL */
     char *image_user;
+    /* A second, optional name, unique among containers (Docker's names;
+     * the handle is then Docker's id). NULL: none. */
+    char *name;
+    /* The user its processes run as unless they say otherwise (over the
+     * image's User); NULL: the image's. */
+    char *user;
+    char *hostname;        /* NULL: the handle, cut to 63 characters */
+    bool readonly_rootfs;  /* the root filesystem is mounted read-only */
+    struct ctr_main *main; /* NULL: a container without a main process */
+    /* What a front end keeps with the container (Docker's Config and
+     * HostConfig as given): stored in the record, never read by the service. */
+    char *front_meta;
 };
 
 void ctr_params_free(struct ctr_params *p);
@@ -116,6 +153,12 @@ struct container {
     unsigned spawning;           /* process starts in flight */
     struct ctr_delete *deleting; /* the delete in progress (svc_containers.c) */
     uv_poll_t *init_watch;       /* readable when the container's init exits */
+    /* The main process (p->main): its latest run, or NULL before the first. */
+    struct ctr_proc *main_proc;
+    unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */
+    bool main_starting;        /* a start is in flight */
+    bool main_exit_pending;    /* its run exited while the daemon was down (svc_main.c) */
+    struct ctr_stop *stopping; /* a stop in progress (svc_main.c) */
 };
 
 struct containers {
@@ -126,6 +169,7 @@ struct containers {
     struct err drv_err; /* why there is no driver, when drv is NULL */
     struct container *list;
     unsigned count;
+    struct ctr_events *events; /* subscribers and recent history (daemon/ctr_events.h) */
 };
 
 /*
@@ -145,7 +189,10 @@ void containers_close(struct containers *reg);
 void containers_free(struct containers *reg);
 
 struct container *containers_find(struct containers *reg, const char *handle);
-/* Adds a new container in state CREATING (taking a reference); EEXIST when taken. */
+/* The container named name (ctr_params.name), or NULL. */
+struct container *containers_find_name(struct containers *reg, const char *name);
+/* Adds a new container in state CREATING (taking a reference); EEXIST when
+ * its handle or its name is taken. */
 int containers_add(struct containers *reg, struct ctr_params *p, struct container **out,
                    struct err *err);
 /* Takes it out of the registry (it goes with its last reference); listeners get GONE. */

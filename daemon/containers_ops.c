@@ -34,6 +34,7 @@
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
 #include "daemon/daemon.h"
+#include "daemon/svc_main.h"
 #include "store/layer.h"
 #include "store/oci.h"
 #include "store/refname.h"
@@ -69,6 +70,74 @@ strv_of(json_object *o, const char *key)
     return v;
 }
 
+/* What a front end gave beside the /v1 fields: name, user, main process, its own record. */
+static void
+record_write_main(json_object *o, const struct ctr_params *p)
+{
+    if (p->name)
+        json_object_object_add(o, "name", json_object_new_string(p->name));
+    if (p->user)
+        json_object_object_add(o, "user", json_object_new_string(p->user));
+    if (p->hostname)
+        json_object_object_add(o, "hostname", json_object_new_string(p->hostname));
+    if (p->image_config)
+        json_object_object_add(o, "image_config", json_object_new_string(p->image_config));
+    if (p->readonly_rootfs)
+        json_object_object_add(o, "readonly_rootfs", json_object_new_boolean(true));
+    if (p->front_meta)
+        json_object_object_add(o, "front_meta", json_object_new_string(p->front_meta));
+    const struct ctr_main *m = p->main;
+    if (!m)
+        return;
+    json_object *j = json_object_new_object();
+    if (m->has_entrypoint)
+        json_object_object_add(j, "entrypoint", strv_to_json(m->entrypoint));
+    if (m->has_cmd)
+        json_object_object_add(j, "cmd", strv_to_json(m->cmd));
+    json_object_object_add(j, "stdin", json_object_new_boolean(m->stdin));
+    json_object_object_add(j, "stdin_once", json_object_new_boolean(m->stdin_once));
+    json_object_object_add(j, "tty", json_object_new_boolean(m->tty));
+    json_object_object_add(j, "stop_signal", json_object_new_int(m->stop_signal));
+    json_object_object_add(j, "auto_remove", json_object_new_boolean(m->auto_remove));
+    json_object_object_add(o, "main", j);
+}
+
+static bool
+bool_of(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+}
+
+/* The counterpart of record_write_main; false when out of memory. */
+static bool
+record_read_main(json_object *o, struct ctr_params *p)
+{
+    p->name = jsonutil_strdup(o, "name");
+    p->user = jsonutil_strdup(o, "user");
+    p->hostname = jsonutil_strdup(o, "hostname");
+    p->image_config = jsonutil_strdup(o, "image_config");
+    p->front_meta = jsonutil_strdup(o, "front_meta");
+    p->readonly_rootfs = bool_of(o, "readonly_rootfs");
+    json_object *j = NULL, *v = NULL;
+    if (!json_object_object_get_ex(o, "main", &j) || !json_object_is_type(j, json_type_object))
+        return true;
+    struct ctr_main *m = calloc(1, sizeof(*m));
+    if (!m)
+        return false;
+    m->has_entrypoint = json_object_object_get_ex(j, "entrypoint", &v);
+    m->entrypoint = strv_of(j, "entrypoint");
+    m->has_cmd = json_object_object_get_ex(j, "cmd", &v);
+    m->cmd = strv_of(j, "cmd");
+    m->stdin = bool_of(j, "stdin");
+    m->stdin_once = bool_of(j, "stdin_once");
+    m->tty = bool_of(j, "tty");
+    m->stop_signal = (int)jsonutil_int64_or0(j, "stop_signal");
+    m->auto_remove = bool_of(j, "auto_remove");
+    p->main = m;
+    return true;
+}
+
 static int
 record_write(const struct ctr_params *p, const char *dir, const char *state, struct err *err)
 {
@@ -101,6 +170,8 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
             json_object_object_add(m, "volume", json_object_new_string(p->mount_volumes[i]));
         json_object_object_add(m, "target", json_object_new_string(p->mounts[i].target));
         json_object_object_add(m, "readonly", json_object_new_boolean(p->mounts[i].readonly));
+        if (p->mounts[i].tmpfs)
+            json_object_object_add(m, "tmpfs", json_object_new_boolean(true));
         json_object_array_add(mounts, m);
     }
     json_object_object_add(o, "mounts", mounts);
@@ -116,6 +187,7 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
         json_object_object_add(o, "image_cmd", strv_to_json(p->image_cmd));
     if (p->image_user)
         json_object_object_add(o, "image_user", json_object_new_string(p->image_user));
+    record_write_main(o, p);
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
     cleanup_free char *path = fs_path_join(dir, RECORD_NAME);
@@ -174,6 +246,7 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
             p->mounts[i].target = jsonutil_strdup(m, "target");
             p->mounts[i].readonly =
                 json_object_object_get_ex(m, "readonly", &v) && json_object_get_boolean(v);
+            p->mounts[i].tmpfs = bool_of(m, "tmpfs");
             p->nmounts = i + 1;
         }
     }
@@ -193,6 +266,7 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
     }
     p->grace_time_s = jsonutil_int64_or0(o, "grace_time_s");
     p->created_at = jsonutil_int64_or0(o, "created_at");
+    record_read_main(o, p);
     json_object_put(o);
     *out = p;
     return 0;
@@ -325,14 +399,27 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         if (ret < 0)
             return ret;
         free(p->image_digest);
+        free(p->image_config);
         p->image_digest = strdup(img->digest);
-        if (!p->image_digest) {
+        p->image_config = strdup(img->config_digest);
+        if (!p->image_digest || !p->image_config) {
             meta_image_free(img);
             return err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
         }
         if ((ret = apply_image_config(st, img, p, err)) < 0) {
             meta_image_free(img);
             return err_wrap(err, "create container %s", p->handle);
+        }
+    }
+    /* A main process needs a command, from the request or the image. */
+    if (p->main) {
+        struct process_spec spec;
+        container_main_spec(p->main, &spec);
+        char **argv = process_command(p, &spec, err);
+        strv_free(argv);
+        if (!argv) {
+            meta_image_free(img);
+            return err_set(err, EINVAL, "create container %s: no command specified", p->handle);
         }
     }
     /* A directory left by an earlier container of this handle that its
@@ -373,6 +460,8 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
             .limits = p->limits,
             .mounts = p->mounts,
             .nmounts = p->nmounts,
+            .readonly_rootfs = p->readonly_rootfs,
+            .hostname = p->hostname,
         };
         ret = reg->drv->container_create(reg->drv_ctx, &spec, err);
     }
@@ -619,6 +708,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
             c->state = CTR_STOPPED;
         }
         load_procs(reg, c);
+        ctr_main_reload(c);
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));
     }

@@ -23,6 +23,7 @@
 #include "daemon/runtime_probe.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_images.h"
+#include "daemon/svc_main.h"
 #include "daemon/volume_ttl.h"
 #include "store/store.h"
 
@@ -214,6 +215,8 @@ main(int argc, char **argv)
              strchr(b.cfg.listen_host, ':') ? "]" : "", api_port(b.api), b.cfg.root, b.cfg.runtime,
              b.cfg.pool_threads);
 
+    /* Auto-remove containers whose main process exited while berthd was down. */
+    containers_main_resume(d);
     if (volume_ttl_start(d) < 0)
         log_error("volume TTLs: out of memory");
     /* What a crash during a prune left goes now, in a job: health is

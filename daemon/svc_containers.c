@@ -19,7 +19,9 @@
 #include "common/path.h"
 #include "common/randid.h"
 #include "common/strv.h"
+#include "daemon/ctr_events.h"
 #include "daemon/daemon.h"
+#include "daemon/svc_main.h"
 #include "store/scratch.h"
 #include "store/store.h"
 
@@ -46,6 +48,38 @@ container_lookup(struct daemon *d, const char *handle, struct container **out, s
     if (!c)
         return err_set(err, ENOENT, "container %s: not found", handle ? handle : "");
     *out = c;
+    return 0;
+}
+
+int
+container_resolve(struct daemon *d, const char *ref, bool (*visible)(const struct container *),
+                  struct container **out, struct err *err)
+{
+    struct containers *reg = NULL;
+    int ret = containers_registry(d, &reg, err);
+    if (ret < 0)
+        return ret;
+    if (!ref || !*ref)
+        return err_set(err, EINVAL, "container reference: empty");
+    struct container *c = containers_find(reg, ref);
+    if (!c)
+        c = containers_find_name(reg, ref);
+    if (c && container_listed(c) && (!visible || visible(c))) {
+        *out = c;
+        return 0;
+    }
+    struct container *found = NULL;
+    size_t len = strlen(ref);
+    for (c = reg->list; c; c = c->next) {
+        if (!container_listed(c) || (visible && !visible(c)) || strncmp(c->p->handle, ref, len))
+            continue;
+        if (found)
+            return err_set(err, EINVAL, "multiple IDs found with provided prefix: %s", ref);
+        found = c;
+    }
+    if (!found)
+        return err_set(err, ENOENT, "container %s: not found", ref);
+    *out = found;
     return 0;
 }
 
@@ -111,10 +145,12 @@ check_mounts(struct ctr_params *p, struct err *err)
         const char *host = p->mounts[i].source;
         const char *vol = p->mount_volumes ? p->mount_volumes[i] : NULL;
         const char *target = p->mounts[i].target;
+        if (p->mounts[i].tmpfs && (host || vol))
+            return err_set(err, EINVAL, "field \"mounts[%zu]\": a tmpfs has no source", i);
         if (vol && host)
             return err_set(err, EINVAL, "field \"mounts[%zu]\": give host_path or volume, not both",
                            i);
-        if (!host && !vol)
+        if (!host && !vol && !p->mounts[i].tmpfs)
             return err_set(err, EINVAL, "field \"mounts[%zu]\": host_path or volume is required",
                            i);
         if (vol && !volume_handle_valid(vol))
@@ -176,6 +212,14 @@ check_create(const struct containers *reg, struct ctr_params *p, const char *iso
     if (p->working_dir && !abs_path_ok(p->working_dir))
         return err_set(err, EINVAL, "field \"working_dir\": %.200s is not an absolute path",
                        p->working_dir);
+    if (p->hostname &&
+        (!*p->hostname || strlen(p->hostname) > 63 ||
+         strspn(p->hostname, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+             strlen(p->hostname)))
+        return err_set(err, EINVAL, "hostname %.80s: expected 1 to 63 of [A-Za-z0-9.-]",
+                       p->hostname);
+    if (p->name && (!*p->name || strlen(p->name) > CTR_HANDLE_MAX))
+        return err_set(err, EINVAL, "name %.140s: expected 1 to 128 characters", p->name);
     if (p->grace_time_s < 0 || p->grace_time_s > CTR_GRACE_MAX_S)
         return err_set(err, EINVAL, "field \"grace_time_s\": %lld is out of range 0..%d",
                        (long long)p->grace_time_s, CTR_GRACE_MAX_S);
@@ -231,6 +275,7 @@ create_done(void *ctx, bool cancelled)
         c->p = j->p;
         j->p = NULL;
         log_info("container %s: created", c->p->handle);
+        ctr_events_emit(c, CTR_CHANGE_CREATE, -1, 0);
     } else {
         if (j->call.detached) /* else the caller reports it */
             log_info("%s", j->err.msg);
@@ -378,8 +423,9 @@ struct ctr_delete {
     char *dir;
     char **ids; /* processes to TERM */
     size_t nids;
-    bool term_sent; /* the TERM job is done: waiting for exits or the grace time */
-    bool finishing; /* the undo job is submitted */
+    int64_t grace_s; /* how long the processes get after the TERM */
+    bool term_sent;  /* the TERM job is done: waiting for exits or the grace time */
+    bool finishing;  /* the undo job is submitted */
     uv_timer_t *grace_timer;
     int rc;
     struct err err;
@@ -435,6 +481,7 @@ delete_done(void *ctx, bool cancelled)
                          c->p->handle);
     if (op->rc == 0) {
         log_info("container %s: deleted", c->p->handle);
+        ctr_events_emit(c, CTR_CHANGE_DESTROY, c->main_proc ? container_main_exit_code(c) : -1, 0);
         containers_remove(c);
     }
     /* else: left in "deleting"; a retry runs every step again. */
@@ -519,7 +566,7 @@ term_done(void *ctx, bool cancelled)
         return;
     }
     op->term_sent = true;
-    if (container_procs_running(c) == 0 || c->p->grace_time_s == 0) {
+    if (container_procs_running(c) == 0 || op->grace_s == 0) {
         delete_finish(op);
         return;
     }
@@ -530,12 +577,19 @@ term_done(void *ctx, bool cancelled)
     }
     uv_timer_init(op->reg->d->loop, op->grace_timer);
     op->grace_timer->data = op;
-    uv_timer_start(op->grace_timer, grace_cb, (uint64_t)c->p->grace_time_s * 1000, 0);
+    uv_timer_start(op->grace_timer, grace_cb, (uint64_t)op->grace_s * 1000, 0);
 }
 
 int
 container_delete(struct daemon *d, const char *handle, container_delete_cb cb, void *arg,
                  struct svc_call **call, struct err *err)
+{
+    return container_delete_grace(d, handle, -1, cb, arg, call, err);
+}
+
+int
+container_delete_grace(struct daemon *d, const char *handle, int64_t grace_s,
+                       container_delete_cb cb, void *arg, struct svc_call **call, struct err *err)
 {
     struct container *c = NULL;
     int ret = container_lookup(d, handle, &c, err);
@@ -559,7 +613,9 @@ container_delete(struct daemon *d, const char *handle, container_delete_cb cb, v
     container_ref(c);
     op->reg = c->reg;
     op->st = d->store;
-    unsigned running = c->state == CTR_RUNNING ? container_procs_running(c) : 0;
+    op->grace_s = grace_s >= 0 ? grace_s : c->p->grace_time_s;
+    /* No grace: the runtime's delete KILLs them all, without a TERM first. */
+    unsigned running = c->state == CTR_RUNNING && op->grace_s ? container_procs_running(c) : 0;
     op->ids = running ? calloc(running, sizeof(char *)) : NULL;
     for (struct ctr_proc *pr = c->procs; op->ids && pr; pr = pr->next)
         if (!pr->exited && op->nids < running && (op->ids[op->nids] = strdup(pr->id)))

@@ -33,6 +33,14 @@ int containers_registry(struct daemon *d, struct containers **out, struct err *e
  * ENOENT / ERR_UNAVAILABLE. */
 int container_lookup(struct daemon *d, const char *handle, struct container **out, struct err *err);
 
+/*
+ * The container ref names, among the listed ones that visible (NULL: any)
+ * accepts: its handle, its name, or else a prefix of exactly one handle.
+ * ENOENT, or EINVAL when the prefix is one of several.
+ */
+int container_resolve(struct daemon *d, const char *ref, bool (*visible)(const struct container *),
+                      struct container **out, struct err *err);
+
 /* Checks "NAME=value" entries (at most 4096); field names them in errors. */
 int container_env_check(char *const *env, const char *field, struct err *err);
 
@@ -72,6 +80,12 @@ typedef void (*container_delete_cb)(void *arg, const struct err *err);
  */
 int container_delete(struct daemon *d, const char *handle, container_delete_cb cb, void *arg,
                      struct svc_call **call, struct err *err);
+
+/* As container_delete, with grace_s instead of the container's grace
+ * time (-1: the container's; 0: no TERM, everything is killed at once). */
+int container_delete_grace(struct daemon *d, const char *handle, int64_t grace_s,
+                           container_delete_cb cb, void *arg, struct svc_call **call,
+                           struct err *err);
 
 /*
  * Shutdown: deletes waiting out a grace time give up (their callbacks get

@@ -44,6 +44,7 @@ struct spawn_job {
     char *cwd, *user;
     bool stdin;
     struct rt_proc_status st;
+    int64_t started_ms, finished_ms; /* from the driver's records, 0 when unknown */
     int rc;
     struct err err;
 };
@@ -87,9 +88,14 @@ spawn_work(void *ctx)
     if (j->rc < 0)
         return;
     j->rc = j->t.drv->proc_spawn(j->t.drv_ctx, j->t.handle, j->t.dir, &spec, &j->st, &j->err);
+    /* Its start as its records keep it, so that it reads the same after a restart. */
+    struct rt_proc_times times;
+    struct err ignored;
+    if (j->rc == 0 &&
+        j->t.drv->proc_times(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &times, &ignored) == 0)
+        j->started_ms = times.started_ms, j->finished_ms = times.finished_ms;
     if (j->rc == -ENOEXEC) {
         /* It never ran: no record is kept, so the id can be used again. */
-        struct err ignored;
         j->t.drv->proc_remove(j->t.drv_ctx, j->t.handle, j->t.dir, j->t.id, &ignored);
         j->err.code = ERR_INVALID_CONTENT;
         j->rc = -ERR_INVALID_CONTENT;
@@ -107,7 +113,11 @@ spawn_done(void *ctx, bool cancelled)
             err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
     struct ctr_proc *pr = NULL;
     if (j->rc == 0 && c->registered && !container_proc_find(c, j->t.id))
-        pr = container_proc_add(c, j->t.id, j->stdin, &j->st, clock_unix_ms());
+        pr = container_proc_add(c, j->t.id, j->stdin, &j->st,
+                                j->started_ms ? j->started_ms : clock_unix_ms());
+    /* It may be over already: its end as the records keep it, as after a reload. */
+    if (pr && pr->exited && j->finished_ms)
+        pr->finished_at = j->finished_ms;
     if (j->rc == 0 && !pr)
         j->rc = err_set(&j->err, c->registered ? ENOMEM : ENOENT, "start process %s: %s", j->t.id,
                         c->registered ? "out of memory" : "its container was deleted");
@@ -116,24 +126,32 @@ spawn_done(void *ctx, bool cancelled)
     spawn_job_free(j);
 }
 
-/* The command: path and args, or the image's Entrypoint and Cmd (args
- * replacing Cmd), as `docker run` does. */
-static char **
-command_of(const struct ctr_params *p, const struct process_spec *o, struct err *err)
+void
+process_command_parts(const struct ctr_params *p, const struct process_spec *o,
+                      char *const **entrypoint, char *const **cmd)
+{
+    /* Docker's merge: an entrypoint of the container's own drops the
+     * image's Cmd too, unless it is empty. */
+    bool own_ep = o->has_entrypoint && o->entrypoint && o->entrypoint[0];
+    *entrypoint = o->has_entrypoint ? o->entrypoint : p->image_entrypoint;
+    *cmd = o->has_args ? o->args : own_ep ? NULL : p->image_cmd;
+}
+
+char **
+process_command(const struct ctr_params *p, const struct process_spec *o, struct err *err)
 {
     char **argv = calloc(1, sizeof(char *));
     size_t n = 0;
     bool oom = !argv;
-    if (o->path) {
+    char *const *ep = NULL, *const *cmd = o->args;
+    if (o->path)
         oom = oom || strv_push(&argv, &n, o->path) < 0;
-    } else {
-        for (size_t i = 0; !oom && p->image_entrypoint && p->image_entrypoint[i]; i++)
-            oom = strv_push(&argv, &n, p->image_entrypoint[i]) < 0;
-        for (size_t i = 0; !oom && !o->has_args && p->image_cmd && p->image_cmd[i]; i++)
-            oom = strv_push(&argv, &n, p->image_cmd[i]) < 0;
-    }
-    for (size_t i = 0; !oom && o->args && o->args[i]; i++)
-        oom = strv_push(&argv, &n, o->args[i]) < 0;
+    else
+        process_command_parts(p, o, &ep, &cmd);
+    for (size_t i = 0; !oom && ep && ep[i]; i++)
+        oom = strv_push(&argv, &n, ep[i]) < 0;
+    for (size_t i = 0; !oom && cmd && cmd[i]; i++)
+        oom = strv_push(&argv, &n, cmd[i]) < 0;
     if (oom) {
         strv_free(argv);
         err_set(err, ENOMEM, "start process: out of memory");
@@ -211,8 +229,8 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     if (!j)
         return err_set(err, ENOMEM, "start process: out of memory");
     const struct ctr_params *p = c->p;
-    const char *user = o->user ? o->user : p->image_user;
-    j->argv = command_of(p, o, err);
+    const char *user = o->user ? o->user : p->user ? p->user : p->image_user;
+    j->argv = process_command(p, o, err);
     if (!j->argv) {
         spawn_job_free(j);
         return -err->code;

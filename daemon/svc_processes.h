@@ -30,11 +30,26 @@ struct process_spec {
     const char *path;  /* NULL: the image's Entrypoint + Cmd */
     char *const *args; /* after argv[0]; with path NULL they replace the image's Cmd */
     bool has_args;     /* args was given (an empty list replaces Cmd too) */
-    char *const *env;  /* "NAME=value", over the container's (which is over the image's) */
-    const char *dir;   /* NULL: the container's working_dir, else the image's, else "/" */
-    const char *user;  /* NULL: the image's User, else root */
+    /* With path NULL: replaces the image's Entrypoint, and then its Cmd is
+     * not used either unless args are given (Docker's --entrypoint). */
+    char *const *entrypoint;
+    bool has_entrypoint;
+    char *const *env; /* "NAME=value", over the container's (which is over the image's) */
+    const char *dir;  /* NULL: the container's working_dir, else the image's, else "/" */
+    const char *user; /* NULL: the container's user, else the image's User, else root */
     bool stdin;
 };
+
+/*
+ * What o runs in a container of p when it names no path: the entrypoint
+ * and the arguments after it (borrowed; either may be NULL), from o and
+ * the image's config as Docker merges them.
+ */
+void process_command_parts(const struct ctr_params *p, const struct process_spec *o,
+                           char *const **entrypoint, char *const **cmd);
+/* The whole argv o runs (caller frees), or NULL with EINVAL when there is
+ * none (no path, and the image has no Entrypoint or Cmd). Pure. */
+char **process_command(const struct ctr_params *p, const struct process_spec *o, struct err *err);
 
 typedef void (*process_start_cb)(void *arg, const struct err *err, struct ctr_proc *pr);
 /*

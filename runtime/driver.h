@@ -30,9 +30,10 @@ struct rt_limits {
 };
 
 struct rt_mount {
-    const char *source; /* absolute host path */
+    const char *source; /* absolute host path; NULL for a tmpfs */
     const char *target; /* absolute path in the container */
     bool readonly;
+    bool tmpfs; /* a new, empty tmpfs (nosuid, nodev; no size limit but the memory's) */
 };
 
 /*
@@ -54,6 +55,7 @@ struct rt_container_spec {
     const struct rt_mount *mounts;
     size_t nmounts;
     const char *cgroups_path; /* NULL: the driver's default for the handle */
+    bool readonly_rootfs;     /* the root filesystem is mounted read-only */
     /* The network namespace to join (a bound nsfs file, daemon/net.h), or
      * NULL: a new one with only lo, made by the runtime. */
     const char *netns_path;

@@ -15,7 +15,8 @@ BERTH_RUN_PACKAGES=(runc ca-certificates e2fsprogs containernetworking-plugins i
 # docker-registry (the distribution registry), apache2-utils (htpasswd) and
 # openssl: the pull tests run a real registry on loopback, with Basic auth,
 # token auth and TLS set up by the test. python3-docker: docker-py, a real
-# client of the Docker-compatible API (hijacked connections first).
+# client of the Docker-compatible API that the docker suites drive berth
+# with (hijacked connections too; the docker CLI: berth_docker_clients).
 BERTH_TEST_PACKAGES=(check busybox-static umoci skopeo zstd curl
     e2fsprogs python3 attr docker-registry apache2-utils openssl python3-docker)
 # The Windows cross-build (scripts/build-windows.sh): mingw-w64, Wine to run
@@ -42,4 +43,40 @@ berth_install_missing() {
     export DEBIAN_FRONTEND=noninteractive
     "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
     "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The docker CLIs the Docker API suites run against berth: the one on PATH
+# when there is one (this machine image has a 28.x in /usr/local/bin), and
+# Debian's 20.10 client. Debian ships that client only inside docker.io,
+# whose install would also bring dockerd and containerd and try to start
+# them: so the package is downloaded (apt-get download, not installed) and
+# only /usr/bin/docker taken out of it, into BERTH_DOCKER_CACHE. No daemon
+# of Docker's is installed or run. Sets BERTH_DOCKER_CLIENTS (paths,
+# colon-separated) for the suites.
+berth_docker_clients() {
+    local cache=${BERTH_DOCKER_CACHE:-/var/cache/berth-docker}
+    local clients=()
+    local onpath
+    onpath=$(command -v docker 2>/dev/null || true)
+    [ -n "$onpath" ] && clients+=("$onpath")
+    local version
+    version=$(apt-cache policy docker.io 2>/dev/null | awk '/Candidate:/ {print $2}')
+    if [ -n "$version" ] && [ "$version" != "(none)" ]; then
+        local dir="$cache/docker.io-$version"
+        if [ ! -x "$dir/docker" ]; then
+            local tmp
+            tmp=$(mktemp -d)
+            if (cd "$tmp" && apt-get download -qq "docker.io=$version" >/dev/null 2>&1) &&
+                dpkg-deb -x "$tmp"/docker.io_*.deb "$tmp/x" &&
+                mkdir -p "$dir" && cp "$tmp/x/usr/bin/docker" "$dir/docker"; then
+                echo "berth: docker CLI $version taken from Debian's docker.io into $dir" >&2
+            else
+                echo "berth: could not take the docker CLI out of docker.io $version" >&2
+            fi
+            rm -rf "$tmp"
+        fi
+        [ -x "$dir/docker" ] && clients+=("$dir/docker")
+    fi
+    BERTH_DOCKER_CLIENTS=$(IFS=:; echo "${clients[*]}")
+    export BERTH_DOCKER_CLIENTS
 }

@@ -24,6 +24,7 @@ fi
 
 berth_install_missing "${BERTH_BUILD_PACKAGES[@]}" "${BERTH_RUN_PACKAGES[@]}" \
     "${BERTH_TEST_PACKAGES[@]}"
+berth_docker_clients
 cmake -S . -B "$dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 ctest --test-dir "$dir" --output-on-failure --timeout 900 -j"$(nproc)" "$@"

@@ -117,6 +117,13 @@ int meta_image_list(struct meta *m, struct meta_image ***out, size_t *n, struct 
 /* How many images are stored. */
 int meta_image_count(struct meta *m, int64_t *n, struct err *err);
 
+/*
+ * Gives the image ref resolves to the name (canonical form; a name held
+ * by another image moves here). digest_out (may be NULL) gets its digest.
+ */
+int meta_image_tag(struct meta *m, const char *ref, const char *name,
+                   char digest_out[DIGEST_STR_LEN], struct err *err);
+
 /* Sets last_used_at of the image ref resolves to (now when at is 0). */
 int meta_image_touch(struct meta *m, const char *ref, int64_t at, struct err *err);
 

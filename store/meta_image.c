@@ -66,12 +66,55 @@ ref_is_prefix(const char *ref, const char **hex)
  * Resolves ref to an image digest: a full digest, a name, a hex prefix.
  * *by_name (may be NULL) says whether it was a name.
  */
+/*
+ * The image whose config digest is ref (exact) or starts with the hex
+ * prefix hex (ref NULL): Docker's image IDs are config digests. Several
+ * images may share a config (one image imported as a docker save archive
+ * and as an OCI layout): the latest one is taken; distinct configs under
+ * one prefix are ambiguous.
+ */
+static int
+resolve_config(sqlite3 *db, const char *ref, const char *hex, const char *what,
+               char out[DIGEST_STR_LEN], struct err *err)
+{
+    cleanup_stmt sqlite3_stmt *st = NULL;
+    char pattern[DIGEST_STR_LEN + 2];
+    if (!ref)
+        snprintf(pattern, sizeof(pattern), DIGEST_PREFIX "%s*", hex);
+    int ret = db_prepare(db, &st, err,
+                         ref ? "SELECT digest, config_digest FROM images WHERE config_digest = ? "
+                               "ORDER BY created_at DESC, digest"
+                             : "SELECT digest, config_digest FROM images WHERE config_digest GLOB "
+                               "? ORDER BY created_at DESC, digest",
+                         "t", ref ? ref : pattern);
+    if (ret < 0)
+        return ret;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE)
+        return err_set(err, ENOENT, "image %s: not found", what);
+    if (rc != SQLITE_ROW)
+        return db_err(db, rc, err, "read images");
+    meta_copy_digest(out, sqlite3_column_text(st, 0));
+    char config[DIGEST_STR_LEN];
+    meta_copy_digest(config, sqlite3_column_text(st, 1));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (strcmp((const char *)sqlite3_column_text(st, 1), config) != 0)
+            return err_set(err, ERR_CONFLICT,
+                           "image %s: ambiguous prefix, matches the configs %s and %s at least; "
+                           "give more digits",
+                           what, config, (const char *)sqlite3_column_text(st, 1));
+    return rc == SQLITE_DONE ? 0 : db_err(db, rc, err, "read images");
+}
+
+/* The image ref names: a manifest digest, a name, a prefix of a manifest
+ * digest, or else a config digest or a prefix of one (Docker's image IDs). */
 static int
 image_resolve(sqlite3 *db, const char *ref, char out[DIGEST_STR_LEN], bool *by_name,
               struct err *err)
 {
     cleanup_stmt sqlite3_stmt *st = NULL;
     int ret, rc;
+    const char *hex = NULL;
     if (by_name)
         *by_name = false;
     if (!ref || !*ref)
@@ -92,7 +135,6 @@ image_resolve(sqlite3 *db, const char *ref, char out[DIGEST_STR_LEN], bool *by_n
         if (rc != SQLITE_DONE)
             return db_err(db, rc, err, "read image names");
         sqlite3_finalize(steal_ptr(&st));
-        const char *hex;
         if (!ref_is_prefix(ref, &hex))
             return err_set(err, ENOENT, "image %s: not found", ref);
         char pattern[DIGEST_STR_LEN + 2];
@@ -105,7 +147,7 @@ image_resolve(sqlite3 *db, const char *ref, char out[DIGEST_STR_LEN], bool *by_n
         return ret;
     rc = sqlite3_step(st);
     if (rc == SQLITE_DONE)
-        return err_set(err, ENOENT, "image %s: not found", ref);
+        return resolve_config(db, hex ? NULL : ref, hex, ref, out, err);
     if (rc != SQLITE_ROW)
         return db_err(db, rc, err, "read images");
     meta_copy_digest(out, sqlite3_column_text(st, 0));
@@ -265,6 +307,22 @@ name_set(sqlite3 *db, const char *name, const char *digest, struct err *err)
                   "INSERT INTO image_names (name, image) VALUES (?, ?)"
                   " ON CONFLICT (name) DO UPDATE SET image = excluded.image",
                   "tt", name, digest);
+}
+
+int
+meta_image_tag(struct meta *m, const char *ref, const char *name, char digest_out[DIGEST_STR_LEN],
+               struct err *err)
+{
+    char digest[DIGEST_STR_LEN];
+    int ret = meta_txn_begin(m, err);
+    if (ret < 0)
+        return ret;
+    ret = image_resolve(m->db, ref, digest, NULL, err);
+    if (ret == 0)
+        ret = name_set(m->db, name, digest, err);
+    if (ret == 0 && digest_out)
+        memcpy(digest_out, digest, DIGEST_STR_LEN);
+    return meta_txn_end(m, ret, err);
 }
 
 static int

@@ -133,6 +133,7 @@ annotations_from_json(const struct jsonutil_doc *d, json_object *o, const char *
                       struct oci_descriptor *out)
 {
     char key_field[JSONUTIL_FIELD_MAX];
+    bool has_full = false;
     json_object_object_foreach(o, key, val)
     {
         const char *s;
@@ -146,10 +147,14 @@ annotations_from_json(const struct jsonutil_doc *d, json_object *o, const char *
         if ((r = jsonutil_doc_check_type(d, val, key_field, json_type_string)) < 0 ||
             (r = jsonutil_doc_string_value(d, val, key_field, false, &s)) < 0)
             return r;
-        if (strcmp(key, OCI_ANNOTATION_REF_NAME) == 0) {
+        /* containerd's full name (docker save of a containerd store, buildx)
+         * wins over the OCI ref name, which is often the tag alone. */
+        bool full = strcmp(key, OCI_ANNOTATION_CONTAINERD_NAME) == 0;
+        if (full || (strcmp(key, OCI_ANNOTATION_REF_NAME) == 0 && !has_full)) {
             free(out->ref_name);
             if (!(out->ref_name = strdup(s)))
                 return jsonutil_doc_nomem(d);
+            has_full |= full;
         }
     }
     return 0;

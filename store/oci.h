@@ -54,6 +54,7 @@
 
 /* The annotation that names a manifest in an image layout's index.json. */
 #define OCI_ANNOTATION_REF_NAME "org.opencontainers.image.ref.name"
+#define OCI_ANNOTATION_CONTAINERD_NAME "io.containerd.image.name"
 
 /*
  * A content descriptor. digest is always a valid "sha256:<64 hex>" (other

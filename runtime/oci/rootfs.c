@@ -396,9 +396,10 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
     for (size_t i = 0; i < spec->nmounts && ret == 0; i++) {
         const struct rt_mount *um = &spec->mounts[i];
         m[i].readonly = um->readonly;
-        m[i].source = strdup(um->source);
+        m[i].tmpfs = um->tmpfs;
+        m[i].source = um->source ? strdup(um->source) : NULL;
         char *target = path_normalise(um->target, true);
-        if (!m[i].source || !target) {
+        if ((um->source && !m[i].source) || !target) {
             free(target);
             ret = err_set(err, ENOMEM, "prepare mount targets: out of memory");
             break;
@@ -408,8 +409,8 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
             fences[nfences++] = target;
             continue;
         }
-        struct stat st;
-        if (stat(um->source, &st) < 0) {
+        struct stat st = {.st_mode = S_IFDIR};
+        if (!um->tmpfs && stat(um->source, &st) < 0) {
             int e = errno;
             free(target);
             err_errno(err, e, "mount source %s", um->source);

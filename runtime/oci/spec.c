@@ -134,7 +134,7 @@ rt_oci_spec_validate(const struct rt_container_spec *spec, struct err *err)
         return err_set(err, EINVAL, "pids limit %lld: negative", (long long)l->pids);
     for (size_t i = 0; i < spec->nmounts; i++) {
         const struct rt_mount *m = &spec->mounts[i];
-        if (!path_ok(m->source))
+        if (m->tmpfs ? m->source != NULL : !path_ok(m->source))
             return err_set(err, EINVAL, "mount source %s: not an absolute path",
                            m->source ? m->source : "(null)");
         if (!path_ok(m->target) || strlen(m->target) >= 4096)
@@ -202,6 +202,12 @@ build_mounts(const struct rt_container_spec *spec, const char *init_path)
     for (size_t i = 0; i < spec->nmounts; i++) {
         const struct rt_mount *um = &spec->mounts[i];
         cleanup_free char *target = path_normalise(um->target, true);
+        if (um->tmpfs) {
+            add_mount(m, target ? target : um->target, "tmpfs", "tmpfs",
+                      um->readonly ? (const char *[]){"nosuid", "nodev", "noexec", "ro", NULL}
+                                   : (const char *[]){"nosuid", "nodev", "noexec", NULL});
+            continue;
+        }
         /* nodev: a device node a container makes in a volume must not
          * work when the daemon or another container reads the volume. */
         add_mount(m, target ? target : um->target, "bind", um->source,
@@ -296,7 +302,7 @@ rt_oci_spec_build(const struct rt_container_spec *spec, const char *init_path,
     json_object_object_add(root, "process", build_process(spec));
     struct json_object *r = json_object_new_object();
     json_object_object_add(r, "path", json_object_new_string(spec->rootfs));
-    json_object_object_add(r, "readonly", json_object_new_boolean(0));
+    json_object_object_add(r, "readonly", json_object_new_boolean(spec->readonly_rootfs));
     json_object_object_add(root, "root", r);
     char host[64];
     snprintf(host, sizeof(host), "%s", spec->hostname ? spec->hostname : spec->handle);

@@ -231,6 +231,28 @@ port_from_log(const struct berthd *b)
     return port;
 }
 
+/* The Docker API's endpoint, from the line it logs before the listening line. */
+static void
+docker_from_log(struct berthd *b)
+{
+    char *log = berthd_log(b);
+    b->docker_sock[0] = '\0';
+    b->docker_port = 0;
+    const char *p = strstr(log, "docker API: serving ");
+    if (p) {
+        p += strlen("docker API: serving ");
+        if (strncmp(p, "unix://", 7) == 0) {
+            size_t n = strcspn(p + 7, " \n");
+            snprintf(b->docker_sock, sizeof(b->docker_sock), "%.*s", (int)n, p + 7);
+        } else if (strncmp(p, "tcp://", 6) == 0) {
+            const char *colon = strchr(p + 6, ':');
+            if (colon)
+                b->docker_port = (unsigned)strtoul(colon + 1, NULL, 10);
+        }
+    }
+    free(log);
+}
+
 void
 berthd_start(struct berthd *b, const struct berthd_opts *opts)
 {
@@ -245,7 +267,7 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
         snprintf(b->root, sizeof(b->root), "%s/root", b->tmp);
     snprintf(b->log_path, sizeof(b->log_path), "%s/berthd.log", b->tmp);
 
-    const char *argv[HARNESS_MAX_ARGS + 8];
+    const char *argv[HARNESS_MAX_ARGS + 10];
     int argc = 0;
     argv[argc++] = harness_berthd_path();
     if (!opts->no_listen_flag) {
@@ -255,6 +277,16 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
     if (!opts->no_root_flag) {
         argv[argc++] = "--root";
         argv[argc++] = b->root;
+    }
+    /* The Docker API's default socket is the host's: off unless the test asks for it. */
+    bool docker_asked = false;
+    for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++)
+        docker_asked |= strncmp(opts->args[i], "--docker-listen", 15) == 0;
+    for (int i = 0; opts->env[i]; i++)
+        docker_asked |= strncmp(opts->env[i], "BERTH_DOCKER_LISTEN=", 20) == 0;
+    if (!docker_asked) {
+        argv[argc++] = "--docker-listen";
+        argv[argc++] = "none";
     }
     for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++)
         argv[argc++] = opts->args[i];
@@ -273,11 +305,17 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
         dup2(devnull, STDIN_FILENO);
         dup2(devnull, STDOUT_FILENO);
         /* A clean environment for berthd's own settings. */
-        static const char *const ours[] = {"BERTH_LISTEN",          "BERTH_ROOT",
-                                           "BERTH_RUNTIME",         "BERTH_OCI_RUNTIME",
-                                           "BERTH_LOG_LEVEL",       "BERTH_LOG_FORMAT",
-                                           "BERTH_MAX_CONNECTIONS", "BERTH_CONNECTION_TIMEOUT",
-                                           "BERTH_POOL_THREADS",    NULL};
+        static const char *const ours[] = {"BERTH_LISTEN",
+                                           "BERTH_ROOT",
+                                           "BERTH_RUNTIME",
+                                           "BERTH_OCI_RUNTIME",
+                                           "BERTH_LOG_LEVEL",
+                                           "BERTH_LOG_FORMAT",
+                                           "BERTH_MAX_CONNECTIONS",
+                                           "BERTH_CONNECTION_TIMEOUT",
+                                           "BERTH_POOL_THREADS",
+                                           "BERTH_DOCKER_LISTEN",
+                                           NULL};
         for (const char *const *e = ours; *e; e++)
             unsetenv(*e);
         for (int i = 0; opts->env[i]; i++)
@@ -312,6 +350,7 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
                      b->pid ? "still running" : "exited", log);
     }
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%u", b->port);
+    docker_from_log(b);
 }
 
 int
@@ -456,7 +495,14 @@ http_do(const struct berthd *b, const struct hreq *req, struct hresp *out)
     CURL *c = curl_easy_init();
     ck_assert_ptr_nonnull(c);
     char url[65536];
-    snprintf(url, sizeof(url), "%s%s", b->base_url, req->path);
+    if (req->docker && b->docker_sock[0]) {
+        snprintf(url, sizeof(url), "http://localhost%s", req->path);
+        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, b->docker_sock);
+    } else if (req->docker) {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", b->docker_port, req->path);
+    } else {
+        snprintf(url, sizeof(url), "%s%s", b->base_url, req->path);
+    }
     struct growbuf body = {0}, hdrs = {0};
     struct curl_slist *list = NULL;
     struct readsrc src = {0};
@@ -484,7 +530,10 @@ http_do(const struct berthd *b, const struct hreq *req, struct hresp *out)
             curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
             curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
         }
-        list = curl_slist_append(list, "Content-Type: application/json");
+        char ct[128];
+        snprintf(ct, sizeof(ct), "Content-Type: %s",
+                 req->content_type ? req->content_type : "application/json");
+        list = curl_slist_append(list, ct);
         list = curl_slist_append(list, "Expect:");
     }
     if (strcmp(method, "GET") != 0 || req->body)

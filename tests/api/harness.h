@@ -35,6 +35,10 @@ struct berthd {
     char log_path[PATH_MAX];
     unsigned port;
     char base_url[64];
+    /* The Docker API's endpoint, when the test started it (--docker-listen):
+     * a unix socket, or a TCP port on 127.0.0.1. */
+    char docker_sock[PATH_MAX];
+    unsigned docker_port;
     char mount[PATH_MAX];     /* a mount the test made for the root; unmounted at cleanup */
     char immutable[PATH_MAX]; /* a directory the test made immutable; restored at cleanup */
 };
@@ -111,7 +115,9 @@ struct hreq {
     size_t body_len; /* 0 with a body: strlen(body) */
     const char *const *headers;
     bool chunked;
-    long timeout_ms; /* default 10000 */
+    long timeout_ms;          /* default 10000 */
+    bool docker;              /* to the Docker API's endpoint rather than /v1's */
+    const char *content_type; /* with a body: default application/json */
 };
 
 /* Performs req against b; fills out (free with hresp_free). */

@@ -1,0 +1,51 @@
+/*
+ * The Docker API's routing table (docker-api.yaml lists the same routes;
+ * tests/unit/test_docker_api_yaml.c keeps the two in step). Every route
+ * is also served under /v1.NN/ (api/docker/front.c strips the prefix).
+ */
+#include "api/docker/docker.h"
+#include "api/request.h"
+
+const struct route docker_routes[] = {
+    {"GET", "/_ping", docker_ping, BODY_NONE, NULL},
+    {"GET", "/version", docker_version, BODY_NONE, NULL},
+    {"GET", "/info", docker_info, BODY_NONE, NULL},
+    {"GET", "/events", docker_events, BODY_NONE, NULL},
+    {"POST", "/images/load", docker_images_load, BODY_STREAM, docker_images_load_begin},
+    {"POST", "/images/create", docker_images_create, BODY_NONE, NULL},
+    {"GET", "/images/json", docker_images_list, BODY_NONE, NULL},
+    {"GET", "/images/{name}/json", docker_image_inspect, BODY_NONE, NULL, .rest = true},
+    {"POST", "/images/{name}/tag", docker_image_tag, BODY_NONE, NULL, .rest = true},
+    {"DELETE", "/images/{name}", docker_image_delete, BODY_NONE, NULL, .rest = true},
+    {"POST", "/containers/create", docker_containers_create, BODY_JSON, NULL},
+    {"GET", "/containers/json", docker_containers_list, BODY_NONE, NULL},
+    {"GET", "/containers/{id}/json", docker_container_inspect, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/start", docker_container_start, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/stop", docker_container_stop, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/restart", docker_container_restart, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/kill", docker_container_kill, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/wait", docker_container_wait, BODY_NONE, NULL},
+    {"GET", "/containers/{id}/stats", docker_container_stats, BODY_NONE, NULL},
+    {"DELETE", "/containers/{id}", docker_container_delete, BODY_NONE, NULL},
+    {"POST", "/volumes/create", docker_volumes_create, BODY_JSON, NULL},
+    {"POST", "/volumes/prune", docker_volumes_prune, BODY_NONE, NULL},
+    {"GET", "/volumes", docker_volumes_list, BODY_NONE, NULL},
+    {"GET", "/volumes/{name}", docker_volume_inspect, BODY_NONE, NULL},
+    {"DELETE", "/volumes/{name}", docker_volume_delete, BODY_NONE, NULL},
+    {"GET", "/networks", docker_networks_list, BODY_NONE, NULL},
+    {"GET", "/networks/{id}", docker_network_inspect, BODY_NONE, NULL},
+};
+
+const size_t docker_routes_count = sizeof(docker_routes) / sizeof(docker_routes[0]);
+
+const struct api_front docker_front = {
+    .name = "docker",
+    .routes = docker_routes,
+    .nroutes = sizeof(docker_routes) / sizeof(docker_routes[0]),
+    .reserve_path = NULL,
+    .rewrite = docker_front_rewrite,
+    .route_failed = docker_front_route_failed,
+    .decorate = docker_front_decorate,
+    .err_status = docker_err_status,
+    .err_body = docker_front_err_body,
+};
