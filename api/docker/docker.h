@@ -100,8 +100,9 @@ void docker_container_wait(struct api_req *req);
 void docker_container_delete(struct api_req *req);
 void docker_container_stats(struct api_req *req);
 
-/* logs.c */
+/* logs.c and attach.c */
 void docker_container_logs(struct api_req *req);
+void docker_container_attach(struct api_req *req);
 
 /* volumes.c */
 void docker_volumes_create(struct api_req *req);

@@ -27,6 +27,7 @@ const struct route docker_routes[] = {
     {"POST", "/containers/{id}/wait", docker_container_wait, BODY_NONE, NULL},
     {"GET", "/containers/{id}/stats", docker_container_stats, BODY_NONE, NULL},
     {"GET", "/containers/{id}/logs", docker_container_logs, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/attach", docker_container_attach, BODY_NONE, NULL},
     {"DELETE", "/containers/{id}", docker_container_delete, BODY_NONE, NULL},
     {"POST", "/volumes/create", docker_volumes_create, BODY_JSON, NULL},
     {"POST", "/volumes/prune", docker_volumes_prune, BODY_NONE, NULL},

@@ -103,6 +103,42 @@ START_TEST(docker_logs_follow_ends_with_the_container)
 }
 END_TEST
 
+START_TEST(docker_run_attaches_prints_the_output_and_exits_with_the_code)
+{
+    for (size_t i = 0; i < nclis; i++) {
+        struct berthd b = {0};
+        dk_start(&b, i % 2 == 1, NULL);
+        const struct dk_client *cl = &clis[i];
+        dk_load_busybox(&b);
+        char *out = dk_all(&b, cl, "\"$D\" run --rm busybox echo hi");
+        ck_assert_msg(strcmp(out, "hi\n") == 0, "docker %s run: %s", cl->version, out);
+        free(out);
+        out = NULL;
+        int st = dk_run(&b, cl, &out, "\"$D\" run --rm busybox sh -c 'echo o; echo e >&2; exit 3'");
+        ck_assert_msg(st == 3, "docker %s run: exit %d: %s", cl->version, st, out);
+        ck_assert_msg(strcmp(out, "o\ne\n") == 0, "docker %s run: %s", cl->version, out);
+        free(out);
+        /* Stdin piped in: the container reads it to its end. */
+        out = dk_all(&b, cl,
+                     "printf 'line1\\nline2\\n' | \"$D\" run -i --rm busybox sh -c 'cat; echo "
+                     "done'");
+        ck_assert_msg(strcmp(out, "line1\nline2\ndone\n") == 0, "docker %s run -i: %s", cl->version,
+                      out);
+        free(out);
+        /* Two at once with the same command do not collide. */
+        out = dk_all(&b, cl,
+                     "t=$(mktemp -d); ( \"$D\" run --rm busybox echo same > $t/a & \"$D\" run "
+                     "--rm busybox echo same > $t/b; wait ); cat $t/a $t/b; rm -r $t");
+        ck_assert_msg(strcmp(out, "same\nsame\n") == 0, "docker %s: %s", cl->version, out);
+        free(out);
+        char *left = dk_ok(&b, cl, 0, "\"$D\" ps -aq | wc -l");
+        ck_assert_str_eq(left, "0");
+        free(left);
+        berthd_finish(&b);
+    }
+}
+END_TEST
+
 START_TEST(docker_py_containers_run_returns_the_output)
 {
     struct dk_client py[DK_MAX_CLIENTS];
@@ -132,6 +168,7 @@ docker_streams_suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_logs_give_stdout_and_stderr_in_the_order_written);
     tcase_add_test(tc, docker_logs_follow_ends_with_the_container);
+    tcase_add_test(tc, docker_run_attaches_prints_the_output_and_exits_with_the_code);
     tcase_add_test(tc, docker_py_containers_run_returns_the_output);
     suite_add_tcase(s, tc);
     return s;
