@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/job.h"
 #include "daemon/ctr_events.h"
+#include "daemon/svc_exec.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_main.h"
 
@@ -656,6 +657,7 @@ containers_free(struct containers *reg)
 {
     if (!reg)
         return;
+    ctr_execs_free(reg);
     if (reg->drv && reg->drv->close)
         reg->drv->close(reg->drv_ctx);
     free(reg->root);

@@ -170,6 +170,7 @@ struct containers {
     struct container *list;
     unsigned count;
     struct ctr_events *events; /* subscribers and recent history (daemon/ctr_events.h) */
+    struct ctr_exec *execs;    /* exec instances (daemon/svc_exec.h) */
 };
 
 /*

@@ -14,6 +14,7 @@
 #include "daemon/proc_stdin.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_main.h"
+#include "daemon/svc_processes.h"
 
 struct ctr_attach {
     struct daemon *d;
@@ -170,6 +171,32 @@ container_attach(struct daemon *d, const char *handle, const struct ctr_attach_o
         /* Its output from now on, or all of it with logs. */
         attach_run(a, c->main_proc, false);
     }
+    *out = a;
+    return 0;
+}
+
+int
+process_attach(struct daemon *d, const char *handle, const char *id,
+               const struct ctr_attach_opts *o, const struct ctr_attach_cbs *cbs, void *arg,
+               struct ctr_attach **out, struct err *err)
+{
+    struct container *c = NULL;
+    struct ctr_proc *pr = NULL;
+    int ret = process_lookup(d, handle, id, &c, &pr, err);
+    if (ret < 0)
+        return ret;
+    if (o->in && !pr->has_stdin)
+        return err_set(err, EINVAL, "attach to %s: the process was started without a stdin", id);
+    struct ctr_attach *a = calloc(1, sizeof(*a));
+    if (!a)
+        return err_set(err, ENOMEM, "attach to %s: out of memory", id);
+    a->d = d;
+    a->c = c;
+    container_ref(c);
+    a->o = *o;
+    a->cbs = *cbs;
+    a->arg = arg;
+    attach_run(a, pr, true);
     *out = a;
     return 0;
 }

@@ -51,6 +51,12 @@ int container_attach(struct daemon *d, const char *handle, const struct ctr_atta
                      const struct ctr_attach_cbs *cbs, void *arg, struct ctr_attach **out,
                      struct err *err);
 
+/* As container_attach, to the process id of handle, from its first byte
+ * (an exec: daemon/svc_exec.h). */
+int process_attach(struct daemon *d, const char *handle, const char *id,
+                   const struct ctr_attach_opts *o, const struct ctr_attach_cbs *cbs, void *arg,
+                   struct ctr_attach **out, struct err *err);
+
 /* Asks for the next output: data runs once, later. */
 void container_attach_next(struct ctr_attach *a);
 

@@ -159,13 +159,49 @@ static const struct hijack_cbs hj_cbs = {
     .closed = hj_closed,
 };
 
-void
-docker_container_attach(struct api_req *req)
+int
+docker_attach_hijack(struct api_req *req, const char *handle, const char *proc_id, bool in,
+                     bool out, bool errs, struct err *err)
 {
     static const char *const upgrade_headers[] = {
         "Content-Type", "application/vnd.docker.multiplexed-stream", "Upgrade", "tcp", NULL};
     static const char *const raw_headers[] = {"Content-Type",
                                               "application/vnd.docker.multiplexed-stream", NULL};
+    struct ctr_attach_opts o = {
+        .out = out, .err = errs, .in = in, .logs = docker_query_bool(req, "logs", false)};
+    struct dattach *d = calloc(1, sizeof(*d));
+    if (!d)
+        return err_set(err, ENOMEM, "out of memory");
+    d->in = o.in;
+    struct daemon *dm = api_daemon(req->api);
+    int ret = proc_id ? process_attach(dm, handle, proc_id, &o, &attach_cbs, d, &d->a, err)
+                      : container_attach(dm, handle, &o, &attach_cbs, d, &d->a, err);
+    if (ret < 0) {
+        free(d);
+        return ret;
+    }
+    bool upgrade = hijack_req_upgrade(req);
+    struct hijack_opts ho = {
+        .mode = upgrade ? HIJACK_UPGRADE : HIJACK_RAW,
+        .headers = upgrade ? upgrade_headers : raw_headers,
+        .cbs = &hj_cbs,
+        .ctx = d,
+    };
+    d->h = hijack_start(req, &ho, err);
+    if (!d->h) {
+        container_attach_release(d->a);
+        free(d);
+        return -err->code;
+    }
+    if (!d->in)
+        hijack_read_start(d->h); /* to see the client go */
+    container_attach_next(d->a);
+    return 0;
+}
+
+void
+docker_container_attach(struct api_req *req)
+{
     struct container *c = docker_ctr_param(req);
     if (!c)
         return;
@@ -175,40 +211,10 @@ docker_container_attach(struct api_req *req)
                        "route for what was written");
         return;
     }
-    struct ctr_attach_opts o = {.out = docker_query_bool(req, "stdout", false),
-                                .err = docker_query_bool(req, "stderr", false),
-                                .in = docker_query_bool(req, "stdin", false),
-                                .logs = docker_query_bool(req, "logs", false)};
     /* The engine ignores a stdin asked of a container without one. */
-    if (o.in && !c->p->main->stdin)
-        o.in = false;
-    struct dattach *d = calloc(1, sizeof(*d));
-    if (!d) {
-        api_reply_fail(req, ENOMEM, "out of memory");
-        return;
-    }
-    d->in = o.in;
+    bool in = docker_query_bool(req, "stdin", false) && c->p->main->stdin;
     struct err err = {0};
-    if (container_attach(api_daemon(req->api), c->p->handle, &o, &attach_cbs, d, &d->a, &err) < 0) {
-        free(d);
+    if (docker_attach_hijack(req, c->p->handle, NULL, in, docker_query_bool(req, "stdout", false),
+                             docker_query_bool(req, "stderr", false), &err) < 0)
         api_reply_err(req, &err);
-        return;
-    }
-    bool upgrade = hijack_req_upgrade(req);
-    struct hijack_opts ho = {
-        .mode = upgrade ? HIJACK_UPGRADE : HIJACK_RAW,
-        .headers = upgrade ? upgrade_headers : raw_headers,
-        .cbs = &hj_cbs,
-        .ctx = d,
-    };
-    d->h = hijack_start(req, &ho, &err);
-    if (!d->h) {
-        container_attach_release(d->a);
-        free(d);
-        api_reply_err(req, &err);
-        return;
-    }
-    if (!d->in)
-        hijack_read_start(d->h); /* to see the client go */
-    container_attach_next(d->a);
 }

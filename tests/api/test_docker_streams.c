@@ -139,6 +139,42 @@ START_TEST(docker_run_attaches_prints_the_output_and_exits_with_the_code)
 }
 END_TEST
 
+START_TEST(docker_exec_runs_in_the_container_with_its_exit_code_and_stdin)
+{
+    for (size_t i = 0; i < nclis; i++) {
+        struct berthd b = {0};
+        dk_start(&b, i % 2 == 0, NULL);
+        const struct dk_client *cl = &clis[i];
+        dk_load_busybox(&b);
+        char *id = dk_ok(&b, cl, 0, "\"$D\" run -d busybox sh -c 'echo ready > /tmp/m; sleep 300'");
+        ctr_track(&b, id);
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "\"$D\" exec %s sh -c 'cat /tmp/m; echo e >&2; exit 5'", id);
+        char *out = NULL;
+        int st = dk_run(&b, cl, &out, "%s", cmd);
+        ck_assert_msg(st == 5, "docker %s exec: exit %d: %s", cl->version, st, out);
+        ck_assert_msg(strcmp(out, "ready\ne\n") == 0, "docker %s exec: %s", cl->version, out);
+        free(out);
+        snprintf(cmd, sizeof(cmd), "printf 'abc' | \"$D\" exec -i %s sh -c 'cat; echo .'", id);
+        out = dk_all(&b, cl, cmd);
+        ck_assert_msg(strcmp(out, "abc.\n") == 0, "docker %s exec -i: %s", cl->version, out);
+        free(out);
+        /* -d: started, and its work seen afterwards. */
+        free(dk_ok(&b, cl, 0, "\"$D\" exec -d %s sh -c 'echo later > /tmp/d'", id));
+        snprintf(cmd, sizeof(cmd),
+                 "for n in 1 2 3 4 5 6 7 8 9 10; do \"$D\" exec %s cat /tmp/d 2>/dev/null && "
+                 "break; sleep 0.2; done",
+                 id);
+        out = dk_all(&b, cl, cmd);
+        ck_assert_str_eq(out, "later\n");
+        free(out);
+        free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", id));
+        free(id);
+        berthd_finish(&b);
+    }
+}
+END_TEST
+
 START_TEST(docker_py_containers_run_returns_the_output)
 {
     struct dk_client py[DK_MAX_CLIENTS];
@@ -169,6 +205,7 @@ docker_streams_suite(void)
     tcase_add_test(tc, docker_logs_give_stdout_and_stderr_in_the_order_written);
     tcase_add_test(tc, docker_logs_follow_ends_with_the_container);
     tcase_add_test(tc, docker_run_attaches_prints_the_output_and_exits_with_the_code);
+    tcase_add_test(tc, docker_exec_runs_in_the_container_with_its_exit_code_and_stdin);
     tcase_add_test(tc, docker_py_containers_run_returns_the_output);
     suite_add_tcase(s, tc);
     return s;
