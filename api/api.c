@@ -64,11 +64,16 @@ api_req_param(const struct api_req *req, const char *name)
 }
 
 int
+api_body_json(const char *body, size_t len, bool allow_empty, json_object **out, struct err *err)
+{
+    int ret = jsonutil_parse_object(body ? body : "", len, allow_empty, out, err);
+    return ret < 0 ? err_wrap(err, "request body") : 0;
+}
+
+int
 api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out, struct err *err)
 {
-    int ret =
-        jsonutil_parse_object(req->body ? req->body : "", req->body_len, allow_empty, out, err);
-    return ret < 0 ? err_wrap(err, "request body") : 0;
+    return api_body_json(req->body, req->body_len, allow_empty, out, err);
 }
 
 const char *

@@ -45,6 +45,8 @@
 #define RECORD_MAX (1 << 20)
 /* limits.disk_bytes: what bounds the writable layer (store/scratch.h), beside it. */
 #define SCRATCH_RECORD "scratch.disk"
+/* A container directory on its way out (container_dir_remove). */
+#define REMOVING_PREFIX ".removing-"
 #define SCRATCH_IMAGE "scratch.img"
 
 /* ---- the record ------------------------------------------------------------- */
@@ -483,6 +485,31 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
 }
 
 /*
+ * Removes a container's directory by first renaming it out of the way
+ * (to ".removing-<name>" beside it): a status read racing the delete then
+ * finds no process directory, instead of finding one half-removed and
+ * settling it as never started (which wrote its exit record back into the
+ * tree being removed: "Directory not empty"). A crash between the rename
+ * and the removal leaves the renamed tree for the next start-up.
+ */
+static int
+container_dir_remove(const char *dir, struct err *err)
+{
+    const char *slash = strrchr(dir, '/');
+    if (!slash || !slash[1])
+        return fs_remove_tree(dir, err);
+    cleanup_free char *trash = NULL;
+    if (asprintf(&trash, "%.*s/" REMOVING_PREFIX "%s", (int)(slash - dir), dir, slash + 1) < 0)
+        return err_set(err, ENOMEM, "out of memory");
+    int ret = fs_remove_tree(trash, err);
+    if (ret < 0)
+        return ret;
+    if (rename(dir, trash) < 0)
+        return errno == ENOENT ? 0 : fs_remove_tree(dir, err);
+    return fs_remove_tree(trash, err);
+}
+
+/*
  * undo: the runtime's create failed (and cleaned up after itself), so a
  * runtime that cannot even be run does not stop the rest of the undo.
  */
@@ -535,7 +562,7 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         }
     }
     if (ret == 0 && have_dir)
-        ret = fs_remove_tree(dir, err);
+        ret = container_dir_remove(dir, err);
     return ret < 0 ? err_wrap(err, "delete container %s", p->handle) : 0;
 }
 
@@ -668,6 +695,14 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         return err_errno(err, errno, "open %s", reg->root);
     struct dirent *de;
     while ((de = readdir(dp)) != NULL) {
+        if (strncmp(de->d_name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0) {
+            /* A delete's last step, cut short by a crash. */
+            cleanup_free char *trash = fs_path_join(reg->root, de->d_name);
+            struct err terr = {0};
+            if (trash && fs_remove_tree(trash, &terr) < 0)
+                log_warn("containers: %s", terr.msg);
+            continue;
+        }
         if (de->d_name[0] == '.')
             continue;
         cleanup_free char *dir = fs_path_join(reg->root, de->d_name);

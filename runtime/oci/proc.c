@@ -440,7 +440,10 @@ rt_proc_settle(const char *state_dir, const char *id, const char *why, struct er
     cleanup_close int dfd = open_proc_dir(state_dir, id, err);
     if (dfd < 0)
         return dfd;
-    if (faccessat(dfd, "pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+    /* Only a spawn that was written (its spec there) and never started:
+     * anything else is a directory on its way out, not a cut spawn. */
+    if (faccessat(dfd, "spec", F_OK, AT_SYMLINK_NOFOLLOW) < 0 ||
+        faccessat(dfd, "pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
         faccessat(dfd, "exit", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
         return 0;
     /* As the init records a spawn that failed: the reason in stderr (and

@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -591,6 +592,31 @@ START_TEST(container_joins_the_given_network_namespace_with_its_etc_files)
 END_TEST
 
 /*
+ * A process directory that a delete is removing (its spec and pid already
+ * gone, stdout still there) is not a cut spawn: a status read racing the
+ * delete must not write an exit record back into it (found by
+ * container_delete_leaves_nothing_behind: "rmdir .../procs/stubborn:
+ * Directory not empty").
+ */
+START_TEST(a_status_read_never_writes_into_a_directory_on_its_way_out)
+{
+    char *state = state_of(shared_dir);
+    ck_assert_int_eq(
+        tu_sh("mkdir %s/procs/going && echo out > %s/procs/going/stdout", state, state), 0);
+    struct rt_proc_status st;
+    struct err err = {0};
+    ck_assert_msg(drv->proc_status(ctx, "", shared_dir, "going", &st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(!st.exited, "a directory without a spec was settled");
+    char *exitrec = fs_path_join(state, "procs/going/exit");
+    struct stat sb;
+    ck_assert_msg(stat(exitrec, &sb) < 0 && errno == ENOENT, "an exit record was written");
+    free(exitrec);
+    ck_assert_int_eq(tu_sh("rm -r %s/procs/going", state), 0);
+    free(state);
+}
+END_TEST
+
+/*
  * A daemon killed between writing a spawn's spec and sending "spawn" to
  * the init (found by the crash campaign) left a process directory that
  * nothing will ever start: it must read as never started (exit 127 with
@@ -928,6 +954,7 @@ main(void)
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
     tcase_add_test(tc, create_reports_the_runtime_error);
     tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
+    tcase_add_test(tc, a_status_read_never_writes_into_a_directory_on_its_way_out);
     tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
     tcase_add_test(tc, open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root);
     tcase_add_test(tc, a_status_never_shows_an_exit_without_the_start_before_it);
