@@ -432,7 +432,7 @@ void
 container_proc_check(struct ctr_proc *pr)
 {
     struct container *c = pr->c;
-    if (pr->exited || !c->reg->drv)
+    if (pr->exited || !c->reg->drv || c->removing)
         return;
     if (pr->checking) {
         pr->recheck = true;

@@ -152,7 +152,11 @@ struct container {
     struct ctr_proc *procs;      /* oldest first */
     unsigned spawning;           /* process starts in flight */
     struct ctr_delete *deleting; /* the delete in progress (svc_containers.c) */
-    uv_poll_t *init_watch;       /* readable when the container's init exits */
+    /* The delete's removal job runs: its records are going away, and a
+     * process check must not read them (it would take the half-removed
+     * records for a spawn cut short and write them again). */
+    bool removing;
+    uv_poll_t *init_watch; /* readable when the container's init exits */
     /* The main process (p->main): its latest run, or NULL before the first. */
     struct ctr_proc *main_proc;
     unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */

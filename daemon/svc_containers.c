@@ -479,6 +479,7 @@ delete_done(void *ctx, bool cancelled)
     if (cancelled && op->rc == 0)
         op->rc = err_set(&op->err, ECANCELED, "delete container %s: the daemon is shutting down",
                          c->p->handle);
+    c->removing = false;
     if (op->rc == 0) {
         log_info("container %s: deleted", c->p->handle);
         ctr_events_emit(c, CTR_CHANGE_DESTROY, c->main_proc ? container_main_exit_code(c) : -1, 0);
@@ -498,8 +499,10 @@ delete_finish(struct ctr_delete *op)
     op->finishing = true;
     if (op->grace_timer)
         uv_timer_stop(op->grace_timer);
+    op->c->removing = true;
     int rc = job_submit(op->reg->d->jobs, "container.delete", delete_work, delete_done, op);
     if (rc < 0) {
+        op->c->removing = false;
         struct err err;
         err_set(&err, ECANCELED, "delete container %s: cannot start the job: %s", op->p->handle,
                 strerror(-rc));
@@ -624,9 +627,11 @@ container_delete_grace(struct daemon *d, const char *handle, int64_t grace_s,
      * runs: the undo is a job too. */
     op->term_sent = op->nids == 0;
     op->finishing = op->nids == 0;
+    c->removing = op->nids == 0;
     ret = op->nids ? job_submit(d->jobs, "container.term", term_work, term_done, op)
                    : job_submit(d->jobs, "container.delete", delete_work, delete_done, op);
     if (ret < 0) {
+        c->removing = false;
         delete_free(op);
         return err_set(err, ECANCELED, "delete container %s: cannot start the job: %s", handle,
                        strerror(-ret));

@@ -495,6 +495,21 @@ docker_containers_list(struct api_req *req)
     json_object *filters = docker_filters(req, known);
     if (!filters)
         return;
+    /* A status the engine does not know is its 400, not an empty list. */
+    static const char *const states[] = {"created", "restarting", "running", "removing",
+                                         "paused",  "exited",     "dead",    NULL};
+    json_object *sv = docker_filter_values(filters, "status");
+    for (size_t i = 0; sv && i < json_object_array_length(sv); i++) {
+        const char *want = json_object_get_string(json_object_array_get_idx(sv, i));
+        bool known_state = false;
+        for (const char *const *st = states; *st; st++)
+            known_state |= strcmp(*st, want) == 0;
+        if (!known_state) {
+            api_reply_fail(req, EINVAL, "invalid filter 'status=%s'", want);
+            json_object_put(filters);
+            return;
+        }
+    }
     bool all = docker_query_bool(req, "all", false);
     int64_t limit = -1;
     if (docker_query_int(req, "limit", -1, INT32_MAX, &limit, &err) < 0) {
