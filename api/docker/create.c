@@ -582,6 +582,7 @@ docker_containers_create(struct api_req *req)
     snprintf(p->handle, sizeof(p->handle), "%s", id);
     /* The engine's default host name: the short id. */
     if (!p->hostname && !(p->hostname = strndup(id, 12))) {
+        json_object_put(body);
         api_reply_fail(req, ENOMEM, "out of memory");
         return;
     }

@@ -133,6 +133,12 @@ docker_volumes_create(struct api_req *req)
         json_object_put(body);
         return;
     }
+    /* name points into body: checked while body lives. */
+    if (name && strlen(name) > VOLUME_HANDLE_MAX) {
+        api_reply_fail(req, EINVAL, "volume name is over %d characters", VOLUME_HANDLE_MAX);
+        json_object_put(body);
+        return;
+    }
     struct create_ctx *cc = calloc(1, sizeof(*cc));
     size_t n = labels ? (size_t)json_object_object_length(labels) : 0;
     if (!cc || (n && !(cc->props = calloc(n, sizeof(*cc->props))))) {
@@ -160,10 +166,6 @@ docker_volumes_create(struct api_req *req)
         }
     }
     json_object_put(body);
-    if (name && strlen(name) > VOLUME_HANDLE_MAX) {
-        api_reply_fail(req, EINVAL, "volume name is over %d characters", VOLUME_HANDLE_MAX);
-        return;
-    }
     struct volume_create_opts o = {.handle = cc->name, .props = cc->props, .n_props = cc->n_props};
     struct svc_call *call = NULL;
     int rc = vol_create(api_daemon(req->api), &o, created_cb, cc, &call, &err);
