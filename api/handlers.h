@@ -34,6 +34,7 @@ void processes_get(struct api_req *req);
 void processes_wait(struct api_req *req);
 void processes_stdout(struct api_req *req);
 void processes_stderr(struct api_req *req);
+void processes_output(struct api_req *req);
 enum body_mode processes_stdin_begin(struct api_req *req);
 void processes_stdin(struct api_req *req);
 void processes_signal(struct api_req *req);

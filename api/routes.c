@@ -26,6 +26,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/containers/{handle}/processes/{id}/wait", processes_wait, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}/stdout", processes_stdout, BODY_NONE, NULL},
     {"GET", "/v1/containers/{handle}/processes/{id}/stderr", processes_stderr, BODY_NONE, NULL},
+    {"GET", "/v1/containers/{handle}/processes/{id}/output", processes_output, BODY_NONE, NULL},
     {"PUT", "/v1/containers/{handle}/processes/{id}/stdin", processes_stdin, BODY_STREAM,
      processes_stdin_begin},
     {"POST", "/v1/containers/{handle}/processes/{id}/signal", processes_signal, BODY_JSON, NULL},

@@ -203,6 +203,11 @@ berth_win_skip(runtime/init "the containers' static Linux init: Linux only by de
 berth_win_skip(api/hijack.c "raw streams on upgraded connections over POSIX sockets (sendmsg, MSG_DONTWAIT); hijack_windows.c refuses upgrades until Docker's attach needs them there")
 berth_win_skip(api/bench_hijack.c "a benchmark route (BERTH_BENCH_ROUTES), not in the Windows build; it needs api/hijack.c")
 # The Docker API (issue 11), Linux only for now.
+berth_win_skip(daemon/proc_logs.c "compiles as it is; needs the container registry")
+berth_win_skip(runtime/outrec.c "openat with O_NOFOLLOW/O_CLOEXEC: the output records berth-init (Linux) writes")
+berth_win_skip(runtime/outrec_read.c "pread; reads the records of runtime/outrec.c, Linux only so far")
+berth_win_skip(api/logs.c "compiles as it is; links the API object and the log service")
+berth_win_skip(api/logtime.c "gmtime_r; only the log routes use it")
 berth_win_skip(daemon/svc_main.c "the main-process service: links the container service")
 berth_win_skip(daemon/ctr_events.c "compiles as it is; container events need the container registry")
 berth_win_skip(daemon/svc_image_tag.c "compiles as it is; links the store's metadata, not ported")

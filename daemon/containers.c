@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/job.h"
 #include "daemon/ctr_events.h"
+#include "daemon/svc_exec.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_main.h"
 
@@ -467,6 +468,9 @@ watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
     case RT_PROC_CHANGE_STDERR:
         notify(pr, CTR_EV_STDERR);
         break;
+    case RT_PROC_CHANGE_CHUNKS:
+        notify(pr, CTR_EV_CHUNKS);
+        break;
     case RT_PROC_CHANGE_STATUS:
         container_proc_check(pr);
         break;
@@ -656,6 +660,7 @@ containers_free(struct containers *reg)
 {
     if (!reg)
         return;
+    ctr_execs_free(reg);
     if (reg->drv && reg->drv->close)
         reg->drv->close(reg->drv_ctx);
     free(reg->root);

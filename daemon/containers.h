@@ -120,7 +120,7 @@ void ctr_params_free(struct ctr_params *p);
 struct ctr_params *ctr_params_dup(const struct ctr_params *p);
 
 /* Something waiting on a process: a wait request, an output follower. */
-enum ctr_event { CTR_EV_EXIT, CTR_EV_STDOUT, CTR_EV_STDERR, CTR_EV_GONE };
+enum ctr_event { CTR_EV_EXIT, CTR_EV_STDOUT, CTR_EV_STDERR, CTR_EV_CHUNKS, CTR_EV_GONE };
 struct ctr_listener {
     struct ctr_listener *prev, *next;
     void (*fn)(struct ctr_listener *l, enum ctr_event ev);
@@ -177,6 +177,7 @@ struct containers {
     struct container *list;
     unsigned count;
     struct ctr_events *events; /* subscribers and recent history (daemon/ctr_events.h) */
+    struct ctr_exec *execs;    /* exec instances (daemon/svc_exec.h) */
 };
 
 /*

@@ -92,6 +92,7 @@ enum rt_proc_change {
     RT_PROC_CHANGE_NONE,   /* nothing the daemon follows */
     RT_PROC_CHANGE_STDOUT, /* new output on stdout */
     RT_PROC_CHANGE_STDERR, /* new output on stderr */
+    RT_PROC_CHANGE_CHUNKS, /* a new entry in the chunk index */
     RT_PROC_CHANGE_STATUS, /* the pid or exit record may have changed */
 };
 
@@ -177,6 +178,14 @@ struct rt_driver {
      */
     int (*proc_output_open)(void *ctx, const char *handle, const char *dir, const char *id,
                             int which, struct err *err);
+    /*
+     * Opens the index of the process's output chunks (runtime/outrec.h:
+     * each chunk's stream, time and place in the stdout or stderr file,
+     * in the order written) for reading: a new fd the caller owns. ENOENT
+     * when the driver keeps none for this process.
+     */
+    int (*proc_chunks_open)(void *ctx, const char *handle, const char *dir, const char *id,
+                            struct err *err);
     /* Opens the process's stdin for writing: a new O_NONBLOCK fd the caller owns. */
     int (*proc_stdin_open)(void *ctx, const char *handle, const char *dir, const char *id,
                            struct err *err);

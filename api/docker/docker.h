@@ -100,6 +100,20 @@ void docker_container_wait(struct api_req *req);
 void docker_container_delete(struct api_req *req);
 void docker_container_stats(struct api_req *req);
 
+/* logs.c and attach.c */
+void docker_container_logs(struct api_req *req);
+void docker_container_attach(struct api_req *req);
+/* Hijacks req for the output (and stdin) of container handle's main
+ * process (proc_id NULL) or of its process proc_id. 0, or an error with
+ * nothing replied. */
+int docker_attach_hijack(struct api_req *req, const char *handle, const char *proc_id, bool in,
+                         bool out, bool errs, struct err *err);
+
+/* exec.c */
+void docker_exec_create(struct api_req *req);
+void docker_exec_start(struct api_req *req);
+void docker_exec_inspect(struct api_req *req);
+
 /* volumes.c */
 void docker_volumes_create(struct api_req *req);
 void docker_volumes_list(struct api_req *req);

@@ -37,6 +37,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime/outrec.h"
+
 #define INIT_DEFAULT_STATE "/.berth"
 #define INIT_SPEC_MAX (1024 * 1024)
 #define INIT_LINE_MAX 256
@@ -55,8 +57,11 @@ struct proc {
     char error[256];  /* set when the exec failed */
     int pipe[2];      /* read ends of its stdout and stderr pipes, -1 once closed */
     int file[2];      /* the stdout and stderr files, -1 once closed */
+    int index;        /* the chunk index (runtime/outrec.h), -1 once closed */
+    uint64_t off[2];  /* where the next chunk of each stream starts in its file */
     uint64_t limit;   /* output cap, stdout and stderr together; 0: none */
     uint64_t written;
+    uint64_t index_bytes; /* the index is kept within the cap too (see output_pump) */
     bool truncated;
 };
 
@@ -193,12 +198,10 @@ fail_spawn(const char *id, const char *fmt, ...)
     va_end(ap);
     int dfd = open_proc_dir(id);
     if (dfd >= 0) {
-        int fd =
-            openat(dfd, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (fd >= 0) {
-            dprintf(fd, "berth-init: %s\n", msg);
-            close(fd);
-        }
+        char line[300];
+        int n = snprintf(line, sizeof(line), "berth-init: %s\n", msg);
+        if (n > 0 && outrec_write_output(dfd, 1, line, strlen(line)) < 0)
+            say("write stderr of %s: %s", id, strerror(errno));
         close(dfd);
     }
     record_exit(id, 127, 0, msg);
@@ -496,6 +499,10 @@ output_close(struct proc *p, int k)
     if (p->file[k] >= 0)
         close(p->file[k]);
     p->pipe[k] = p->file[k] = -1;
+    if (p->pipe[0] < 0 && p->pipe[1] < 0 && p->index >= 0) {
+        close(p->index);
+        p->index = -1;
+    }
 }
 
 /*
@@ -543,10 +550,38 @@ output_pump(struct proc *p, int k)
         return 0;
     }
     size_t take = (size_t)n;
+    int64_t now = outrec_now_ns();
     if (p->limit && p->written + take > p->limit)
         take = (size_t)(p->limit - p->written);
-    if (take > 0 && write_all(p->file[k], buf, take) < 0)
-        say("write %s of %s: %s", k ? "stderr" : "stdout", p->id, strerror(errno));
+    size_t put = 0;
+    while (put < take) {
+        ssize_t w = write(p->file[k], buf + put, take - put);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            say("write %s of %s: %s", k ? "stderr" : "stdout", p->id,
+                w < 0 ? strerror(errno) : "short write");
+            break;
+        }
+        put += (size_t)w;
+    }
+    /*
+     * The chunk's entry goes after its bytes, so an entry never names
+     * bytes that are not in the file. A process writing a byte at a time
+     * makes an entry per byte: the index is kept within the output cap as
+     * well, and past it chunks go unindexed (readers give the rest of the
+     * files as one late chunk), so the disk a process can fill stays
+     * bounded.
+     */
+    if (put > 0 && p->index >= 0 && (!p->limit || p->index_bytes + OUTREC_SIZE <= p->limit)) {
+        struct outrec r = {
+            .stream = (uint8_t)k, .time_ns = now, .offset = p->off[k], .len = (uint32_t)put};
+        int e = outrec_append(p->index, &r);
+        if (e < 0)
+            say("write chunk index of %s: %s", p->id, strerror(-e));
+        p->index_bytes += OUTREC_SIZE;
+    }
+    p->off[k] += put;
     p->written += take;
     if (take < (size_t)n)
         output_truncate(p);
@@ -613,15 +648,17 @@ do_spawn(const char *id)
 
     struct spawn_spec s = {0};
     char why[256] = "";
-    int in = -1, keeper = -1, out = -1, err = -1, pfd[2] = {-1, -1};
+    int in = -1, keeper = -1, out = -1, err = -1, chunks = -1, pfd[2] = {-1, -1};
     int opipe[2] = {-1, -1}, epipe[2] = {-1, -1};
     if (spec_read(dfd, &s, why, sizeof(why)) < 0)
         goto fail;
     int oflags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC;
     out = openat(dfd, "stdout", oflags, 0640);
     err = openat(dfd, "stderr", oflags, 0640);
-    if (out < 0 || err < 0) {
-        snprintf(why, sizeof(why), "open stdout/stderr: %s", strerror(errno));
+    chunks = openat(dfd, OUTREC_INDEX, oflags, 0640);
+    struct stat ost, est;
+    if (out < 0 || err < 0 || chunks < 0 || fstat(out, &ost) < 0 || fstat(err, &est) < 0) {
+        snprintf(why, sizeof(why), "open stdout/stderr/chunks: %s", strerror(errno));
         goto fail;
     }
     if (output_pipe(opipe) < 0 || output_pipe(epipe) < 0) {
@@ -683,6 +720,9 @@ do_spawn(const char *id)
     p->pipe[1] = epipe[0];
     p->file[0] = out;
     p->file[1] = err;
+    p->index = chunks;
+    p->off[0] = (uint64_t)ost.st_size;
+    p->off[1] = (uint64_t)est.st_size;
     p->limit = s.output_limit;
     /* EOF on the close-on-exec pipe means the exec succeeded. */
     ssize_t n;
@@ -703,7 +743,8 @@ do_spawn(const char *id)
     return;
 
 fail:
-    int fds[] = {in, keeper, out, err, pfd[0], pfd[1], opipe[0], opipe[1], epipe[0], epipe[1]};
+    int fds[] = {in,     keeper,   out,      err,      chunks,  pfd[0],
+                 pfd[1], opipe[0], opipe[1], epipe[0], epipe[1]};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)
             close(fds[i]);

@@ -46,6 +46,7 @@
 #include "runtime/oci/rootfs.h"
 #include "runtime/oci/runc.h"
 #include "runtime/oci/spec.h"
+#include "runtime/outrec.h"
 
 #define OCI_READY_TIMEOUT_MS 10000
 #define OCI_SPAWN_TIMEOUT_MS 10000
@@ -537,6 +538,15 @@ oci_proc_output_open(void *p, const char *handle, const char *dir, const char *i
 }
 
 static int
+oci_proc_chunks_open(void *p, const char *handle, const char *dir, const char *id, struct err *err)
+{
+    cleanup_free char *state = rt_proc_state_dir(dir);
+    if (!state)
+        return err_set(err, ENOMEM, "output in %s: out of memory", handle);
+    return rt_proc_chunks_open(state, id, err);
+}
+
+static int
 oci_proc_stdin_open(void *p, const char *handle, const char *dir, const char *id, struct err *err)
 {
     cleanup_free char *state = rt_proc_state_dir(dir);
@@ -569,6 +579,8 @@ oci_proc_change(const char *filename)
         return RT_PROC_CHANGE_STDOUT;
     if (strcmp(filename, "stderr") == 0)
         return RT_PROC_CHANGE_STDERR;
+    if (strcmp(filename, OUTREC_INDEX) == 0)
+        return RT_PROC_CHANGE_CHUNKS;
     if (strcmp(filename, "exit") == 0 || strcmp(filename, "pid") == 0 ||
         strcmp(filename, "truncated") == 0)
         return RT_PROC_CHANGE_STATUS;
@@ -644,6 +656,7 @@ const struct rt_driver rt_oci_driver = {
     .proc_signal = oci_proc_signal,
     .proc_status = oci_proc_status,
     .proc_output_open = oci_proc_output_open,
+    .proc_chunks_open = oci_proc_chunks_open,
     .proc_stdin_open = oci_proc_stdin_open,
     .proc_stdin_close = oci_proc_stdin_close,
     .proc_watch_dir = oci_proc_watch_dir,

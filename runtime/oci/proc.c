@@ -22,6 +22,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/strv.h"
+#include "runtime/outrec.h"
 
 #define RECORD_MAX 4096
 
@@ -444,15 +445,12 @@ rt_proc_settle(const char *state_dir, const char *id, const char *why, struct er
     if (faccessat(dfd, "pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
         faccessat(dfd, "exit", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
         return 0;
-    /* As the init records a spawn that failed: the reason in stderr, then code 127. */
-    cleanup_close int efd =
-        openat(dfd, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
-    if (efd >= 0) {
-        char line[512];
-        int n = snprintf(line, sizeof(line), "berth: %s\n", why);
-        if (write(efd, line, (size_t)n) < 0) {
-            /* The exit record below says it all the same. */
-        }
+    /* As the init records a spawn that failed: the reason in stderr (and
+     * its chunk entry), then code 127. */
+    char line[512];
+    snprintf(line, sizeof(line), "berth: %s\n", why);
+    if (outrec_write_output(dfd, 1, line, strlen(line)) < 0) {
+        /* The exit record below says it all the same. */
     }
     char rec[512];
     int n = snprintf(rec, sizeof(rec), "code 127\nerror %s\n", why);
@@ -552,6 +550,23 @@ rt_proc_output_open(const char *state_dir, const char *id, enum rt_proc_stream w
         return err_set(err, EIO, "%s of %s: not a regular file", name, id);
     }
     /* Regular files ignore O_NONBLOCK; it only kept a planted FIFO from blocking us. */
+    return fd;
+}
+
+int
+rt_proc_chunks_open(const char *state_dir, const char *id, struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    int fd = openat(dfd, OUTREC_INDEX, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return err_errno(err, errno, "open the chunk index of %s", id);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(err, EIO, "chunk index of %s: not a regular file", id);
+    }
     return fd;
 }
 

@@ -76,6 +76,13 @@ int rt_proc_stdin_close(const char *state_dir, const char *id, struct err *err);
 int rt_proc_output_open(const char *state_dir, const char *id, enum rt_proc_stream which,
                         struct err *err);
 
+/*
+ * Opens procs/<id>/chunks, the index of the output's chunks
+ * (runtime/outrec.h), for reading (the caller owns the fd). ENOENT: a
+ * process the init had not started, or whose records predate the index.
+ */
+int rt_proc_chunks_open(const char *state_dir, const char *id, struct err *err);
+
 /* The state directory below a container's private dir ("<dir>/state"); caller frees. */
 char *rt_proc_state_dir(const char *dir);
 

@@ -7,8 +7,9 @@
  * create, start, wait, list by label, start again, stop of a process that
  * ignores TERM, two runs at once; the low-level APIClient's create with
  * HostConfig limits, a volume bind and AutoRemove, wait for "removed",
- * volumes, and the events of a container's life. (Output, attach and
- * containers.run without detach need the streams part.)
+ * volumes, and the events of a container's life; containers.run's output,
+ * a GitLab-Runner-like attach (OpenStdin, StdinOnce, a script on stdin,
+ * half-close, frames, wait), logs with timestamps and exec.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,12 @@ START_TEST(docker_py_low_level_limits_autoremove_volumes_and_events)
 }
 END_TEST
 
+START_TEST(docker_py_run_output_gitlab_like_attach_logs_and_exec)
+{
+    run_flow("streams");
+}
+END_TEST
+
 static Suite *
 docker_py_suite(void)
 {
@@ -84,6 +91,7 @@ docker_py_suite(void)
     tcase_add_test(tc, docker_py_load_inspect_tag_remove_and_the_pull_message);
     tcase_add_test(tc, docker_py_create_start_wait_list_stop_and_two_runs_at_once);
     tcase_add_test(tc, docker_py_low_level_limits_autoremove_volumes_and_events);
+    tcase_add_test(tc, docker_py_run_output_gitlab_like_attach_logs_and_exec);
     suite_add_tcase(s, tc);
     return s;
 }
