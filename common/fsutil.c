@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,8 +139,9 @@ dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
-int
-fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+static int
+write_replace(const char *path, const void *data, size_t len, mode_t mode, bool durable,
+              struct err *err)
 {
     cleanup_free char *tmp = NULL;
     if (asprintf(&tmp, "%s.tmp.%ld", path, (long)gettid()) < 0) {
@@ -164,7 +166,7 @@ fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode
         p += n;
         left -= (size_t)n;
     }
-    if (fsync(fd) < 0) {
+    if (durable && fsync(fd) < 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -176,10 +178,24 @@ fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode
         unlink(tmp);
         return err_errno(err, e, "rename %s to %s", tmp, path);
     }
+    if (!durable)
+        return 0;
     cleanup_free char *dir = dir_of(path);
     if (!dir)
         return err_set(err, ENOMEM, "write %s: out of memory", path);
     return fs_fsync_dir(dir, err);
+}
+
+int
+fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+    return write_replace(path, data, len, mode, true, err);
+}
+
+int
+fs_write_file_replace(const char *path, const void *data, size_t len, mode_t mode, struct err *err)
+{
+    return write_replace(path, data, len, mode, false, err);
 }
 
 int

@@ -34,6 +34,16 @@ int fs_write_file_atomic(const char *path, const void *data, size_t len, mode_t 
                          struct err *err);
 
 /*
+ * As fs_write_file_atomic without the two fsyncs: readers, and this
+ * process after a crash, see the old or the new content, never a mix; a
+ * power loss may lose the write. For state that a reboot makes moot
+ * anyway (what lives in kernel memory: namespaces, links, rules), where
+ * an fsync would cost more than the whole operation it records.
+ */
+int fs_write_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+                          struct err *err);
+
+/*
  * Reads a whole regular file of at most max bytes into a new NUL-terminated
  * buffer (caller frees). A larger file fails with EFBIG.
  */
