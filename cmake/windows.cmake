@@ -142,6 +142,7 @@ berth_win_skip(daemon/runtime_probe.c "spawn.h and waitpid on the runtime binary
 berth_win_skip(daemon/volume_ttl.c "compiles as it is; only the daemon uses it, with store/volume.c")
 berth_win_skip(daemon/containers.c "sys/syscall.h, the runtime driver and mounts")
 berth_win_skip(daemon/containers_ops.c "linux/openat2.h, mounts")
+berth_win_skip(daemon/ctr_create.c "the container create: the registry, the runtime driver and the Linux network")
 berth_win_skip(daemon/net.c "the Linux network (CNI plugins, bridges, iptables); Windows networks are HCN's (issue 15)")
 berth_win_skip(daemon/net_attach.c "CNI ADD/DEL per container: Linux only; HCN endpoints on Windows")
 berth_win_skip(daemon/net_cni.c "runs CNI plugins with uv_spawn: Linux only")

@@ -19,6 +19,7 @@
 struct store;
 struct containers;
 struct volume_ttl;
+struct net;
 
 struct daemon {
     uv_loop_t *loop;
@@ -40,6 +41,12 @@ struct daemon {
     struct containers *containers;
     /* The volume TTL timer (daemon/volume_ttl.h); NULL without a store. */
     struct volume_ttl *volume_ttl;
+    /* The network service (daemon/net.h), made before the loop runs (also
+     * with --network none: containers then get a namespace with lo only). */
+    struct net *net;
+    /* The start-up reconciliation of the network has finished (health
+     * says the network is being set up until then). */
+    bool net_reconciled;
 };
 
 /* Seconds since the daemon started. */
