@@ -266,7 +266,10 @@ net_attach_begin(struct net_waiter *w)
 {
     struct net *n = w->n;
     struct net_entry *e = w->e;
-    struct net_step *s = step_new(n, e, "attaching");
+    /* A loopback-only container is attached once the prepare step is done
+     * (no ADD follows to rewrite the record): its record says so at once,
+     * or a restart would release the network of a container that lives. */
+    struct net_step *s = step_new(n, e, e->disabled ? "attached" : "attaching");
     if (s && step_set_texts(n, s, e, false) < 0) {
         net_step_free(s);
         s = NULL;
@@ -723,7 +726,7 @@ net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct 
         return err_set(err, EINVAL, "network: container handle %s is invalid",
                        handle ? handle : "(null)");
     struct net_entry *e = net_entry_find(n, handle);
-    if (e && e->state != NE_ATTACHED)
+    if (e && e->state != NE_ATTACHED && !n->reconciling)
         return err_set(err, EBUSY, "network of %s: an attach or detach is running", handle);
     struct detach_op *op = calloc(1, sizeof(*op));
     if (!op)
@@ -744,7 +747,7 @@ net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct 
         return err_set(err, ENOMEM, "network of %s: out of memory", handle);
     }
     n->inflight++;
-    if (!e && n->reconciling) {
+    if (n->reconciling && (!e || e->state != NE_ATTACHED)) {
         /* The reconciliation may be releasing it, or about to keep it. */
         op->next_deferred = n->deferred;
         n->deferred = op;

@@ -1132,6 +1132,11 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     const struct net_attachment *a, *b;
     tnet_attach_ok(&t, "stays", ports, 1, &a);
     tnet_attach_ok(&t, "goes", ports, 1, &b);
+    const struct net_attachment *q = NULL;
+    struct err qerr = {0};
+    ck_assert_msg(tnet_attach(&t, "quiet", true, NULL, 0, &q, &qerr) == 0, "%s", qerr.msg);
+    char quiet_ns[256];
+    snprintf(quiet_ns, sizeof(quiet_ns), "%s", q->netns_path);
     char ip_a[24], ip_b[24];
     snprintf(ip_a, sizeof(ip_a), "%s", a->ip);
     snprintf(ip_b, sizeof(ip_b), "%s", b->ip);
@@ -1168,12 +1173,18 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     opts_default(&t, &o, resolv);
     struct err e2 = {0};
     ck_assert_msg(net_new(&t.loop, t.jobs, &o, &t.n, &e2) == 0, "%s", e2.msg);
-    const char *live[] = {"stays"};
+    const char *live[] = {"stays", "quiet"};
     struct wait w = {0};
-    ck_assert_int_eq(net_reconcile(t.n, live, 1, reconcile_cb, &w, &err), 0);
+    ck_assert_int_eq(net_reconcile(t.n, live, 2, reconcile_cb, &w, &err), 0);
     run_until(&t, &w);
     ck_assert_msg(!w.failed, "%s", w.err.msg);
-    ck_assert_uint_eq(w.st.kept, 1);
+    ck_assert_uint_eq(w.st.kept, 2);
+    /* A loopback-only container is kept as it was, its namespace too. */
+    q = net_attachment_find(t.n, "quiet");
+    ck_assert_ptr_nonnull(q);
+    ck_assert(q->disabled);
+    ck_assert(nethost_netns_mounted(quiet_ns));
+    tnet_detach_ok(&t, "quiet");
     ck_assert_uint_eq(w.st.released, 1);
     ck_assert_uint_ge(w.st.orphans, 2);
     ck_assert_uint_ge(w.st.repaired, 1);
