@@ -70,6 +70,8 @@ struct ctr_create {
     /* The first failure. */
     bool failed;
     struct err err;
+    /* When each part ended (uv_hrtime), for the debug log. */
+    uint64_t t_start, t_prep, t_ready, t_rt, t_net;
 };
 
 static void advance(struct ctr_create *op);
@@ -97,10 +99,20 @@ op_free(struct ctr_create *op)
     free(op);
 }
 
+static double
+since(const struct ctr_create *op, uint64_t t)
+{
+    return t ? (double)(t - op->t_start) / 1e6 : -1;
+}
+
 static void
 finish(struct ctr_create *op)
 {
     struct container *c = op->c;
+    log_debug("create %s: prepared at %.1f ms, namespace ready at %.1f, runtime done at %.1f, "
+              "attached at %.1f, done at %.1f",
+              op->p ? op->p->handle : c->p->handle, since(op, op->t_prep), since(op, op->t_ready),
+              since(op, op->t_rt), since(op, op->t_net), since(op, uv_hrtime()));
     if (!op->failed) {
         c->state = CTR_RUNNING;
         container_watch_init(c, op->init_pidfd);
@@ -134,6 +146,7 @@ static void
 prepare_done(void *ctx, bool cancelled)
 {
     struct ctr_create *op = ctx;
+    op->t_prep = uv_hrtime();
     if (cancelled) {
         /* It never ran: nothing to undo. */
         op->prep = PART_FAILED;
@@ -165,6 +178,7 @@ static void
 start_done(void *ctx, bool cancelled)
 {
     struct ctr_create *op = ctx;
+    op->t_rt = uv_hrtime();
     if (cancelled) {
         /* It never ran: the prepared half is still there to undo. */
         op->rt = PART_NONE;
@@ -208,6 +222,7 @@ net_ready_cb(void *arg, const struct net_attachment *a, const struct err *err)
 {
     struct ctr_create *op = arg;
     (void)err;
+    op->t_ready = uv_hrtime();
     bool oom = !(op->netns_path = strdup(a->netns_path));
     for (size_t i = 0; i < a->nmounts && i < 3; i++) {
         op->mount_src[i] = strdup(a->mounts[i].source);
@@ -231,6 +246,7 @@ net_attached_cb(void *arg, const struct net_attachment *a, const struct err *err
 {
     struct ctr_create *op = arg;
     (void)a;
+    op->t_net = uv_hrtime();
     if (err) {
         op->netp = NETP_FAILED;
         struct err e = {0};
@@ -321,6 +337,7 @@ ctr_create_start(struct daemon *d, struct container *c, struct ctr_params *copy,
         return err_set(err, ENOMEM, "create container %s: out of memory", c->p->handle);
     }
     op->init_pidfd = -1;
+    op->t_start = uv_hrtime();
     op->c = c;
     container_ref(c);
     op->reg = c->reg;

@@ -346,6 +346,10 @@ struct ctr_delete {
     uv_timer_t *grace_timer;
     int rc;
     struct err err;
+    /* The undo job and the network's detach run side by side. */
+    bool job_running, net_running;
+    int net_rc;
+    struct err net_err;
 };
 
 static void
@@ -388,11 +392,19 @@ delete_work(void *ctx)
     op->rc = containers_delete_blocking(op->reg, op->st, op->p, op->dir, &op->err);
 }
 
-/* The delete's last step: the container goes, or stays "deleting" with err. */
+/* The delete's last step, once the undo job and the detach both ended:
+ * the container goes, or stays "deleting" with the first error. */
 static void
 delete_settle(struct ctr_delete *op)
 {
+    if (op->job_running || op->net_running)
+        return;
     struct container *c = op->c;
+    if (op->rc == 0 && op->net_rc < 0) {
+        op->rc = op->net_rc;
+        err_copy(&op->err, &op->net_err);
+        err_wrap(&op->err, "delete container %s", op->p->handle);
+    }
     if (op->rc == 0) {
         log_info("container %s: deleted", c->p->handle);
         containers_remove(c);
@@ -407,12 +419,35 @@ static void
 delete_net_done(void *arg, const struct err *err)
 {
     struct ctr_delete *op = arg;
+    op->net_running = false;
     if (err) {
-        op->rc = -err->code;
-        err_copy(&op->err, err);
-        err_wrap(&op->err, "delete container %s", op->p->handle);
+        op->net_rc = -err->code;
+        err_copy(&op->net_err, err);
     }
     delete_settle(op);
+}
+
+/*
+ * The network's detach (CNI DEL, the namespace, the files), beside the
+ * undo job: its processes had their TERM and their grace time, and the
+ * runtime's delete kills whatever is left, so nothing needs the network
+ * any more, and DEL's time (a Go plugin's start-up, the veth's removal)
+ * need not add to the runtime's. The address is free at once; the old
+ * namespace, whose veth DEL removed, holds no conflict with a container
+ * that gets it next.
+ */
+static void
+delete_start_net(struct ctr_delete *op)
+{
+    struct net *n = op->reg->d->net;
+    if (!n)
+        return;
+    op->net_running = true;
+    int rc = net_detach(n, op->p->handle, delete_net_done, op, &op->net_err);
+    if (rc < 0) {
+        op->net_running = false;
+        op->net_rc = rc;
+    }
 }
 
 static void
@@ -420,19 +455,10 @@ delete_done(void *ctx, bool cancelled)
 {
     struct ctr_delete *op = ctx;
     struct container *c = op->c;
+    op->job_running = false;
     if (cancelled && op->rc == 0)
         op->rc = err_set(&op->err, ECANCELED, "delete container %s: the daemon is shutting down",
                          c->p->handle);
-    struct net *n = op->reg->d->net;
-    /* After the runtime's delete (nothing runs in the namespace any more):
-     * CNI DEL, the namespace, the files. */
-    if (op->rc == 0 && n) {
-        int rc = net_detach(n, c->p->handle, delete_net_done, op, &op->err);
-        if (rc == 0)
-            return;
-        op->rc = rc;
-        err_wrap(&op->err, "delete container %s", c->p->handle);
-    }
     delete_settle(op);
 }
 
@@ -450,7 +476,10 @@ delete_finish(struct ctr_delete *op)
         err_set(&err, ECANCELED, "delete container %s: cannot start the job: %s", op->p->handle,
                 strerror(-rc));
         delete_end(op, &err);
+        return;
     }
+    op->job_running = true;
+    delete_start_net(op);
 }
 
 static void
@@ -570,6 +599,10 @@ container_delete(struct daemon *d, const char *handle, container_delete_cb cb, v
     }
     c->state = CTR_DELETING;
     c->deleting = op;
+    if (op->finishing) {
+        op->job_running = true;
+        delete_start_net(op);
+    }
     svc_call_give(&op->call, call);
     return 0;
 }

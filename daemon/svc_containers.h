@@ -80,10 +80,11 @@ int container_stats(struct daemon *d, const char *handle, container_stats_cb cb,
 typedef void (*container_delete_cb)(void *arg, const struct err *err);
 /*
  * Deletes the container: TERM to its running processes, then after they
- * exited or its grace time passed, the undo job, then its network's
- * detach (CNI DEL). ERR_CONFLICT at once while it is being created,
- * deleted, or a process is being started. A failed delete (the undo, or
- * a plugin's DEL) leaves it "deleting"; deleting again retries every step.
+ * exited or its grace time passed, the undo job (whose runtime delete
+ * kills what is left) and, beside it, its network's detach (CNI DEL, the
+ * namespace). ERR_CONFLICT at once while it is being created, deleted,
+ * or a process is being started. A failed delete (the undo, or a
+ * plugin's DEL) leaves it "deleting"; deleting again retries every step.
  */
 int container_delete(struct daemon *d, const char *handle, container_delete_cb cb, void *arg,
                      struct svc_call **call, struct err *err);
