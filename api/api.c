@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/hijack.h"
 #include "api/http.h"
 #include "api/metrics.h"
 #include "api/request.h"
@@ -35,6 +36,7 @@ struct api {
     struct metrics *metrics;
     struct api_req *suspended; /* list of suspended requests */
     struct api_req *live;      /* every request in flight */
+    struct hijack_set *hijacks;
     uv_timer_t peer_sweep;
     bool shutting_down;
     uv_timer_t drain_timer; /* final shutdown: lets MHD flush the 503s */
@@ -481,6 +483,7 @@ access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         if (!req->start_ns)
             req->start_ns = uv_hrtime();
         snprintf(req->method, sizeof(req->method), "%s", method);
+        snprintf(req->version, sizeof(req->version), "%s", version);
         /* Route on the raw path: MHD's decoded url would turn %2F into a
          * separator and let %00 cut the path short. */
         const char *raw = req->raw_uri ? req->raw_uri : url;
@@ -605,6 +608,9 @@ completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req->stream)
         api_stream_detach(req->stream);
     req->stream = NULL;
+    if (req->hijack)
+        hijack_detach(req->hijack);
+    req->hijack = NULL;
     if (req->weak_ref)
         *req->weak_ref = NULL;
     if (req->call)
@@ -810,6 +816,8 @@ api_start(struct daemon *d, struct api **out, struct err *err)
         free(api);
         return -err->code;
     }
+    /* Without it, only hijacking fails (ENOMEM). */
+    api->hijacks = hijack_set_new(d->loop, api->http);
     d->lag.observe = lag_observe;
     d->lag.observe_ctx = api->metrics;
     uv_timer_init(d->loop, &api->peer_sweep);
@@ -843,6 +851,12 @@ api_connections(const struct api *api)
     return http_server_connections(api->http);
 }
 
+struct hijack_set *
+api_hijacks(const struct api *api)
+{
+    return api->hijacks;
+}
+
 void
 api_begin_shutdown(struct api *api)
 {
@@ -859,6 +873,8 @@ api_begin_shutdown(struct api *api)
             hook(req);
         }
     }
+    /* Hijacked connections are asked to finish, and closed gracefully. */
+    hijack_set_begin_shutdown(api->hijacks);
 }
 
 static void
@@ -868,6 +884,7 @@ http_stopped_cb(void *arg)
     void (*done)(void *) = api->done;
     void *done_arg = api->done_arg;
     api->daemon->lag.observe = NULL;
+    hijack_set_free(api->hijacks);
     metrics_free(api->metrics);
     free(api);
     if (done)
@@ -895,7 +912,8 @@ static void
 drain_timer_cb(uv_timer_t *t)
 {
     struct api *api = t->data;
-    if (api->suspended && api->drain_rounds++ < 100) {
+    /* Hijacks closed by api_finish_shutdown may still be closing handles. */
+    if ((api->suspended || hijack_set_count(api->hijacks)) && api->drain_rounds++ < 100) {
         while (api->suspended) {
             struct api_req *req = api->suspended;
             if (req->stream)
@@ -905,7 +923,7 @@ drain_timer_cb(uv_timer_t *t)
         uv_timer_start(t, drain_timer_cb, 50, 0);
         return;
     }
-    if (api->suspended)
+    if (api->suspended || hijack_set_count(api->hijacks))
         log_error("shutdown: connections still suspended after 5 s");
     uv_close((uv_handle_t *)t, drain_timer_closed_cb);
 }
@@ -915,6 +933,9 @@ api_finish_shutdown(struct api *api, void (*done)(void *arg), void *arg)
 {
     api->done = done;
     api->done_arg = arg;
+    /* Hijacked connections end first: one taken over after a 200 is
+     * suspended, and must not get the 503 below in its raw stream. */
+    hijack_set_abort(api->hijacks);
     /* Every streamed reply ends now, suspended or not: one still sending
      * would suspend itself again for more data, and MHD refuses to stop
      * with a suspended connection. */

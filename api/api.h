@@ -24,6 +24,8 @@ unsigned api_port(const struct api *api);
 struct daemon *api_daemon(const struct api *api);
 struct metrics *api_metrics(const struct api *api);
 unsigned api_connections(const struct api *api);
+/* The server's hijacked connections (api/hijack.h); NULL if it has none. */
+struct hijack_set *api_hijacks(const struct api *api);
 
 /*
  * First step of shutdown: stop accepting connections, and call the

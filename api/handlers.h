@@ -52,6 +52,8 @@ void volumes_files_get(struct api_req *req);
 #ifdef BERTH_BENCH_ROUTES
 /* bench.c: benchmark-only routes, compiled with -DBERTH_BENCH_ROUTES=ON */
 void bench_hash_post(struct api_req *req);
+/* bench_hijack.c: a hijacked connection that echoes (api/hijack.c's tests) */
+void bench_echo_upgrade_post(struct api_req *req);
 #endif
 
 #endif

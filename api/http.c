@@ -49,13 +49,16 @@
 /*
  * Where a connection is in its life. Only HEAD has a deadline of ours;
  * REQUEST is governed by MHD's idle timeout and api.c's body rate; IDLE
- * by MHD's idle timeout, until its next request begins.
+ * by MHD's idle timeout, until its next request begins. UPGRADED is no
+ * longer HTTP (api/hijack.c owns it, and MHD has it suspended, without
+ * its idle timeout): no deadline, never evicted, until it is closed.
  */
 enum conn_phase {
-    CONN_HEAD,    /* sending a request line and headers */
-    CONN_REQUEST, /* headers complete, until the request completes */
-    CONN_IDLE,    /* keep-alive, between two requests */
-    CONN_CLOSING, /* shut down by us; MHD has not reported it closed yet */
+    CONN_HEAD,     /* sending a request line and headers */
+    CONN_REQUEST,  /* headers complete, until the request completes */
+    CONN_IDLE,     /* keep-alive, between two requests */
+    CONN_CLOSING,  /* shut down by us; MHD has not reported it closed yet */
+    CONN_UPGRADED, /* hijacked: a raw stream until MHD closes it */
 };
 
 /* Connections of one phase, oldest first. */
@@ -96,6 +99,7 @@ struct http_server {
     unsigned connections; /* every open connection, reserve ones included */
     unsigned regular;     /* the ones within max_connections */
     unsigned closing;     /* shut down by us, not yet closed by MHD */
+    unsigned upgraded;    /* hijacked connections (CONN_UPGRADED) */
     unsigned evicted;     /* since start, for the log */
     unsigned idle_timeout_s;
     unsigned header_timeout_s;
@@ -276,7 +280,8 @@ conn_enter_head(struct http_server *s, struct http_conn *c, uint64_t since_ms)
 static void
 conn_shut(struct http_server *s, struct http_conn *c)
 {
-    if (c->phase == CONN_CLOSING)
+    /* A hijacked connection is its hijack's to close. */
+    if (c->phase == CONN_CLOSING || c->phase == CONN_UPGRADED)
         return;
     list_unlink(c);
     c->phase = CONN_CLOSING;
@@ -453,6 +458,8 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                 s->regular--;
             if (c->phase == CONN_CLOSING)
                 s->closing--;
+            if (c->phase == CONN_UPGRADED)
+                s->upgraded--;
             list_unlink(c);
             free(c);
             *socket_ctx = NULL;
@@ -485,6 +492,24 @@ http_server_request_done(struct http_server *s, struct MHD_Connection *conn)
     c->phase = CONN_IDLE;
     c->since_ms = hr_ms();
     list_append(&s->idle, c);
+}
+
+void
+http_server_conn_upgraded(struct http_server *s, struct MHD_Connection *conn)
+{
+    struct http_conn *c = conn_of(conn);
+    /* One we shut down already is dying: the hijack finds its socket shut. */
+    if (!c || c->phase == CONN_UPGRADED || c->phase == CONN_CLOSING)
+        return;
+    list_unlink(c);
+    c->phase = CONN_UPGRADED;
+    s->upgraded++;
+}
+
+unsigned
+http_server_upgraded(const struct http_server *s)
+{
+    return s->upgraded;
 }
 
 bool
@@ -564,7 +589,9 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
 
     /* No SO_REUSEPORT: a second daemon on the same address must fail to
      * start, not silently share the port with the first. */
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* MHD_ALLOW_UPGRADE: api/hijack.c's 101 replies. */
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
     s->mhd = MHD_start_daemon(

@@ -81,6 +81,14 @@ void http_server_headers_done(struct http_server *s, struct MHD_Connection *conn
  * headers get the deadline from their first byte. */
 void http_server_request_done(struct http_server *s, struct MHD_Connection *conn);
 
+/* Tells that conn was hijacked (api/hijack.c): it is a raw stream now,
+ * which the header deadline, eviction and idle sweeps leave alone until
+ * MHD closes it. */
+void http_server_conn_upgraded(struct http_server *s, struct MHD_Connection *conn);
+
+/* Number of hijacked connections open. */
+unsigned http_server_upgraded(const struct http_server *s);
+
 /* Whether conn was accepted past max_connections, into the reserve that
  * only GET /v1/health may use. */
 bool http_server_conn_reserved(struct http_server *s, struct MHD_Connection *conn);

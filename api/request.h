@@ -91,6 +91,8 @@ struct api_req {
     bool completed;                /* MHD reported the request complete */
     struct MHD_Response *response; /* queued at the next access call */
     struct api_stream *stream;     /* a streamed reply in progress (api/stream.h) */
+    struct hijack *hijack;         /* the connection was hijacked (api/hijack.h) */
+    char version[12];              /* "HTTP/1.1" */
     unsigned status;
 
     /* Handler-owned per-request state, freed with the request. */

@@ -36,6 +36,7 @@ const struct route api_routes[] = {
     {"PUT", "/v1/volumes/{handle}/files", volumes_files_put, BODY_STREAM, volumes_files_put_begin},
 #ifdef BERTH_BENCH_ROUTES
     {"POST", "/v1/debug/hash", bench_hash_post, BODY_JSON, NULL},
+    {"POST", "/v1/debug/echo-upgrade", bench_echo_upgrade_post, BODY_JSON, NULL},
 #endif
 };
 

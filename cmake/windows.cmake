@@ -71,7 +71,19 @@ set(BERTH_WIN_SOURCES
     store/oci.c
     store/platform.c
     api/router.c
-    daemon/bpipe.c)
+    daemon/bpipe.c
+    runtime/hcs/admit.c
+    runtime/hcs/cmdline.c
+    runtime/hcs/doc_request.c
+    runtime/hcs/doc_system.c
+    runtime/hcs/guid.c
+    runtime/hcs/hcs_api_win.c
+    runtime/hcs/host_win.c
+    runtime/hcs/hresult.c
+    runtime/hcs/pipename.c
+    runtime/hcs/props.c
+    runtime/hcs/sizing.c
+    runtime/hcs/winpath.c)
 
 # ---- and every other one, with why not yet ----
 set(BERTH_WIN_SKIPPED_SOURCES)
@@ -132,6 +144,8 @@ berth_win_skip(daemon/svc_volumes.c "compiles as it is; links store/volume.c, no
 berth_win_skip(daemon/status.c "/proc/self: the process collector reads Linux's procfs")
 berth_win_skip(api/metrics.c "compiles as it is; links the API object")
 berth_win_skip(api/stream.c "compiles as it is; links the API object")
+berth_win_skip(api/hijack.c "sys/socket.h, sendmsg: a uv_poll_t on MHD's upgraded socket, with http.c (phase 2)")
+berth_win_skip(api/bench_hijack.c "links the hijack module (api/hijack.c) and the API object")
 berth_win_skip(daemon/main.c "berthd.exe: strsignal, setenv, runtime/driver.h; the port of the daemon (phase 2)")
 berth_win_skip(daemon/daemon.c "compiles as it is; links the store, the runtime and the API")
 berth_win_skip(daemon/config.c "geteuid, strndup and the Linux default root; the %ProgramData% default comes with the port")
@@ -162,7 +176,22 @@ set(BERTH_WIN_SUITES
     test_store_platform
     test_router
     test_jsonutil
-    test_bpipe)
+    test_bpipe
+    test_runtime_hcs_admit
+    test_runtime_hcs_cmdline
+    test_runtime_hcs_doc_request
+    test_runtime_hcs_doc_system
+    test_runtime_hcs_guid
+    test_runtime_hcs_hresult
+    test_runtime_hcs_pipename
+    test_runtime_hcs_props
+    test_runtime_hcs_sizing
+    test_runtime_hcs_winpath)
+
+# ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
+set(BERTH_WIN_ONLY_SUITES
+    test_hcs_api
+    test_hcs_host)
 
 set(BERTH_WIN_SKIPPED_SUITES)
 macro(berth_win_skip_suite name reason)
@@ -220,6 +249,15 @@ foreach(src ${all_suites})
   endif()
 endforeach()
 
+file(GLOB win_suites CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/windows/test_*.c)
+foreach(src ${win_suites})
+  get_filename_component(name ${src} NAME_WE)
+  if(NOT name IN_LIST BERTH_WIN_ONLY_SUITES)
+    message(FATAL_ERROR "tests/windows/${name}.c: add it to BERTH_WIN_ONLY_SUITES "
+                        "(cmake/windows.cmake)")
+  endif()
+endforeach()
+
 list(LENGTH BERTH_WIN_SOURCES n_built)
 list(LENGTH BERTH_WIN_SUITES n_suites)
 file(WRITE ${CMAKE_BINARY_DIR}/windows-skipped.txt "${BERTH_WIN_SKIPPED_TEXT}")
@@ -246,6 +284,43 @@ if(BERTH_TESTS)
                                BERTH_BINARY_DIR="${CMAKE_BINARY_DIR}")
     add_test(NAME unit_${name} COMMAND unit_${name})
     set_tests_properties(unit_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
+                         ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
+  endforeach()
+  # The command-line suite checks its escaping with the real CommandLineToArgvW.
+  target_link_libraries(unit_test_runtime_hcs_cmdline PRIVATE shell32)
+
+  # The TEST DOUBLE of computecore.dll (tests/doubles/computecore/): built
+  # for the tests only, as computecore.dll beside the test executables,
+  # which load it by path (runtime/hcs/hcs_api.h: a path or
+  # BERTH_TEST_HCS_DLL, honoured in test builds only). A second build of
+  # it lacks one export, as a Windows too old for berth would.
+  set(dbl_dir ${CMAKE_SOURCE_DIR}/tests/doubles/computecore)
+  set(dbl_src ${dbl_dir}/computecore_double.c ${dbl_dir}/double_system.c
+              ${dbl_dir}/double_process.c)
+  add_library(computecore_double SHARED ${dbl_src} ${dbl_dir}/computecore_double.def)
+  add_library(computecore_double_1709 SHARED ${dbl_src} ${dbl_dir}/computecore_double_1709.def)
+  foreach(t computecore_double computecore_double_1709)
+    target_include_directories(${t} PRIVATE ${dbl_dir})
+    target_link_libraries(${t} PRIVATE berth::jsonc shell32)
+    set_target_properties(${t} PROPERTIES OUTPUT_NAME computecore PREFIX "" IMPORT_PREFIX ""
+                          IMPORT_SUFFIX ".double.a")
+  endforeach()
+  set_target_properties(computecore_double PROPERTIES
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-lib)
+  set_target_properties(computecore_double_1709 PROPERTIES
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-double-1709)
+
+  # Suites of the Windows-only files (tests/windows/): they drive the
+  # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
+  foreach(name ${BERTH_WIN_ONLY_SUITES})
+    add_executable(win_${name} tests/windows/${name}.c)
+    target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
+    target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+    add_dependencies(win_${name} computecore_double computecore_double_1709)
+    add_test(NAME win_${name} COMMAND win_${name})
+    set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
   endforeach()
 endif()

@@ -60,8 +60,24 @@ int rootdir_open_or_make_dir(int dir, const char *name, mode_t mode, bool *creat
 int rootdir_open_node(int base, const char *rel);
 
 /* Opens the existing regular file name in dir for reading, never
- * through a symlink and without blocking on a FIFO swapped in. */
+ * through a symlink and without opening anything else that may have been
+ * put there (-EINVAL): see rootdir_fd_reopen_regular. */
 int rootdir_open_file(int dir, const char *name);
+
+/*
+ * Opens, for reading, the regular file that pathfd (a descriptor opened
+ * with O_PATH, which never runs the file's open) refers to, or -EINVAL
+ * when it is anything else. A tree a container can write holds whatever
+ * the container put there, device nodes included (its device cgroup lets
+ * root mknod any device, only opening them inside is refused): opening
+ * one from the daemon, root on the host, would run that device's driver
+ * (arm a watchdog, rewind a tape, raise a serial line), and opening a
+ * FIFO would block. So such files are first opened O_PATH, checked, and
+ * only then opened for real, through the descriptor (same inode). With
+ * want, the file must also still be that inode (st_dev, st_ino), else
+ * -ESTALE. pathfd stays the caller's.
+ */
+int rootdir_fd_reopen_regular(int pathfd, const struct stat *want);
 
 /* Creates the regular file name in dir (it must not exist) with mode,
  * open for writing. */

@@ -165,10 +165,32 @@ rootdir_open_or_make_dir(int dir, const char *name, mode_t mode, bool *created)
 }
 
 int
+rootdir_fd_reopen_regular(int pathfd, const struct stat *want)
+{
+    struct stat st;
+    if (fstat(pathfd, &st) < 0)
+        return neg_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if (want && (st.st_dev != want->st_dev || st.st_ino != want->st_ino))
+        return -ESTALE;
+    /* The magic link names the inode pathfd holds, whatever happened to
+     * its name since: no lookup by name, so nothing can be swapped in. */
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", pathfd);
+    int fd = open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    return fd < 0 ? neg_errno() : fd;
+}
+
+int
 rootdir_open_file(int dir, const char *name)
 {
-    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    return fd < 0 ? neg_errno() : fd;
+    int pfd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
+        return neg_errno();
+    int fd = rootdir_fd_reopen_regular(pfd, NULL);
+    close(pfd);
+    return fd;
 }
 
 int

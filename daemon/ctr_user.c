@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/rootdir.h"
 #include "common/fsutil.h"
 
 #define ENTRIES_MAX 100000
@@ -44,16 +45,18 @@ open_etc(int rfd, const char *name)
 {
     char rel[32];
     snprintf(rel, sizeof(rel), "etc/%s", name);
-    /* O_NONBLOCK: the container can replace the file with a FIFO, which
-     * must not block this job; only a regular file is read. */
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+    /* O_PATH first: the container may have replaced the file with a FIFO
+     * or a device node, which must be neither opened nor waited on; only
+     * a regular file is opened for reading (common/rootdir.h). */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
-    if (fd < 0)
+    int pfd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
+    if (pfd < 0)
         return NULL;
-    struct stat st;
-    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
-    if (!f)
+    int fd = rootdir_fd_reopen_regular(pfd, NULL);
+    close(pfd);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0)
         close(fd);
     return f;
 }

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "api/api.h"
+#include "api/http.h"
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -141,6 +143,33 @@ net_start(struct berthd *b)
     free(live);
 }
 
+/*
+ * Every connection is a descriptor, and so are the store's files, the
+ * processes' pipes and the pool's work: a soft limit of 1024 (a login
+ * shell's default) would refuse connections well before --max-connections.
+ * The soft limit is raised to what the connections need plus room for the
+ * rest, never past the hard limit. Children (runc, the containers' init,
+ * CNI plugins) inherit it, as they would under a service manager's
+ * LimitNOFILE.
+ */
+static void
+raise_open_files_limit(unsigned max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    rlim_t want = (rlim_t)max_connections + HTTP_RESERVE_CONNECTIONS + 1024;
+    if (rl.rlim_cur >= want)
+        return;
+    rlim_t cur = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+        log_warn("open files: the limit is %llu, %u connections need about %llu: raise the hard "
+                 "limit (ulimit -Hn) or lower --max-connections",
+                 (unsigned long long)(rl.rlim_cur > cur ? rl.rlim_cur : cur), max_connections,
+                 (unsigned long long)want);
+}
+
 /* Sizes libuv's pool; must run before anything touches the pool. */
 static void
 size_thread_pool(unsigned threads)
@@ -167,6 +196,7 @@ main(int argc, char **argv)
     }
     log_setup(b.cfg.log_level, b.cfg.log_format);
     signal(SIGPIPE, SIG_IGN);
+    raise_open_files_limit(b.cfg.max_connections);
     size_thread_pool(b.cfg.pool_threads);
 
     /* A root that cannot be made is reported by health as degraded, and

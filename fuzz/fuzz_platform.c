@@ -13,7 +13,9 @@
  * - matching is reflexive, symmetric and blind to normalisation;
  * - Windows version comparison is reflexive and antisymmetric;
  * - platform_check's verdict follows its rules (same os/arch/variant;
- *   Windows builds: process the host's only, hyperv the host's or older;
+ *   Windows builds: process the host's only before 20348, from the
+ *   previous stable LTSC (20348, 26100) up to the host's from then on,
+ *   hyperv the host's or older;
  *   only modes both asked and offered), and a refusal's message is
  *   printable;
  * - a selection from an index of these platforms picks an entry that
@@ -147,7 +149,11 @@ check_verdict(const struct oci_platform *img, const struct host_caps *host, int 
         if (!windows) {
             can_p = can_h = true;
         } else if (windows_version_compare(img->os_version, hp.os_version, &cmp)) {
-            can_p = cmp == 0;
+            unsigned long im = 0, in = 0, ib = 0, hm = 0, hn = 0, hb = 0;
+            sscanf(img->os_version, "%lu.%lu.%lu", &im, &in, &ib);
+            sscanf(hp.os_version, "%lu.%lu.%lu", &hm, &hn, &hb);
+            unsigned long floor = hb < 20348 ? hb : hb > 26100 ? 26100 : 20348;
+            can_p = im == hm && in == hn && ib >= floor && ib <= hb;
             can_h = cmp <= 0;
         }
     }

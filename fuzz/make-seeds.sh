@@ -292,5 +292,7 @@ windows/amd64\nprocess\nwindows amd64  10.0.26100.1\nwindows amd64  10.0.20348.2
 windows/amd64\nlinux/riscv64\nwindows amd64  \nwindows amd64  not-a-version \x03
 LINUX/AMD64\nlinux//amd64\nli\x1bux am\xc3\xa9d64  1\\\t\nlinux amd64  \x07
 linux/amd64/v8/x\n/\nlinux ppc64le  \nlinux s390x  \x00
+windows/amd64\nprocess\nwindows amd64  10.0.20348.2655\nwindows amd64  10.0.26100.1742 \x03
+windows/amd64\nwindows/amd64\nwindows amd64  10.0.17763.1\nwindows amd64  10.0.22621.4317 \x01
 EOF
 echo "seeds written to $out: $(find "$out" -type f | wc -l) files"

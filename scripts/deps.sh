@@ -14,9 +14,10 @@ BERTH_BUILD_PACKAGES=(build-essential cmake pkg-config libuv1-dev libmicrohttpd-
 BERTH_RUN_PACKAGES=(runc ca-certificates e2fsprogs containernetworking-plugins iptables iproute2)
 # docker-registry (the distribution registry), apache2-utils (htpasswd) and
 # openssl: the pull tests run a real registry on loopback, with Basic auth,
-# token auth and TLS set up by the test.
+# token auth and TLS set up by the test. python3-docker: docker-py, a real
+# client of the Docker-compatible API (hijacked connections first).
 BERTH_TEST_PACKAGES=(check busybox-static umoci skopeo zstd curl
-    e2fsprogs python3 attr docker-registry apache2-utils openssl)
+    e2fsprogs python3 attr docker-registry apache2-utils openssl python3-docker)
 # The Windows cross-build (scripts/build-windows.sh): mingw-w64, Wine to run
 # the test executables (and libarchive's cmake try_run), and what building
 # the dependencies from Debian's source packages needs (dpkg-dev unpacks

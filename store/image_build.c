@@ -13,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
 #include "store/gc.h"
 #include "store/refname.h"
 #include "store/unpack.h"
@@ -29,6 +30,27 @@ image_build_begin(struct image_build *b, struct store *st, struct err *err)
     return blob_staging_dir_new(st->blobs, &b->staging, err);
 }
 
+/*
+ * Drops the build's lease. A lease left in the database keeps what it
+ * names from every GC until the next start clears all leases: the blobs
+ * and snapshots of an image deleted meanwhile would stay on disk. A
+ * failed removal (a disk error, a full disk, a busy database) is tried
+ * again a few times, then logged.
+ */
+static void
+lease_drop(struct image_build *b)
+{
+    struct err err = {0};
+    for (int attempt = 0; attempt < 4; attempt++) {
+        int r = meta_lease_remove(b->st->meta, b->lease, &err);
+        if (r == 0 || r == -ENOENT)
+            return;
+        usleep(10000u << attempt);
+    }
+    log_error("import: lease %s stays until the next start, and with it what it holds: %s",
+              b->lease, err.msg);
+}
+
 void
 image_build_end(struct image_build *b, bool failed)
 {
@@ -39,7 +61,7 @@ image_build_end(struct image_build *b, bool failed)
         b->staging = NULL;
     }
     if (b->leased)
-        meta_lease_remove(b->st->meta, b->lease, &ignored);
+        lease_drop(b);
     b->leased = false;
     /* chain_ids has one entry per layer of the manifest: free it first. */
     for (size_t i = 0; b->chain_ids && b->manifest && i < b->manifest->n_layers; i++)

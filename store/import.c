@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/rootdir.h"
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "common/strv.h"
@@ -103,42 +104,24 @@ blob_location(struct import *imp, const char *digest)
  * Opens rel ("blobs/sha256/<hex>", "index.json") inside the layout
  * directory without following a symlink in any component, so a layout
  * (one a task wrote into a volume, say) cannot point the import at files
- * elsewhere on the host. Returns the fd, or -errno (ELOOP for a symlink)
- * with errno set.
+ * elsewhere on the host, and without opening anything but a regular file
+ * (a device node or FIFO a container made is never opened). Returns the
+ * fd, or -errno: ELOOP for a symlink on the way, EINVAL for something
+ * other than a regular file.
  */
 static int
 layout_openat(struct import *imp, const char *rel)
 {
-    int dirfd = open(imp->req->layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return -errno;
-    cleanup_free char *copy = strdup(rel);
-    if (!copy) {
-        close(dirfd);
-        return -ENOMEM;
-    }
-    char *save = NULL;
-    char *seg = strtok_r(copy, "/", &save);
-    while (seg) {
-        char *next = strtok_r(NULL, "/", &save);
-        /* O_NONBLOCK: a FIFO in a layout must not block the job; callers
-         * refuse anything but a regular file after opening. */
-        int flags =
-            O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (next ? O_DIRECTORY : 0);
-        int fd = openat(dirfd, seg, flags);
-        int e = errno;
-        close(dirfd);
-        if (fd < 0) {
-            /* O_NOFOLLOW|O_DIRECTORY on a symlink gives ENOTDIR. */
-            if (e == ENOTDIR && next)
-                e = ELOOP;
-            errno = e;
-            return -e;
-        }
-        dirfd = fd;
-        seg = next;
-    }
-    return dirfd;
+    int base = rootdir_open(imp->req->layout_dir);
+    if (base < 0)
+        return base;
+    int pfd = rootdir_open_node(base, rel);
+    rootdir_close(base);
+    if (pfd < 0)
+        return pfd;
+    int fd = rootdir_fd_reopen_regular(pfd, NULL);
+    rootdir_close(pfd);
+    return fd;
 }
 
 /* Opens a blob of the layout directory without following a symlink. */
@@ -158,6 +141,9 @@ layout_blob_open(struct import *imp, const char *digest, struct err *err)
                            "blob %s: %s is or goes through a symbolic link; a layout's blobs "
                            "must be files",
                            digest, rel);
+        if (fd == -EINVAL)
+            return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest,
+                           rel);
         return err_errno(err, -fd, "open %s/%s", imp->req->layout_dir, rel);
     }
     struct stat sb;
@@ -180,6 +166,8 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
     if (fd == -ELOOP)
         return err_set(err, ERR_INVALID_CONTENT,
                        "%s: a symbolic link; a layout's files must be files", rel);
+    if (fd == -EINVAL)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
     if (fd < 0)
         return err_errno(err, -fd, "open %s/%s", dir, rel);
     struct stat sb;
@@ -813,13 +801,18 @@ resolve_docker(struct import *imp, struct err *err)
         goto out;
     struct blob_writer *w = blob_writer_new(imp->st->blobs, imp->b.staging, imp->b.manifest_digest,
                                             (int64_t)json_len, -1, err);
-    if (!w || blob_writer_write(w, json, json_len, err) < 0 ||
-        blob_writer_finish(w, NULL, NULL, err) < 0) {
-        if (w && err->code)
-            blob_writer_abort(w);
+    if (!w) {
         rc = -err->code;
         goto out;
     }
+    if (blob_writer_write(w, json, json_len, err) < 0) {
+        blob_writer_abort(w);
+        rc = -err->code;
+        goto out;
+    }
+    /* finish frees the writer whether it succeeds or not. */
+    if ((rc = blob_writer_finish(w, NULL, NULL, err)) < 0)
+        goto out;
     for (size_t t = 0; t < pick->n_repo_tags; t++)
         if (add_name(imp, pick->repo_tags[t]) < 0) {
             rc = err_set(err, ENOMEM, "out of memory");

@@ -1,19 +1,27 @@
 /*
  * Platforms and the platform check. Pure functions on caller-owned
  * structs, any thread; nothing here touches the system (what the host is
- * comes from platform_host.c).
+ * comes from platform_host.c, or from the hcs driver on Windows).
  *
- * The Windows rules follow what the Windows containerd runtime for
- * Concourse found on real hosts (seeds/windows-containerd-runtime-pr.txt):
- * process isolation shares the host kernel, so the snapshotter refuses
- * any image whose build differs from the host's ("snapshotter windows
- * does not support platform" for ltsc2019 and ltsc2025 images on a Server
- * 2022 host); hyperv isolation boots the image's own kernel in a utility
- * VM, and a Server 2022 host ran an ltsc2019 image that way. The same PR
- * saw an ltsc2025 (newer) image start under hyperv too, but Microsoft's
- * version compatibility matrix documents hyperv isolation for images of
- * the host's build or older only, and its author advises not to rely on
- * the newer case. So do we: hyperv runs the same or older builds.
+ * The Windows rules are Microsoft's version compatibility matrix as
+ * containerd's platform matcher applies it
+ * (../shared/research/windows-hcs.md section 4), and what the Windows
+ * containerd runtime for Concourse found on real hosts
+ * (seeds/windows-containerd-runtime-pr.txt):
+ *
+ * - process isolation shares the host kernel. Before Windows Server 2022
+ *   (build 20348) the image must be the host's build exactly; from 20348
+ *   on, builds keep a stable ABI back to the previous LTSC release, so a
+ *   host runs images from the latest LTSC build older than itself (but
+ *   never below 20348) up to its own: Server 2022 runs 20348 only, Server
+ *   2025 (26100) runs 20348 to 26100, Windows 11 (22621) runs 20348 to
+ *   22621. The seed saw ltsc2019 and ltsc2025 images refused on a Server
+ *   2022 host ("snapshotter windows does not support platform").
+ * - hyperv isolation boots the image's own kernel in a utility VM: the
+ *   host's build or older ones (a Server 2022 host ran an ltsc2019 image
+ *   that way), never newer. The seed saw an ltsc2025 image start under
+ *   hyperv on Server 2022 too, but the matrix documents no newer image
+ *   under hyperv and its author advises not to rely on it; neither do we.
  */
 #include "store/platform.h"
 
@@ -172,6 +180,30 @@ oci_platform_parse(const char *s, struct oci_platform *out, struct err *err)
 }
 
 int
+host_caps_windows(const char *architecture, unsigned major, unsigned minor, unsigned build,
+                  unsigned revision, unsigned isolations, struct host_caps *out, struct err *err)
+{
+    if (!architecture || !component_valid(architecture, strlen(architecture)) ||
+        strlen(architecture) >= OCI_PLATFORM_NAME_MAX)
+        return err_set(err, EINVAL, "windows host: architecture \"%.32s\" is not valid",
+                       architecture ? architecture : "");
+    if ((isolations & ISOLATION_ANY) == 0 || (isolations & ~(unsigned)ISOLATION_ANY))
+        return err_set(err, EINVAL, "windows host: isolation mask %#x is not a set of modes",
+                       isolations);
+    if (build == 0)
+        return err_set(err, EINVAL, "windows host: build 0");
+    struct host_caps c = {{{0}}};
+    strcpy(c.platform.os, "windows");
+    strcpy(c.platform.architecture, architecture);
+    snprintf(c.platform.os_version, sizeof(c.platform.os_version), "%u.%u.%u.%u", major, minor,
+             build, revision);
+    oci_platform_normalize(&c.platform);
+    c.isolations = isolations;
+    *out = c;
+    return 0;
+}
+
+int
 isolation_mode_parse(const char *s, enum isolation_mode *out, struct err *err)
 {
     if (s && strcmp(s, "process") == 0)
@@ -258,10 +290,46 @@ windows_version_compare(const char *a, const char *b, int *cmp)
     return true;
 }
 
+/* Windows Server 2022: from this build on, containers keep a stable ABI. */
+#define WIN_BUILD_LTSC2022 20348ul
+
+/* The LTSC builds with that ABI, ascending: Server 2022 and Server 2025. */
+static const unsigned long win_stable_ltsc[] = {WIN_BUILD_LTSC2022, 26100ul};
+
 /*
- * "windows/amd64 10.0.20348 with process isolation (build 20348 only) and
- * hyperv isolation (build 20348 or older)": what the host runs, for the
- * refusal message.
+ * The oldest image build a host of build hb runs under process isolation:
+ * its own before Server 2022; else the newest stable LTSC build strictly
+ * older than the host, or 20348 itself.
+ */
+static unsigned long
+win_process_floor(const struct win_build *hb)
+{
+    unsigned long host = hb->part[2];
+    if (host < WIN_BUILD_LTSC2022)
+        return host;
+    unsigned long floor = WIN_BUILD_LTSC2022;
+    for (size_t i = sizeof(win_stable_ltsc) / sizeof(win_stable_ltsc[0]); i-- > 0;) {
+        if (host > win_stable_ltsc[i]) {
+            floor = win_stable_ltsc[i];
+            break;
+        }
+    }
+    return floor;
+}
+
+/* Can a host of build hb run an image of build ib under process isolation? */
+static bool
+win_process_compatible(const struct win_build *hb, const struct win_build *ib)
+{
+    if (ib->part[0] != hb->part[0] || ib->part[1] != hb->part[1])
+        return false;
+    return ib->part[2] >= win_process_floor(hb) && ib->part[2] <= hb->part[2];
+}
+
+/*
+ * "windows/amd64 10.0.26100 with process isolation (builds 20348 to
+ * 26100) and hyperv isolation (build 26100 or older)": what the host runs,
+ * for the refusal message.
  */
 static void
 host_describe(const struct host_caps *host, bool windows, const struct win_build *hb, char *buf,
@@ -272,7 +340,11 @@ host_describe(const struct host_caps *host, bool windows, const struct win_build
     char hyperv[48] = "";
     oci_platform_format(&host->platform, plat, sizeof(plat));
     if (windows) {
-        snprintf(proc, sizeof(proc), " (build %lu only)", hb->part[2]);
+        unsigned long floor = win_process_floor(hb);
+        if (floor == hb->part[2])
+            snprintf(proc, sizeof(proc), " (build %lu only)", hb->part[2]);
+        else
+            snprintf(proc, sizeof(proc), " (builds %lu to %lu)", floor, hb->part[2]);
         snprintf(hyperv, sizeof(hyperv), " (build %lu or older)", hb->part[2]);
     }
     bool p = host->isolations & ISOLATION_PROCESS;
@@ -322,9 +394,8 @@ platform_check(const struct oci_platform *image, const struct host_caps *host,
             why = img.os_version[0] ? " (its os.version is not a windows version)"
                                     : " (it has no os.version, so its windows build is unknown)";
         } else {
-            int c = win_build_cmp(&ib, &hb);
-            can_process = c == 0;
-            can_hyperv = c <= 0;
+            can_process = win_process_compatible(&hb, &ib);
+            can_hyperv = win_build_cmp(&ib, &hb) <= 0;
         }
     }
     can_process =

@@ -91,8 +91,8 @@ char *oci_platform_format(const struct oci_platform *p, char *buf, size_t size);
  * The platform of this host in GOARCH names, from uname(2): x86_64 ->
  * amd64, aarch64 -> arm64/v8, armv7l -> arm/v7, armv6l -> arm/v6, i686 ->
  * 386, ppc64le, s390x, riscv64; os "linux". An unknown machine fails with
- * ERR_UNAVAILABLE. (A Windows build will set os "windows" and os_version
- * from the OS build; not written yet.)
+ * ERR_UNAVAILABLE. (On Windows the hcs driver reads the OS build and
+ * fills host_caps with host_caps_windows().)
  */
 int host_platform(struct oci_platform *out, struct err *err);
 
@@ -106,6 +106,18 @@ int host_caps_detect(struct host_caps *out, struct err *err);
  * when either is not a Windows version.
  */
 bool windows_version_compare(const char *a, const char *b, int *cmp);
+
+/*
+ * The host_caps of a Windows host, from what the hcs driver reads of it:
+ * the version numbers (RtlGetNtVersionNumbers: 10, 0, 20348, 2655), its
+ * GOARCH architecture, and the isolation modes its detection found
+ * usable. os_version becomes "10.0.20348.2655". EINVAL for a bad
+ * architecture, a build of 0 or an isolation mask that is not a set of
+ * modes.
+ */
+int host_caps_windows(const char *architecture, unsigned major, unsigned minor, unsigned build,
+                      unsigned revision, unsigned isolations, struct host_caps *out,
+                      struct err *err);
 
 /* Parses "process" or "hyperv" (EINVAL otherwise). */
 int isolation_mode_parse(const char *s, enum isolation_mode *out, struct err *err);
@@ -121,10 +133,13 @@ const char *isolation_mode_name(enum isolation_mode mode);
  * - os and architecture must be equal, and the variants equal after
  *   normalisation. Strict on purpose: an amd64 host does not take 386
  *   images, an arm/v7 host does not take arm/v6 images.
- * - Windows images need a build (the third component of os.version):
- *   process isolation shares the host kernel and runs the host's build
- *   only; hyperv isolation boots the image's kernel in a VM and runs the
- *   host's build or older ones, never newer.
+ * - Windows images need a build (the third component of os.version), and
+ *   major and minor must be the host's. Process isolation shares the host
+ *   kernel: before build 20348 it runs the host's build only; from 20348
+ *   on, builds from the newest stable LTSC build older than the host
+ *   (20348 at least) up to the host's own (Server 2022 runs 20348 only,
+ *   Server 2025 runs 20348 to 26100). Hyperv isolation boots the image's
+ *   kernel in a VM and runs the host's build or older ones, never newer.
  * - At ISOLATION_ANY, process is preferred; an image only hyperv can run
  *   is accepted when the host offers hyperv.
  *

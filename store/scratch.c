@@ -36,6 +36,7 @@
 #define LOOP_TRIES 16
 #define MKFS_TIMEOUT_MS 60000
 #define LOOP_MAJOR 7
+#define LOOP_DETACH_WAIT_MS 2000
 
 #ifndef SYS_quotactl_fd
 #define SYS_quotactl_fd 443
@@ -384,8 +385,14 @@ loop_make(const char *dir, uint64_t max_bytes, const char *record_path, const ch
     cleanup_close int ifd = open(image, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ifd < 0)
         return err_errno(err, errno, "create %s", image);
-    if (ftruncate(ifd, (off_t)max_bytes) < 0)
+    if (ftruncate(ifd, (off_t)max_bytes) < 0) {
+        if (errno == EFBIG)
+            return err_set(err, EINVAL,
+                           "limits.disk_bytes %llu: larger than a file on the store's "
+                           "filesystem can be",
+                           (unsigned long long)max_bytes);
         return err_errno(err, errno, "size %s", image);
+    }
     ret = mkfs(image, err);
     if (ret < 0)
         return ret;
@@ -423,6 +430,49 @@ mounted_on(const char *dir, bool *out, struct err *err)
     return 0;
 }
 
+/* Is loop device minor still attached to image (its sysfs backing file names it)? */
+static bool
+loop_holds(unsigned minor, const char *image)
+{
+    char path[64], buf[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "/sys/block/loop%u/loop/backing_file", minor);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    /* Unlinked already, it reads "<image> (deleted)". */
+    size_t len = strlen(image);
+    return strncmp(buf, image, len) == 0 &&
+           (buf[len] == '\0' || strcmp(buf + len, " (deleted)") == 0);
+}
+
+/*
+ * The overlay's private clone of the layer's mount is let go after its
+ * unmount returns (the kernel frees internal mounts from a work queue), so
+ * the last reference to the filesystem, and with it the autoclear of the
+ * loop device, can come a few milliseconds after ours. Waits for it, so
+ * that a delete that returns has left no loop device.
+ */
+static void
+loop_wait_detached(unsigned minor, const char *image)
+{
+    int64_t deadline = now_ms() + LOOP_DETACH_WAIT_MS;
+    while (loop_holds(minor, image)) {
+        if (now_ms() >= deadline) {
+            log_warn("writable layer %s: loop%u still attached after %d ms; it detaches by "
+                     "itself once the last user lets go",
+                     image, minor, LOOP_DETACH_WAIT_MS);
+            return;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int
 loop_release(const struct record *r, struct err *err)
 {
@@ -430,11 +480,19 @@ loop_release(const struct record *r, struct err *err)
     int ret = mounted_on(r->dir, &mounted, err);
     if (ret < 0)
         return ret;
+    struct stat st;
+    bool on_loop = mounted && stat(r->dir, &st) == 0 && major(st.st_dev) == LOOP_MAJOR;
+    /* The kernel names the backing file by its real path. */
+    char real[PATH_MAX];
+    if (on_loop && !realpath(r->image, real))
+        snprintf(real, sizeof(real), "%s", r->image);
     if (mounted && umount2(r->dir, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
         return err_errno(err, errno, "unmount the writable layer at %s", r->dir);
     /* Autoclear detaches the loop device with the last reference, the mount's. */
     if (unlink(r->image) < 0 && errno != ENOENT)
         return err_errno(err, errno, "remove %s", r->image);
+    if (on_loop)
+        loop_wait_detached(minor(st.st_dev), real);
     return 0;
 }
 

@@ -355,11 +355,28 @@ export_entry(struct export *x, int dfd, const char *name, const char *arcname,
         archive_entry_copy_symlink(e, target);
         archive_entry_set_size(e, 0);
     } else if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
-        /* O_NONBLOCK: the tree may be written by a container meanwhile,
-         * and a FIFO swapped in for the file must not block the job; the
-         * fstat below refuses anything that is not what was listed. */
-        fd = name ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-                  : dup(dfd);
+        /* The tree may be written by a container meanwhile: what is
+         * opened must still be what was listed, and a FIFO or device node
+         * swapped in for a file is never opened (common/rootdir.h). A
+         * directory is opened O_DIRECTORY, which refuses anything else
+         * before any open runs. */
+        if (!name) {
+            fd = dup(dfd);
+        } else if (S_ISDIR(st->st_mode)) {
+            fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        } else {
+            int pfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            fd = pfd < 0 ? -errno : rootdir_fd_reopen_regular(pfd, st);
+            if (pfd >= 0)
+                close(pfd);
+            if (fd == -EINVAL || fd == -ESTALE) {
+                archive_entry_free(e);
+                return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read",
+                               arcname);
+            }
+            if (fd < 0)
+                errno = -fd;
+        }
         if (fd < 0) {
             archive_entry_free(e);
             return err_errno(x->err, errno, "open %s", arcname);

@@ -45,6 +45,8 @@
 /* Reads of a pipe when its process exits, before the exit record: what it
  * wrote is all there; a child it left behind cannot hold the init longer. */
 #define INIT_DRAIN_READS 64
+/* The init's saved uid (never a process's): see main. */
+#define INIT_SAVED_UID ((uid_t)0xfffffffeu)
 
 struct proc {
     pid_t pid; /* 0 once reaped */
@@ -442,6 +444,11 @@ child_exec(const struct spawn_spec *s, int in, int out, int err, int status_fd)
     if (setgid(s->gid) < 0)
         goto fail;
     what = "setuid";
+    /* With the init's saved uid a process could signal it without CAP_KILL. */
+    if (s->uid == INIT_SAVED_UID) {
+        errno = EPERM;
+        goto fail;
+    }
     if (setuid(s->uid) < 0)
         goto fail;
     what = "chdir";
@@ -853,6 +860,17 @@ main(int argc, char **argv)
      * directory and init.log are.
      */
     prctl(PR_SET_DUMPABLE, 0);
+    /*
+     * prlimit(2) on another process asks for no ptrace access, only the
+     * same real, effective and saved IDs: a root process of the container
+     * set the init's RLIMIT_FSIZE or RLIMIT_NOFILE and no process's output
+     * or exit could be recorded any more (RLIMIT_CPU had the kernel kill
+     * the init). A saved uid of its own, which no process is given (see
+     * child_exec), makes those IDs differ; the real and effective uids
+     * stay 0, so the init keeps its capabilities.
+     */
+    if (getuid() == 0 && setresuid(0, 0, INIT_SAVED_UID) < 0)
+        say("set the saved uid: %s", strerror(errno));
     const char *state = INIT_DEFAULT_STATE;
     const char *state_fd = NULL;
     for (int i = 1; i < argc; i++) {

@@ -22,6 +22,8 @@
  */
 #include "runtime/oci/defaults.h"
 
+#include <linux/fs.h>
+
 #include <stddef.h>
 
 const char *const rt_oci_default_caps[] = {
@@ -186,7 +188,6 @@ static const char *const allowed[] = {
     "inotify_init1",
     "inotify_rm_watch",
     "io_cancel",
-    "ioctl",
     "io_destroy",
     "io_getevents",
     "io_pgetevents",
@@ -512,6 +513,23 @@ rt_oci_default_seccomp(void)
     struct json_object *cargs = json_object_new_array();
     json_object_array_add(cargs, arg_cmp(0, CLONE_NS_MASK, 0, "SCMP_CMP_MASKED_EQ"));
     json_object_array_add(syscalls, rule("clone", "SCMP_ACT_ALLOW", cargs));
+
+    /* ioctl: anything but FS_IOC_FSSETXATTR, whose project ID change would
+     * move files out of the quota project that bounds the writable layer
+     * (limits.disk_bytes; the kernel refuses it only in a user namespace).
+     * A filter cannot say "not equal under a mask", and runc's libseccomp
+     * lets an unconditional allow override a conditional refusal, so the
+     * allow is spelled as "some bit of the low 32 differs from the
+     * request's": one rule per bit, any of which allows. The kernel reads
+     * the request as 32 bits, so bits above cannot dodge it; the request
+     * itself matches none and gets the default EPERM. */
+    for (unsigned bit = 0; bit < 32; bit++) {
+        unsigned long mask = 1UL << bit;
+        struct json_object *iargs = json_object_new_array();
+        json_object_array_add(iargs, arg_cmp(1, mask, ~(unsigned long)FS_IOC_FSSETXATTR & mask,
+                                             "SCMP_CMP_MASKED_EQ"));
+        json_object_array_add(syscalls, rule("ioctl", "SCMP_ACT_ALLOW", iargs));
+    }
 
     /* clone3 hides its flags in memory the filter cannot read: ENOSYS, so libc uses clone. */
     struct json_object *c3 = rule("clone3", "SCMP_ACT_ERRNO", NULL);

@@ -19,11 +19,13 @@
  * set-up of /dev to the host.
  *
  * Every operation blocks (a runtime invocation, the disk, the init): pool
- * threads only (close: the daemon's teardown, after the loop stopped).
- * The context is read-only after open, so threads share it.
+ * threads only. The context is read-only after open, so threads share it,
+ * but for the set of spawns under way (under its mutex), which tells a
+ * process whose spawn a dead daemon left half-done from one being started.
  */
 #include <dirent.h>
 #include <limits.h>
+#include <pthread.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -48,6 +50,14 @@
 #define OCI_READY_TIMEOUT_MS 10000
 #define OCI_SPAWN_TIMEOUT_MS 10000
 #define OCI_KILL_WAIT_MS 2000
+/* Runtime calls of a killed daemon get this long to finish at open (runc.c gives its own 60 s). */
+#define OCI_STRAY_WAIT_MS 30000
+
+/* A spawn this daemon is carrying out (see oci_proc_status). */
+struct oci_spawning {
+    char *key; /* "<state dir>/<id>" */
+    struct oci_spawning *next;
+};
 
 struct oci_ctx {
     struct rt_runc runc;
@@ -56,6 +66,8 @@ struct oci_ctx {
     char *init_path;
     char *cgroup_parent;
     uint64_t max_output_bytes;
+    pthread_mutex_t spawning_mu; /* pool threads spawn and read statuses at once */
+    struct oci_spawning *spawning;
 };
 
 static void
@@ -73,6 +85,13 @@ oci_close(void *p)
         rt_cgroup_parent_remove(ctx->cgroup_parent, &ignored) < 0)
         log_warn("oci runtime: %s", ignored.msg);
     rt_runc_close(&ctx->runc);
+    while (ctx->spawning) {
+        struct oci_spawning *n = ctx->spawning->next;
+        free(ctx->spawning->key);
+        free(ctx->spawning);
+        ctx->spawning = n;
+    }
+    pthread_mutex_destroy(&ctx->spawning_mu);
     free(ctx->init_path);
     free(ctx->cgroup_parent);
     free(ctx);
@@ -105,6 +124,7 @@ oci_open(const struct rt_config *cfg, void **out, struct err *err)
     ctx->init_path = cfg->init_path ? strdup(cfg->init_path) : default_init_path();
     ctx->cgroup_parent = strdup(cfg->cgroup_parent ? cfg->cgroup_parent : "berth");
     ctx->max_output_bytes = cfg->max_output_bytes;
+    pthread_mutex_init(&ctx->spawning_mu, NULL);
     cleanup_free char *root = fs_path_join(cfg->state_root, "runc");
     if (!ctx->init_path || !ctx->cgroup_parent || !root) {
         oci_close(ctx);
@@ -115,6 +135,11 @@ oci_open(const struct rt_config *cfg, void **out, struct err *err)
      * it on the health endpoint and each operation fails with it.
      */
     ctx->usable = rt_runc_init(&ctx->runc, cfg->oci_runtime, root, &ctx->unusable) == 0;
+    /* What a daemon killed on this root left running finishes first:
+     * the caller's clean-up after the crash comes next. */
+    struct err ignored = {0};
+    if (ctx->usable)
+        rt_runc_wait_strays(&ctx->runc, OCI_STRAY_WAIT_MS, &ignored);
     *out = ctx;
     return 0;
 }
@@ -349,18 +374,77 @@ oci_stats(void *p, const char *handle, struct rt_stats *out, struct err *err)
     return ret < 0 ? err_wrap(err, "stats of container %s", handle) : 0;
 }
 
+/*
+ * The spawns under way in this daemon, by state directory and id: a
+ * process directory with neither a pid nor an exit record that is not
+ * among them was left by a daemon that died before its spawn command
+ * reached the init (or by a spawn that gave up), and nothing will ever
+ * start it.
+ */
+static bool
+spawning_has(struct oci_ctx *ctx, const char *key)
+{
+    pthread_mutex_lock(&ctx->spawning_mu);
+    bool found = false;
+    for (struct oci_spawning *s = ctx->spawning; s && !found; s = s->next)
+        found = strcmp(s->key, key) == 0;
+    pthread_mutex_unlock(&ctx->spawning_mu);
+    return found;
+}
+
+static int
+spawning_add(struct oci_ctx *ctx, const char *key)
+{
+    struct oci_spawning *s = calloc(1, sizeof(*s));
+    if (!s || !(s->key = strdup(key))) {
+        free(s);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&ctx->spawning_mu);
+    s->next = ctx->spawning;
+    ctx->spawning = s;
+    pthread_mutex_unlock(&ctx->spawning_mu);
+    return 0;
+}
+
+static void
+spawning_remove(struct oci_ctx *ctx, const char *key)
+{
+    pthread_mutex_lock(&ctx->spawning_mu);
+    for (struct oci_spawning **s = &ctx->spawning; *s; s = &(*s)->next) {
+        if (strcmp((*s)->key, key) == 0) {
+            struct oci_spawning *dead = *s;
+            *s = dead->next;
+            free(dead->key);
+            free(dead);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->spawning_mu);
+}
+
+static char *
+spawning_key(const char *state, const char *id)
+{
+    char *key = NULL;
+    return asprintf(&key, "%s/%s", state, id ? id : "") < 0 ? NULL : key;
+}
+
 static int
 oci_proc_spawn(void *p, const char *handle, const char *dir, const struct rt_proc_spec *spec,
                struct rt_proc_status *out, struct err *err)
 {
     struct oci_ctx *ctx = p;
     cleanup_free char *state = rt_proc_state_dir(dir);
-    if (!state)
+    cleanup_free char *key = state ? spawning_key(state, spec->id) : NULL;
+    if (!key || spawning_add(ctx, key) < 0)
         return err_set(err, ENOMEM, "spawn in %s: out of memory", handle);
     struct rt_proc_spec s = *spec;
     if (!s.max_output_bytes)
         s.max_output_bytes = ctx->max_output_bytes;
-    return rt_proc_spawn(state, &s, OCI_SPAWN_TIMEOUT_MS, out, err);
+    int ret = rt_proc_spawn(state, &s, OCI_SPAWN_TIMEOUT_MS, out, err);
+    spawning_remove(ctx, key);
+    return ret;
 }
 
 static int
@@ -377,10 +461,20 @@ static int
 oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
                 struct rt_proc_status *out, struct err *err)
 {
+    struct oci_ctx *ctx = p;
     cleanup_free char *state = rt_proc_state_dir(dir);
     if (!state)
         return err_set(err, ENOMEM, "status in %s: out of memory", handle);
-    return rt_proc_status_read(state, id, out, err);
+    int ret = rt_proc_status_read(state, id, out, err);
+    if (ret < 0 || out->started || out->exited)
+        return ret;
+    /* Never started, and no spawn of ours is under way: it never will be. */
+    cleanup_free char *key = spawning_key(state, id);
+    if (!key || spawning_has(ctx, key))
+        return ret;
+    ret =
+        rt_proc_settle(state, id, "not started: its spawn was cut short (the daemon stopped)", err);
+    return ret < 0 ? ret : rt_proc_status_read(state, id, out, err);
 }
 
 static int

@@ -434,6 +434,31 @@ discard:
 }
 
 int
+rt_proc_settle(const char *state_dir, const char *id, const char *why, struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    if (faccessat(dfd, "pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+        faccessat(dfd, "exit", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    /* As the init records a spawn that failed: the reason in stderr, then code 127. */
+    cleanup_close int efd =
+        openat(dfd, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (efd >= 0) {
+        char line[512];
+        int n = snprintf(line, sizeof(line), "berth: %s\n", why);
+        if (write(efd, line, (size_t)n) < 0) {
+            /* The exit record below says it all the same. */
+        }
+    }
+    char rec[512];
+    int n = snprintf(rec, sizeof(rec), "code 127\nerror %s\n", why);
+    int ret = write_at(dfd, "exit", rec, (size_t)n, err);
+    return ret < 0 ? err_wrap(err, "process %s", id) : 1;
+}
+
+int
 rt_proc_status_read(const char *state_dir, const char *id, struct rt_proc_status *out,
                     struct err *err)
 {

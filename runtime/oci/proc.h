@@ -41,6 +41,18 @@ int rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int ti
 int rt_proc_status_read(const char *state_dir, const char *id, struct rt_proc_status *out,
                         struct err *err);
 
+/*
+ * Records a process that has a directory but was never started (neither
+ * a pid nor an exit record: its spawn command was never sent, because the
+ * daemon died between writing the spec and sending it, or the init never
+ * took it) as the init records a failed spawn: why in its stderr, and an
+ * exit record "code 127" with why as its error, so it is not shown as
+ * running forever, and a late "spawn" is ignored by the init. Returns 1
+ * when it wrote the record, 0 when the process had started or exited.
+ * Only for a spawn that no thread is still carrying out.
+ */
+int rt_proc_settle(const char *state_dir, const char *id, const char *why, struct err *err);
+
 /* Waits up to timeout_ms (-1: forever) for the exit record. */
 int rt_proc_wait(const char *state_dir, const char *id, int timeout_ms, struct rt_proc_status *out,
                  struct err *err);

@@ -151,12 +151,28 @@ lookup(struct walk *w, const char *name, bool create_file, bool replace, struct 
     return err_set(err, EAGAIN, "%s keeps changing", name);
 }
 
-int
-rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **resolved,
-                      struct err *err)
+/* The mount of fences (or NULL) at path, a directory the walk passes through. */
+static const char *
+fence_at(const char *path, const char *const *fences, size_t nfences)
 {
-    if (!target || target[0] != '/' || path_has_dotdot(target) || strcmp(target, "/") == 0)
-        return err_set(err, EINVAL, "mount target %s: not an absolute path below /",
+    for (size_t i = 0; i < nfences; i++)
+        if (strcmp(path, fences[i]) == 0)
+            return fences[i];
+    return NULL;
+}
+
+/*
+ * The walk of target (what names it in errors). A symlink as the last
+ * component is replaced by what is wanted there, or, with follow_last,
+ * followed like a parent (and then the target may be the root itself).
+ */
+static int
+walk_target(int rootfd, const char *target, const char *what, bool want_dir, bool follow_last,
+            const char *const *fences, size_t nfences, char **resolved, struct err *err)
+{
+    if (!target || target[0] != '/' || path_has_dotdot(target) ||
+        (strcmp(target, "/") == 0 && !follow_last))
+        return err_set(err, EINVAL, "%s %s: not an absolute path below /", what,
                        target ? target : "(null)");
     struct walk w = {.fds = {rootfd}, .depth = 0};
     cleanup_free char *rest = strdup(target);
@@ -191,7 +207,7 @@ rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **reso
             continue;
         }
         struct stat st;
-        ret = lookup(&w, name, last && !want_dir, last, &st, &why);
+        ret = lookup(&w, name, last && !want_dir, last && !follow_last, &st, &why);
         if (ret < 0)
             break;
         if (S_ISLNK(st.st_mode)) {
@@ -246,8 +262,24 @@ rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **reso
         ret = walk_push(&w, fd, name, &why);
         if (ret < 0)
             break;
+        /* Past a mount point the runtime goes on in that mount's content,
+         * not in the image walked here. */
+        cleanup_free char *at = nfences ? walk_path(&w, NULL) : NULL;
+        const char *fence = at ? fence_at(at, fences, nfences) : NULL;
+        if (fence) {
+            ret = err_set(&why, EXDEV,
+                          "it goes through %s, where another mount is (a mount inside another "
+                          "is not supported: the runtime would resolve it in that mount's "
+                          "content, which containers can change)",
+                          fence);
+            break;
+        }
+        if (nfences && !at) {
+            ret = err_set(&why, ENOMEM, "out of memory");
+            break;
+        }
     }
-    if (ret == 0 && w.depth == 0)
+    if (ret == 0 && w.depth == 0 && !follow_last)
         ret = err_set(&why, EINVAL, "it leads to the root itself");
     if (ret == 0) {
         *resolved = walk_path(&w, NULL);
@@ -257,9 +289,25 @@ rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **reso
     walk_close(&w);
     if (ret < 0) {
         int code = why.code == ENOMEM ? ENOMEM : ERR_INVALID_CONTENT;
-        return err_set(err, code, "mount target %s in the image: %s", target, why.msg);
+        return err_set(err, code, "%s %s in the image: %s", what, target, why.msg);
     }
     return 0;
+}
+
+int
+rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **resolved,
+                      struct err *err)
+{
+    return walk_target(rootfd, target, "mount target", want_dir, false, NULL, 0, resolved, err);
+}
+
+int
+rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
+                             const char *const *fences, size_t nfences, char **resolved,
+                             struct err *err)
+{
+    return walk_target(rootfd, target, "mount target", want_dir, false, fences, nfences, resolved,
+                       err);
 }
 
 /* Targets in filesystems the runtime mounts itself: nothing of the image is there. */
@@ -271,6 +319,36 @@ in_runtime_fs(const char *target)
         if (path_is_within(target, roots[i]) && strcmp(target, roots[i]) != 0)
             return true;
     return false;
+}
+
+/*
+ * The working directory. runc makes it after pivot_root, inside the
+ * container, where a symlink of the image leading nowhere or a file in
+ * the way failed the create with a runtime error. It is walked here like
+ * a target, its symlinks followed (a working directory through a symlink
+ * is the image's choice, not replaced), and made where missing; left to
+ * runc inside a mount or a filesystem of the runtime's, where it is made
+ * in what that shows.
+ */
+static int
+cwd_prepare(int rootfd, const struct rt_container_spec *spec, struct err *err)
+{
+    if (!spec->cwd)
+        return 0;
+    cleanup_free char *cwd = path_normalise(spec->cwd, true);
+    if (!cwd)
+        return err_set(err, ENOMEM, "prepare the working directory: out of memory");
+    if (strcmp(cwd, "/") == 0 || in_runtime_fs(cwd) || rt_oci_target_reserved(cwd))
+        return 0;
+    for (size_t i = 0; i < spec->nmounts; i++) {
+        cleanup_free char *t = path_normalise(spec->mounts[i].target, true);
+        if (!t)
+            return err_set(err, ENOMEM, "prepare the working directory: out of memory");
+        if (path_is_within(cwd, t))
+            return 0;
+    }
+    cleanup_free char *resolved = NULL;
+    return walk_target(rootfd, cwd, "working directory", true, true, NULL, 0, &resolved, err);
 }
 
 void
@@ -301,8 +379,20 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
     if (ret < 0)
         return ret;
     struct rt_mount *m = calloc(spec->nmounts ? spec->nmounts : 1, sizeof(*m));
-    if (!m)
+    /* Where every earlier mount is, and the runtime's devpts and mqueue
+     * (nothing can be made in them): no later target may be reached
+     * through one of them. Its /dev/shm is a fresh tmpfs, where runc
+     * makes a target like in /dev itself. */
+    const char **fences = calloc(spec->nmounts + 4, sizeof(*fences));
+    size_t nfences = 0;
+    if (!m || !fences) {
+        free(m);
+        free(fences);
         return err_set(err, ENOMEM, "prepare mount targets: out of memory");
+    }
+    static const char *const runtime_below_dev[] = {"/dev/pts", "/dev/mqueue", NULL};
+    for (size_t i = 0; runtime_below_dev[i]; i++)
+        fences[nfences++] = runtime_below_dev[i];
     for (size_t i = 0; i < spec->nmounts && ret == 0; i++) {
         const struct rt_mount *um = &spec->mounts[i];
         m[i].readonly = um->readonly;
@@ -315,6 +405,7 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
         }
         if (in_runtime_fs(target)) {
             m[i].target = target;
+            fences[nfences++] = target;
             continue;
         }
         struct stat st;
@@ -328,8 +419,11 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
             break;
         }
         char *resolved = NULL;
-        ret = rt_oci_target_prepare(rootfd, target, S_ISDIR(st.st_mode), &resolved, err);
+        ret = rt_oci_target_prepare_fenced(rootfd, target, S_ISDIR(st.st_mode), fences, nfences,
+                                           &resolved, err);
         m[i].target = resolved;
+        if (ret == 0)
+            fences[nfences++] = resolved;
         /* Where the image's symlinks lead must be as allowed as a target named there. */
         const char *why = ret == 0 ? rt_oci_target_reserved(resolved) : NULL;
         if (!why && ret == 0 &&
@@ -340,6 +434,9 @@ rt_oci_rootfs_prepare(const struct rt_container_spec *spec, struct rt_mount **ou
                           target, resolved, why);
         free(target);
     }
+    free(fences);
+    if (ret == 0)
+        ret = cwd_prepare(rootfd, spec, err);
     if (ret < 0) {
         rt_oci_mounts_free(m, spec->nmounts);
         return ret;

@@ -35,11 +35,25 @@ int rt_oci_target_prepare(int rootfd, const char *target, bool want_dir, char **
                           struct err *err);
 
 /*
+ * As rt_oci_target_prepare, where fences (nfences container paths in
+ * normal form) are mount points the runtime will have made by the time
+ * it mounts target: a walk that goes on past one of them fails with
+ * ERR_INVALID_CONTENT, because the runtime would resolve the rest in that
+ * mount's content (a volume any container can change), not in the image.
+ * Ending on one is fine: the mount then stacks on it.
+ */
+int rt_oci_target_prepare_fenced(int rootfd, const char *target, bool want_dir,
+                                 const char *const *fences, size_t nfences, char **resolved,
+                                 struct err *err);
+
+/*
  * Prepares every target of the container's spec in spec->rootfs: the
  * runtime's own (/proc, /dev, /sys, the init at RT_OCI_INIT_TARGET) and
  * each of spec->mounts (a directory when its source is one, else a file).
  * A target below /proc, /dev or /sys lies in a filesystem the runtime
- * mounts afresh, not in the image, and is left as it is. Returns in *out
+ * mounts afresh, not in the image, and is left as it is. The working
+ * directory (spec->cwd) is made too, its symlinks followed inside the
+ * rootfs, unless it lies in a mount. Returns in *out
  * a copy of spec->mounts with the resolved targets (free it with
  * rt_oci_mounts_free). The spec must have been validated.
  */

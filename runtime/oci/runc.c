@@ -8,6 +8,7 @@
  */
 #include "runtime/oci/runc.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +30,8 @@ extern char **environ;
 
 #define RUNC_TIMEOUT_MS 60000
 #define RUNC_OUT_MAX (256 * 1024)
+/* How long runtime calls killed at the end of rt_runc_wait_strays get to go. */
+#define STRAY_KILL_WAIT_MS 2000
 
 /* Output of one run; both buffers NUL-terminated, cut at RUNC_OUT_MAX. */
 struct run_out {
@@ -310,6 +314,83 @@ rt_runc_close(struct rt_runc *rc)
     free(rc->name);
     free(rc->root);
     memset(rc, 0, sizeof(*rc));
+}
+
+/* ---- runtime calls a dead daemon left running -------------------------------- */
+
+/* Whether pid's command line has "--root" followed by root (a call on our state). */
+static bool
+stray_matches(pid_t pid, const char *root)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[16384];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return false; /* gone, or a zombie: nothing left to wait for */
+    buf[n] = '\0';
+    const char *prev = NULL;
+    for (const char *a = buf; a < buf + n; a += strlen(a) + 1) {
+        if (prev && strcmp(prev, "--root") == 0 && strcmp(a, root) == 0)
+            return true;
+        prev = a;
+    }
+    return false;
+}
+
+/* Up to max PIDs, not ours, of runtime calls on root. */
+static size_t
+strays_find(const char *root, pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    size_t n = 0;
+    struct dirent *de;
+    while (d && n < max && (de = readdir(d)) != NULL) {
+        char *end = NULL;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (stray_matches((pid_t)pid, root))
+            out[n++] = (pid_t)pid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int
+rt_runc_wait_strays(const struct rt_runc *rc, int timeout_ms, struct err *err)
+{
+    int64_t since = now_ms();
+    int killed = 0;
+    bool signalled = false;
+    for (;;) {
+        pid_t pids[64];
+        size_t n = strays_find(rc->root, pids, 64);
+        if (n == 0)
+            return killed;
+        bool late = now_ms() - since >= (signalled ? STRAY_KILL_WAIT_MS : timeout_ms);
+        if (late && signalled)
+            return err_set(err, ETIMEDOUT, "%s: %zu calls on %s still running %d ms after SIGKILL",
+                           rc->name, n, rc->root, STRAY_KILL_WAIT_MS);
+        if (late) {
+            for (size_t i = 0; i < n; i++) {
+                /* The pidfd pins the process: checked again through it, a
+                 * PID reused meanwhile is never signalled. */
+                cleanup_close int pfd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+                if (pfd >= 0 && stray_matches(pids[i], rc->root) &&
+                    syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0)
+                    killed++;
+            }
+            signalled = true;
+            since = now_ms();
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int

@@ -30,6 +30,18 @@ struct rt_runc {
 int rt_runc_init(struct rt_runc *rc, const char *bin, const char *root, struct err *err);
 void rt_runc_close(struct rt_runc *rc);
 
+/*
+ * Waits until no process, other than this one, runs with `--root <root>`
+ * on its command line: runtime calls that a daemon killed on this state
+ * root left running (a `run --detach` half-way, say). Clean-up at start-up
+ * must come after them, or a container they finish creating outlives its
+ * undo. Calls still running after timeout_ms are killed (SIGKILL, through
+ * a pidfd). Returns how many were killed, or ETIMEDOUT when some are still
+ * there 2 s after that. Blocks: for the driver's open, before any other
+ * call.
+ */
+int rt_runc_wait_strays(const struct rt_runc *rc, int timeout_ms, struct err *err);
+
 /* The first line of `<bin> --version`; caller frees *out. */
 int rt_runc_version(const struct rt_runc *rc, char **out, struct err *err);
 

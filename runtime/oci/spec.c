@@ -12,6 +12,7 @@
  */
 #include "runtime/oci/spec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cleanup.h"
@@ -63,7 +64,43 @@ rt_oci_target_reserved(const char *t)
     /* The runtime mounts its own filesystems there and writes into /dev. */
     if (strcmp(t, "/proc") == 0 || strcmp(t, "/dev") == 0 || strcmp(t, "/sys") == 0)
         return "reserved for the runtime's own mount";
+    /* Below them nothing can be made (sysfs is read-only, runc refuses
+     * /proc), so the create would fail in the runtime (500); /dev is a
+     * tmpfs of the runtime's, where a target can be made. */
+    if (path_is_within(t, "/proc") || path_is_within(t, "/sys") || path_is_within(t, "/dev/pts") ||
+        path_is_within(t, "/dev/mqueue"))
+        return "inside a filesystem the runtime mounts";
     return NULL;
+}
+
+/*
+ * No mount target inside another's. The runtime mounts them in order and
+ * resolves a later target in what the earlier mount shows: a volume, whose
+ * content its containers write. A symlink left there (nest -> /) put the
+ * inner mount on the container's root, where runc's /dev set-up then
+ * followed the inner volume's own symlinks on the host. Stacking on the
+ * same target stays allowed: it resolves nothing inside the first mount.
+ */
+static int
+mounts_check_nesting(const struct rt_container_spec *spec, struct err *err)
+{
+    char **t = calloc(spec->nmounts ? spec->nmounts : 1, sizeof(*t));
+    int ret = t ? 0 : err_set(err, ENOMEM, "mount targets: out of memory");
+    for (size_t i = 0; ret == 0 && i < spec->nmounts; i++)
+        if (!(t[i] = path_normalise(spec->mounts[i].target, true)))
+            ret = err_set(err, ENOMEM, "mount targets: out of memory");
+    for (size_t i = 0; ret == 0 && i < spec->nmounts; i++)
+        for (size_t j = 0; ret == 0 && j < spec->nmounts; j++)
+            if (strcmp(t[i], t[j]) != 0 && path_is_within(t[i], t[j]))
+                ret = err_set(err, EINVAL,
+                              "mount target %s: inside the mount at %s; a mount inside another "
+                              "is not supported (the runtime would resolve it in that mount's "
+                              "content, which containers can change)",
+                              t[i], t[j]);
+    for (size_t i = 0; t && i < spec->nmounts; i++)
+        free(t[i]);
+    free(t);
+    return ret;
 }
 
 int
@@ -113,7 +150,7 @@ rt_oci_spec_validate(const struct rt_container_spec *spec, struct err *err)
         if (why)
             return err_set(err, EINVAL, "mount target %s: %s", t, why);
     }
-    return 0;
+    return mounts_check_nesting(spec, err);
 }
 
 static struct json_object *

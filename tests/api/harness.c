@@ -311,6 +311,8 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
     b->pid = pid;
     b->port = 0;
     remember(b);
+    if (opts->no_wait)
+        return;
 
     double deadline = now_ms() + (is_sanitized() ? 30000 : 10000);
     while (now_ms() < deadline) {

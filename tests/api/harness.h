@@ -47,6 +47,8 @@ struct berthd_opts {
     bool no_listen_flag;                /* leave --listen out (BERTH_LISTEN tests) */
     bool no_root_flag;                  /* leave --root out */
     const char *cwd;                    /* the daemon's start-up directory; default the test's */
+    bool no_wait;                       /* return once forked, without waiting for the port
+                                           (to kill it while it starts up) */
 };
 
 /* The berthd binary the suites run. */
@@ -59,6 +61,7 @@ void harness_mkdtemp(char *out, size_t len);
  * Starts berthd and waits (up to 10 s, 30 s for a sanitized binary) for
  * its "listening on http://127.0.0.1:PORT" log line. Fails the test if it
  * does not come. b->tmp is created here unless the caller filled it.
+ * With opts->no_wait it returns at once (b->port 0).
  */
 void berthd_start(struct berthd *b, const struct berthd_opts *opts);
 

@@ -282,6 +282,50 @@ START_TEST(targets_of_the_wrong_type_or_leading_to_reserved_places_are_refused)
 }
 END_TEST
 
+/*
+ * The working directory is made by runc inside the container, where a
+ * symlink of the image that leads nowhere (or a file in the way) failed
+ * the create with a runtime error (500). It is walked like a mount target
+ * (its symlinks followed as inside the container, never replaced): made
+ * where missing, 422 when the image has the wrong type there, and never
+ * made on the host.
+ */
+START_TEST(a_working_dir_through_the_images_symlinks_is_made_inside_the_rootfs)
+{
+    ctr_require_runtime();
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    char rootfs[PATH_MAX], host[PATH_MAX];
+    snprintf(rootfs, sizeof(rootfs), "%s/wdroot", b.tmp);
+    snprintf(host, sizeof(host), "%s/host-wd", b.tmp);
+    ck_assert_int_eq(ctr_sh("cp -a '%s' '%s' && ln -s '%s' '%s/work' && echo f > '%s/opt'",
+                            ctr_busybox_rootfs(), rootfs, host, rootfs, rootfs),
+                     0);
+    char body[PATH_MAX * 2];
+    snprintf(body, sizeof(body),
+             "{\"handle\":\"wd\",\"rootfs\":\"raw://%s\",\"working_dir\":\"/work/sub\"}", rootfs);
+    struct hresp r;
+    ctr_create(&b, body, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    char *out = NULL;
+    ck_assert_int_eq(proc_run_sh(&b, "wd", "pwd", "pwd -P; [ -L /work ]", &out), 0);
+    char want[PATH_MAX + 8];
+    snprintf(want, sizeof(want), "%s/sub\n", host);
+    ck_assert_str_eq(out, want);
+    free(out);
+    ctr_delete(&b, "wd");
+    ck_assert_msg(access(host, F_OK) != 0, "%s was made on the host", host);
+    /* A regular file where a directory is needed. */
+    snprintf(body, sizeof(body),
+             "{\"handle\":\"wdf\",\"rootfs\":\"raw://%s\",\"working_dir\":\"/opt/x\"}", rootfs);
+    ctr_create(&b, body, &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "/opt");
+    hresp_free(&r);
+    berthd_finish(&b);
+}
+END_TEST
+
 /* //.berth, /./.berth, /.berth/../.berth, trailing slashes: all are /.berth. */
 START_TEST(reserved_targets_in_other_spellings_are_refused)
 {
@@ -405,6 +449,7 @@ suite(void)
     tcase_add_test(tc, symlinked_init_target_is_replaced_by_a_file);
     tcase_add_test(tc, targets_of_the_wrong_type_or_leading_to_reserved_places_are_refused);
     tcase_add_test(tc, the_state_directory_is_out_of_the_containers_reach);
+    tcase_add_test(tc, a_working_dir_through_the_images_symlinks_is_made_inside_the_rootfs);
     suite_add_tcase(s, tc);
     TCase *rt = tcase_create("reserved");
     tcase_set_timeout(rt, 120);

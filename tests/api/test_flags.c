@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "tests/api/harness.h"
@@ -158,6 +159,43 @@ START_TEST(json_log_format_one_object_per_line_and_per_request)
 }
 END_TEST
 
+/* Reads the soft "Max open files" limit of pid from /proc/<pid>/limits. */
+static long long
+soft_open_files(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long long soft = -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "Max open files", 14) == 0)
+            soft = strtoll(line + 14, NULL, 10);
+    fclose(f);
+    return soft;
+}
+
+START_TEST(a_low_open_files_limit_is_raised_for_the_connections)
+{
+    /* A login shell's 1024 would refuse connections before the cap. The
+     * daemon inherits this process's limits. */
+    struct rlimit old, low;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < 3000)
+        return; /* the hard limit leaves nothing to raise to */
+    low = old;
+    low.rlim_cur = 256;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    struct berthd b = {0};
+    berthd_start(&b,
+                 &(struct berthd_opts){.args = {"--runtime", "host", "--max-connections", "1500"}});
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    long long soft = soft_open_files(b.pid);
+    ck_assert_msg(soft >= 1500 + 32, "soft open files limit %lld for 1500 connections", soft);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(second_daemon_on_a_taken_port_fails_to_start)
 {
     struct berthd b = {0};
@@ -196,6 +234,7 @@ flags_suite(void)
     tcase_add_test(tc, flag_wins_over_environment);
     tcase_add_test(tc, json_log_format_one_object_per_line_and_per_request);
     tcase_add_test(tc, second_daemon_on_a_taken_port_fails_to_start);
+    tcase_add_test(tc, a_low_open_files_limit_is_raised_for_the_connections);
     suite_add_tcase(s, tc);
     return s;
 }

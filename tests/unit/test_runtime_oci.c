@@ -7,12 +7,14 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -588,6 +590,204 @@ START_TEST(container_joins_the_given_network_namespace_with_its_etc_files)
 }
 END_TEST
 
+/*
+ * A daemon killed between writing a spawn's spec and sending "spawn" to
+ * the init (found by the crash campaign) left a process directory that
+ * nothing will ever start: it must read as never started (exit 127 with
+ * the reason), not as running forever, and a spawn command that comes
+ * late must not start it.
+ */
+START_TEST(a_spawn_cut_before_its_command_reads_as_not_started)
+{
+    char *state = state_of(shared_dir);
+    const char *spec = "path sh\narg sh\narg -c\narg echo ran\ndir /\nuid 0\ngid 0\nstdin 0\n";
+    ck_assert_int_eq(
+        tu_sh("mkdir %s/procs/cut && printf '%%s' '%s' > %s/procs/cut/spec", state, spec, state),
+        0);
+    struct rt_proc_status st;
+    struct err err = {0};
+    ck_assert_msg(drv->proc_status(ctx, "", shared_dir, "cut", &st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(st.exited && !st.started, "a spawn that was never sent reads as running");
+    ck_assert_int_eq(st.exit_code, 127);
+    ck_assert_msg(strstr(st.error, "not started"), "error: %s", st.error);
+    char *errs = output(shared_dir, "cut", RT_PROC_STDERR);
+    ck_assert_msg(strstr(errs, "not started"), "stderr: %s", errs);
+    free(errs);
+    /* The command, sent late, is ignored: the process never runs. */
+    ck_assert_int_eq(tu_sh("echo 'spawn cut' > %s/ctl", state), 0);
+    char *argv[] = {"true", NULL};
+    spawn_in(shared_dir, "after-cut", argv, false, 0, 0); /* the init took the command before */
+    ck_assert_int_eq(wait_exit(shared_dir, "after-cut").exit_code, 0);
+    struct stat sb;
+    char *pid = fs_path_join(state, "procs/cut/pid");
+    char *out = fs_path_join(state, "procs/cut/stdout");
+    ck_assert_msg(stat(pid, &sb) < 0 && stat(out, &sb) < 0, "the late spawn ran it");
+    free(pid);
+    free(out);
+    ck_assert_int_eq(drv->proc_status(ctx, "", shared_dir, "cut", &st, &err), 0);
+    ck_assert_int_eq(st.exit_code, 127);
+    free(state);
+}
+END_TEST
+
+/* A spawn under way is not taken for a cut one: statuses read while it
+ * starts never settle it. */
+static void *
+status_reader(void *arg)
+{
+    volatile bool *stop = arg;
+    while (!*stop) {
+        struct rt_proc_status st;
+        struct err err = {0};
+        if (drv->proc_status(ctx, "", shared_dir, "racing", &st, &err) == 0 && st.exited &&
+            st.exit_code == 127)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(statuses_read_during_a_spawn_do_not_settle_it)
+{
+    volatile bool stop = false;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, status_reader, (void *)&stop), 0);
+    char *argv[] = {"sh", "-c", "exit 4", NULL};
+    spawn_in(shared_dir, "racing", argv, false, 0, 0);
+    stop = true;
+    void *settled = NULL;
+    pthread_join(t, &settled);
+    ck_assert_msg(!settled, "a status read settled a spawn under way");
+    ck_assert_int_eq(wait_exit(shared_dir, "racing").exit_code, 4);
+}
+END_TEST
+
+/*
+ * A daemon killed while `runc run` ran leaves that call running; the next
+ * daemon's clean-up must come after it (found by the crash campaign: the
+ * undo of the interrupted create ran first, and the container the stray
+ * call then finished creating was left mounted and running, unlisted).
+ * So open waits for runtime calls on its state root, and only those.
+ */
+static double
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+START_TEST(open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root)
+{
+    char *rt = fs_path_join(base, "stray-rt");
+    char *other = fs_path_join(base, "other-rt");
+    ck_assert_int_eq(tu_sh("mkdir -p %s/runc %s/runc && printf '#!/bin/sh\\nsleep \"$1\"\\n' > "
+                           "%s/fake && chmod +x %s/fake",
+                           rt, other, base, base),
+                     0);
+    char *fake = fs_path_join(base, "fake");
+    char *root = fs_path_join(rt, "runc");
+    char *other_root = fs_path_join(other, "runc");
+    /* A call on this root (1.2 s), and one on another root that must not be waited for. */
+    pid_t mine = fork();
+    if (mine == 0) {
+        execl(fake, fake, "1.2", "--root", root, "run", "--detach", "h", (char *)NULL);
+        _exit(127);
+    }
+    pid_t theirs = fork();
+    if (theirs == 0) {
+        execl(fake, fake, "30", "--root", other_root, "run", "h", (char *)NULL);
+        _exit(127);
+    }
+    usleep(200 * 1000);
+    struct rt_config cfg = {.state_root = rt, .cgroup_parent = "berth-test"};
+    void *c2 = NULL;
+    struct err err = {0};
+    double t0 = mono_ms();
+    ck_assert_int_eq(drv->open(&cfg, &c2, &err), 0);
+    double took = mono_ms() - t0;
+    int st;
+    bool mine_done = waitpid(mine, &st, WNOHANG) == mine;
+    bool theirs_done = waitpid(theirs, &st, WNOHANG) == theirs;
+    kill(theirs, SIGKILL);
+    kill(mine, SIGKILL);
+    waitpid(theirs, &st, 0);
+    waitpid(mine, &st, 0);
+    ck_assert_msg(mine_done,
+                  "open returned (after %.0f ms) while a runtime call on its root still ran", took);
+    ck_assert_msg(took > 500, "open took %.0f ms", took);
+    ck_assert_msg(took < 10000 && !theirs_done,
+                  "open waited for (or killed) a call on another root (%.0f ms)", took);
+    drv->close(c2);
+    free(rt);
+    free(other);
+    free(fake);
+    free(root);
+    free(other_root);
+}
+END_TEST
+
+/*
+ * A quick process's pid and exit records come one right after the other
+ * (found by the crash campaign: "spawn p76: failed to start", 422, for a
+ * process that ran). The init writes pid before exit, so a status read
+ * must never see the exit without the pid: here a writer thread plays the
+ * init's part over and over while statuses are read.
+ */
+struct flip {
+    char *procs;
+    volatile int current; /* the process the writer is on */
+    volatile bool stop;
+};
+
+static void *
+flip_records(void *arg)
+{
+    struct flip *f = arg;
+    char d[PATH_MAX], p[PATH_MAX], t[PATH_MAX];
+    for (int i = 0; i < 20000 && !f->stop; i++) {
+        /* A fresh process each time, records only ever added, as the init does. */
+        snprintf(d, sizeof(d), "%s/q%d", f->procs, i);
+        mkdir(d, 0700);
+        f->current = i;
+        snprintf(t, sizeof(t), "%s/.pid.tmp", d);
+        snprintf(p, sizeof(p), "%s/pid", d);
+        tu_write(t, "42\n", 3);
+        rename(t, p);
+        snprintf(t, sizeof(t), "%s/.exit.tmp", d);
+        snprintf(p, sizeof(p), "%s/exit", d);
+        tu_write(t, "code 0\n", 7);
+        rename(t, p);
+    }
+    f->stop = true;
+    return NULL;
+}
+
+START_TEST(a_status_never_shows_an_exit_without_the_start_before_it)
+{
+    char *state = fs_path_join(base, "flip-state");
+    struct flip f = {.current = -1};
+    f.procs = fs_path_join(state, "procs");
+    ck_assert_int_eq(tu_sh("mkdir -p %s", f.procs), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, flip_records, &f), 0);
+    long reads = 0, torn = 0;
+    while (!f.stop) {
+        char id[32];
+        snprintf(id, sizeof(id), "q%d", f.current);
+        struct rt_proc_status st;
+        struct err err = {0};
+        if (f.current >= 0 && rt_proc_status_read(state, id, &st, &err) == 0) {
+            reads++;
+            torn += st.exited && !st.started;
+        }
+    }
+    pthread_join(t, NULL);
+    ck_assert_msg(torn == 0, "%ld of %ld reads saw the exit record without the pid", torn, reads);
+    free(f.procs);
+    free(state);
+}
+END_TEST
+
 START_TEST(create_reports_the_runtime_error)
 {
     char handle[64];
@@ -727,6 +927,10 @@ main(void)
     tcase_add_test(tc, containers_keep_same_process_ids_apart);
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
     tcase_add_test(tc, create_reports_the_runtime_error);
+    tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
+    tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
+    tcase_add_test(tc, open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root);
+    tcase_add_test(tc, a_status_never_shows_an_exit_without_the_start_before_it);
     suite_add_tcase(s, tc);
     TCase *records = tcase_create("records");
     tcase_set_timeout(records, 120);

@@ -182,6 +182,43 @@ START_TEST(targets_that_are_not_paths_below_root_are_refused)
 }
 END_TEST
 
+/*
+ * Past an earlier mount's target the runtime resolves in that mount's
+ * content, not in the rootfs walked here: such a walk is refused, also
+ * when the image's own symlinks lead it there. Ending on one is fine.
+ */
+START_TEST(a_walk_past_another_mount_point_is_refused)
+{
+    ck_assert_int_eq(
+        tu_sh("mkdir -p %s/ws && ln -s /ws %s/lnk && ln -s ws/../ws %s/rel", root, root, root), 0);
+    const char *const fences[] = {"/dev/pts", "/ws"};
+    const char *refused[] = {"/ws/cache", "/lnk/cache", "/lnk/a/b", "/rel/x", NULL};
+    for (size_t i = 0; refused[i]; i++) {
+        char *r = NULL;
+        struct err err = {0};
+        int ret = rt_oci_target_prepare_fenced(rootfd, refused[i], true, fences, 2, &r, &err);
+        ck_assert_msg(ret < 0, "prepare %s: accepted as %s", refused[i], r);
+        ck_assert_int_eq(err.code, ERR_INVALID_CONTENT);
+        ck_assert_msg(strstr(err.msg, refused[i]) && strstr(err.msg, "goes through /ws"), "%s",
+                      err.msg);
+    }
+    /* Nothing was made inside the mount point. */
+    ck_assert_int_eq(tu_sh("test -z \"$(ls -A %s/ws)\"", root), 0);
+    char *r = NULL;
+    struct err err = {0};
+    ck_assert_int_eq(rt_oci_target_prepare_fenced(rootfd, "/lnk", true, fences, 2, &r, &err), 0);
+    ck_assert_str_eq(r, "/lnk");
+    free(r);
+    ck_assert_int_eq(rt_oci_target_prepare_fenced(rootfd, "/ws2/x", true, fences, 2, &r, &err), 0);
+    ck_assert_str_eq(r, "/ws2/x");
+    free(r);
+    ck_assert_int_lt(rt_oci_target_prepare_fenced(rootfd, "/dev/pts/x", true, fences, 2, &r, &err),
+                     0);
+    ck_assert_msg(strstr(err.msg, "goes through /dev/pts"), "%s", err.msg);
+    assert_host_untouched();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -193,6 +230,7 @@ main(void)
     tcase_add_test(tc, a_symlink_as_a_parent_resolves_inside_the_rootfs);
     tcase_add_test(tc, wrong_types_and_loops_are_refused);
     tcase_add_test(tc, targets_that_are_not_paths_below_root_are_refused);
+    tcase_add_test(tc, a_walk_past_another_mount_point_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

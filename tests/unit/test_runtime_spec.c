@@ -196,9 +196,38 @@ START_TEST(spec_rejects_invalid_requests)
         s.mounts = &m;
         expect_reject(&s, "reserved");
     }
+    /* Below the runtime's own filesystems nothing can be made. */
+    const char *below[] = {"/proc/x", "/sys/fs/cgroup/x", "//dev/pts/./x", "/dev/mqueue/q", NULL};
+    for (size_t i = 0; below[i]; i++) {
+        struct rt_mount m = {"/srv", below[i], false};
+        s.mounts = &m;
+        expect_reject(&s, "inside a filesystem the runtime mounts");
+    }
     struct rt_mount root = {"/srv", "//./", false};
     s.mounts = &root;
     expect_reject(&s, "below /");
+    /* A target inside another, in either order and any spelling: the
+     * runtime would resolve it in the other mount's content. */
+    struct rt_mount nested[] = {{"/srv", "/ws", false}, {"/srv2", "//ws/./cache/", false}};
+    s.mounts = nested;
+    s.nmounts = 2;
+    expect_reject(&s, "/ws/cache: inside the mount at /ws");
+    struct rt_mount inner_first[] = {{"/srv", "/dev/v/x", false}, {"/srv2", "/dev/v", false}};
+    s.mounts = inner_first;
+    expect_reject(&s, "/dev/v/x: inside the mount at /dev/v");
+}
+END_TEST
+
+/* Side by side, and stacked on one target, mounts are fine. */
+START_TEST(spec_accepts_mounts_side_by_side_and_stacked)
+{
+    struct rt_container_spec s = base_spec();
+    struct rt_mount m[] = {
+        {"/srv", "/ws", false}, {"/srv2", "/ws2", false}, {"/srv3", "/ws/", true}};
+    s.mounts = m;
+    s.nmounts = 3;
+    struct err err = {0};
+    ck_assert_msg(rt_oci_spec_validate(&s, &err) == 0, "%s", err.msg);
 }
 END_TEST
 
@@ -280,6 +309,7 @@ main(void)
     tcase_add_test(tc, spec_maps_limits_and_mounts);
     tcase_add_test(tc, spec_rejects_invalid_requests);
     tcase_add_test(tc, spec_joins_the_network_namespace_it_is_given);
+    tcase_add_test(tc, spec_accepts_mounts_side_by_side_and_stacked);
     tcase_add_test(tc, driver_lookup_names_unavailable_drivers);
     tcase_add_test(tc, driver_probe_reports_missing_runtime);
     suite_add_tcase(s, tc);

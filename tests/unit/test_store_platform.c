@@ -289,6 +289,90 @@ static const struct check_case check_cases[] = {
      PLATFORM_REFUSED,
      "image is windows/arm64 " WS2022 "; this host runs windows/amd64"},
 
+    /* A Windows Server 2025 host: process isolation runs 20348 to 26100. */
+    {"ws2022 image, process on a ws2025 host",
+     WIN(WS2022),
+     {WIN(WS2025), ISOLATION_ANY},
+     ISOLATION_PROCESS,
+     PLATFORM_RUNS_PROCESS,
+     NULL},
+    {"23H2 image, process on a ws2025 host",
+     WIN("10.0.25398.1"),
+     {WIN(WS2025), ISOLATION_PROCESS},
+     ISOLATION_ANY,
+     PLATFORM_RUNS_PROCESS,
+     NULL},
+    {"ws2019 image, process on a ws2025 host",
+     WIN(WS2019),
+     {WIN(WS2025), ISOLATION_ANY},
+     ISOLATION_PROCESS,
+     PLATFORM_REFUSED,
+     "this host runs windows/amd64 " WS2025 " with process isolation (builds 20348 to 26100) and "
+     "hyperv isolation (build 26100 or older); process isolation was asked for"},
+    {"ws2019 image, any on a ws2025 host: hyperv",
+     WIN(WS2019),
+     {WIN(WS2025), ISOLATION_ANY},
+     ISOLATION_ANY,
+     PLATFORM_RUNS_HYPERV,
+     NULL},
+    {"ws2016 image, hyperv on a ws2025 host",
+     WIN("10.0.14393.7000"),
+     {WIN(WS2025), ISOLATION_ANY},
+     ISOLATION_HYPERV,
+     PLATFORM_RUNS_HYPERV,
+     NULL},
+    {"a newer build than ws2025 on a ws2025 host",
+     WIN("10.0.26200.1"),
+     {WIN(WS2025), ISOLATION_ANY},
+     ISOLATION_ANY,
+     PLATFORM_REFUSED,
+     "with process isolation (builds 20348 to 26100)"},
+    /* Windows 11 22H2 runs Server 2022 images with process isolation. */
+    {"ws2022 image on windows 11",
+     WIN(WS2022),
+     {WIN("10.0.22621.4317"), ISOLATION_PROCESS},
+     ISOLATION_PROCESS,
+     PLATFORM_RUNS_PROCESS,
+     NULL},
+    {"ws2019 image on windows 11, process",
+     WIN(WS2019),
+     {WIN("10.0.22621.4317"), ISOLATION_PROCESS},
+     ISOLATION_ANY,
+     PLATFORM_REFUSED,
+     "(builds 20348 to 22621)"},
+    /* A host after Server 2025: the floor moves up to 26100. */
+    {"ws2022 image, process on a post-2025 host",
+     WIN(WS2022),
+     {WIN("10.0.27766.1"), ISOLATION_PROCESS},
+     ISOLATION_ANY,
+     PLATFORM_REFUSED,
+     "(builds 26100 to 27766)"},
+    {"ws2025 image, process on a post-2025 host",
+     WIN(WS2025),
+     {WIN("10.0.27766.1"), ISOLATION_PROCESS},
+     ISOLATION_ANY,
+     PLATFORM_RUNS_PROCESS,
+     NULL},
+    /* Before Server 2022 the build must match exactly. */
+    {"ws2019 image on a ws2019 host",
+     WIN("10.0.17763.1"),
+     {WIN(WS2019), ISOLATION_PROCESS},
+     ISOLATION_PROCESS,
+     PLATFORM_RUNS_PROCESS,
+     NULL},
+    {"ws2016 image, process on a ws2019 host",
+     WIN("10.0.14393.1"),
+     {WIN(WS2019), ISOLATION_ANY},
+     ISOLATION_PROCESS,
+     PLATFORM_REFUSED,
+     "with process isolation (build 17763 only) and hyperv isolation (build 17763 or older)"},
+    {"another major version, process",
+     WIN("6.3.20348.1"),
+     {WIN(WS2022), ISOLATION_ANY},
+     ISOLATION_PROCESS,
+     PLATFORM_REFUSED,
+     "image is windows/amd64 6.3.20348.1"},
+
     /* A Windows host offering hyperv only. */
     {"older build, hyperv-only host",
      WIN(WS2019),
@@ -345,6 +429,26 @@ START_TEST(platform_check_rejects_caller_bugs)
 }
 END_TEST
 
+START_TEST(host_caps_windows_fills_the_build)
+{
+    struct err err = {0};
+    struct host_caps c;
+    ck_assert_int_eq(host_caps_windows("amd64", 10, 0, 20348, 2655, ISOLATION_ANY, &c, &err), 0);
+    ck_assert_str_eq(c.platform.os, "windows");
+    ck_assert_str_eq(c.platform.architecture, "amd64");
+    ck_assert_str_eq(c.platform.os_version, "10.0.20348.2655");
+    ck_assert_uint_eq(c.isolations, ISOLATION_ANY);
+    struct oci_platform ltsc2019 = WIN(WS2019);
+    ck_assert_int_eq(platform_check(&ltsc2019, &c, ISOLATION_ANY, &err), PLATFORM_RUNS_HYPERV);
+    ck_assert_int_eq(host_caps_windows("arm64", 10, 0, 26100, 1, ISOLATION_PROCESS, &c, &err), 0);
+    ck_assert_str_eq(c.platform.variant, "v8");
+    ck_assert_int_eq(host_caps_windows("AMD64", 10, 0, 1, 0, ISOLATION_ANY, &c, &err), -EINVAL);
+    ck_assert_int_eq(host_caps_windows("amd64", 10, 0, 0, 0, ISOLATION_ANY, &c, &err), -EINVAL);
+    ck_assert_int_eq(host_caps_windows("amd64", 10, 0, 1, 0, 0, &c, &err), -EINVAL);
+    ck_assert_int_eq(host_caps_windows("amd64", 10, 0, 1, 0, 8, &c, &err), -EINVAL);
+}
+END_TEST
+
 static Suite *
 platform_suite(void)
 {
@@ -358,6 +462,7 @@ platform_suite(void)
     tcase_add_loop_test(tc, platform_check_table, 0,
                         (int)(sizeof(check_cases) / sizeof(check_cases[0])));
     tcase_add_test(tc, platform_check_rejects_caller_bugs);
+    tcase_add_test(tc, host_caps_windows_fills_the_build);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -110,6 +110,19 @@ START_TEST(a_limit_under_the_minimum_is_refused)
 }
 END_TEST
 
+/* Past the largest file of the store's filesystem: the request's fault (400), not 413 or 500. */
+START_TEST(a_limit_larger_than_a_file_can_be_is_refused_and_released)
+{
+    struct err err = {0};
+    uint64_t huge = 1ull << 62;
+    ck_assert_int_eq(scratch_make(dir, huge, record, image, NULL, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "limits.disk_bytes 4611686018427387904"), "%s", err.msg);
+    ck_assert_msg(scratch_release(record, &err) == 0, "%s", err.msg);
+    ck_assert(access(image, F_OK) != 0);
+    ck_assert(access(record, F_OK) != 0);
+}
+END_TEST
+
 START_TEST(a_loop_layer_fills_at_its_limit_and_releases_everything)
 {
     if (!can_loop())
@@ -182,6 +195,7 @@ main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, without_a_limit_the_layer_is_a_plain_directory);
     tcase_add_test(tc, a_limit_under_the_minimum_is_refused);
+    tcase_add_test(tc, a_limit_larger_than_a_file_can_be_is_refused_and_released);
     tcase_add_test(tc, a_loop_layer_fills_at_its_limit_and_releases_everything);
     tcase_add_test(tc, what_a_crash_left_is_released);
     suite_add_tcase(s, tc);
