@@ -8,7 +8,8 @@
  * --listen says, 20 creates and deletes leaving nothing, kill -9 and a
  * restart, a missing plugin, a create that fails after ADD, NAT to an
  * "outside" namespace, /etc files never written through the image's
- * symlinks, the request's validation, eight creates at once, and health.
+ * symlinks, the request's validation, eight creates at once, health, an
+ * operator's --cni-config, and --network none.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -884,6 +885,126 @@ START_TEST(network_eight_containers_created_at_once_all_get_addresses)
 }
 END_TEST
 
+START_TEST(network_operators_cni_config_attaches_forwards_and_guards_the_api)
+{
+    struct hnet n;
+    hnet_init(&n, 'n');
+    struct berthd b = {0};
+    harness_mkdtemp(b.tmp, sizeof(b.tmp));
+    /* The operator's list: bridge with host-local, portmap and firewall, the
+     * leases in a directory of the operator's. */
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(dir, sizeof(dir), "%s/net.d", b.tmp);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof(path), "%s/10-ops.conflist", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "{\"cniVersion\":\"1.0.0\",\"name\":\"%s\",\"plugins\":[{\"type\":\"bridge\","
+            "\"bridge\":\"%s\",\"isGateway\":true,\"ipMasq\":false,\"ipam\":{\"type\":"
+            "\"host-local\",\"subnet\":\"%s\",\"routes\":[{\"dst\":\"0.0.0.0/0\"}],"
+            "\"dataDir\":\"%s/ipam\"}},{\"type\":\"portmap\",\"capabilities\":"
+            "{\"portMappings\":true}},{\"type\":\"firewall\"}]}",
+            n.name, n.name, n.pool, b.tmp);
+    fclose(f);
+    ctr_require_runtime();
+    /* On 0.0.0.0: a container could route to the API but for berth's guard. */
+    struct berthd_opts o = {
+        .no_listen_flag = true,
+        .args = {"--listen", "0.0.0.0:0", "--cni-config", dir, "--dns", "192.0.2.53", NULL}};
+    berthd_start(&b, &o);
+    wait_network_usable(&b);
+    struct hresp r;
+    create_net(&b, "ops", "{\"ports\":[{\"container\":8080}]}", &r);
+    const char *ip = json_object_get_string(json_at(r.json, "network.ip"));
+    ck_assert_msg(ip && strncmp(ip, n.net3, strlen(n.net3)) == 0, "%s not in %s", r.body, n.pool);
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "network.gateway")), n.gw);
+    int host = json_object_get_int(
+        json_at(json_object_array_get_idx(json_at(r.json, "network.ports"), 0), "host"));
+    ck_assert_int_gt(host, 0);
+    hresp_free(&r);
+    snprintf(path, sizeof(path), "%s/ipam/%s", b.tmp, n.name);
+    ck_assert_uint_eq(hnet_dir_entries(path, true), 1);
+    char script[256], out[1024];
+    snprintf(script, sizeof(script),
+             "ping -c 1 -W 5 %s >/dev/null && echo gateway-ok; cat /etc/hostname; "
+             "mkdir -p /tmp/www && echo operators-net > /tmp/www/index.html",
+             n.gw);
+    ck_assert_int_eq(run_in(&b, "ops", "t", script, out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "gateway-ok\nops\n");
+    proc_start(&b, "ops",
+               "{\"id\":\"httpd\",\"path\":\"httpd\",\"args\":[\"-f\",\"-p\",\"8080\",\"-h\","
+               "\"/tmp/www\"]}");
+    /* The forwarded port, from the host, on the gateway address. */
+    char base[64];
+    snprintf(base, sizeof(base), "http://%s:%d", n.gw, host);
+    bool got = false;
+    for (int i = 0; i < 100 && !got; i++) {
+        struct hresp h;
+        get_from_host(base, "/index.html", &h);
+        got = h.status == 200 && strstr(h.body, "operators-net");
+        hresp_free(&h);
+        if (!got)
+            sleep_ms(50); /* httpd is starting */
+    }
+    ck_assert_msg(got, "no answer through %s", base);
+    /* The API's port on the gateway is refused, another port there is not. */
+    uint16_t other = 0;
+    int s = listen_on("0.0.0.0", &other);
+    ck_assert_str_eq(connect_from(&b, "ops", "other", n.gw, other), "connected");
+    close(s);
+    ck_assert_str_eq(connect_from(&b, "ops", "api", n.gw, b.port), "refused");
+    ctr_delete(&b, "ops");
+    ck_assert_uint_eq(hnet_dir_entries(path, true), 0);
+    ck_assert_uint_eq(hnet_bridge_ports(&n), 0);
+    ck_assert_int_eq(hnet_rules_naming(&n, ip, ip), 0);
+    const char *subs[] = {"netns", "attach", "files"};
+    for (int i = 0; i < 3; i++) {
+        net_dir(&b, subs[i], path, sizeof(path));
+        ck_assert_msg(hnet_dir_entries(path, false) == 0, "%s is not empty", path);
+    }
+    berthd_finish(&b);
+    hnet_cleanup(&n);
+}
+END_TEST
+
+START_TEST(network_none_gives_every_container_only_lo)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL); /* the harness's --network none */
+    struct hresp r;
+    create_net(&b, "sealed", NULL, &r);
+    ck_assert(json_object_get_boolean(json_at(r.json, "network.disabled")));
+    ck_assert_ptr_null(json_at(r.json, "network.ip"));
+    ck_assert_int_eq(json_object_array_length(json_at(r.json, "network.ports")), 0);
+    hresp_free(&r);
+    http_get(&b, "/v1/containers/sealed", &r);
+    ck_assert(json_object_get_boolean(json_at(r.json, "network.disabled")));
+    hresp_free(&r);
+    char out[1024];
+    ck_assert_int_eq(run_in(&b, "sealed", "t",
+                            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ','; "
+                            "echo; hostname; grep sealed /etc/hosts; "
+                            "grep -c nameserver /etc/resolv.conf",
+                            out, sizeof(out)),
+                     1); /* no name server: lookups fail at once */
+    ck_assert_str_eq(out, "lo,\nsealed\n127.0.1.1\tsealed\n0\n");
+    /* The host's interfaces are not its own: its namespace is new. */
+    ck_assert_int_ne(
+        run_in(&b, "sealed", "p", "ping -c 1 -W 1 192.0.2.53 >/dev/null 2>&1", NULL, 0), 0);
+    ctr_delete(&b, "sealed");
+    const char *subs[] = {"netns", "attach", "files"};
+    char path[PATH_MAX];
+    for (int i = 0; i < 3; i++) {
+        net_dir(&b, subs[i], path, sizeof(path));
+        ck_assert_msg(hnet_dir_entries(path, false) == 0, "%s is not empty", path);
+    }
+    ck_assert_msg(ctr_sh("grep -q ' %s/' /proc/self/mountinfo", b.root) != 0,
+                  "a mount under %s is left", b.root);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(network_health_without_a_network_is_usable_and_disabled)
 {
     struct berthd b = {0};
@@ -921,6 +1042,8 @@ network_suite(void)
     tcase_add_test(tc, network_request_fields_are_validated);
     tcase_add_test(tc, network_eight_containers_created_at_once_all_get_addresses);
     tcase_add_test(tc, network_health_without_a_network_is_usable_and_disabled);
+    tcase_add_test(tc, network_operators_cni_config_attaches_forwards_and_guards_the_api);
+    tcase_add_test(tc, network_none_gives_every_container_only_lo);
     suite_add_tcase(s, tc);
     return s;
 }
