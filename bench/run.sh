@@ -267,6 +267,26 @@ for k in r:network d:disabled p:port; do
     done
     echo
 done
+# Each plugin run berth made, from the debug log (exited: the plugin's
+# own time from spawn to exit; done: once its pipes closed and berth had
+# its answer), and each detach (DEL, then the namespace and files).
+for c in ADD DEL; do
+    for t in bridge portmap; do
+        grep -E "net: cni $t $c [rp][0-9]+: exited at" "$tmp/log" |
+            sed -E 's/.*exited at ([0-9.]+) ms, done at ([0-9.]+) ms.*/\1 \2/' >"$tmp/cni.txt"
+        [ -s "$tmp/cni.txt" ] || continue
+        printf '%-44s exited %7.2f ms  answered %7.2f ms (medians of %d)\n' \
+            "  berth's $t $c" "$(cut -d' ' -f1 "$tmp/cni.txt" | stats | cut -d' ' -f1)" \
+            "$(cut -d' ' -f2 "$tmp/cni.txt" | stats | cut -d' ' -f1)" "$(wc -l <"$tmp/cni.txt")"
+    done
+done
+grep -E "net: detach r[0-9]+: DEL done at" "$tmp/log" |
+    sed -E 's/.*DEL done at ([0-9.-]+) ms, done at ([0-9.]+) ms.*/\1 \2/' >"$tmp/det.txt"
+if [ -s "$tmp/det.txt" ]; then
+    printf '%-44s DEL %7.2f ms  namespace and files removed %7.2f ms (medians)\n' \
+        "  berth's detach (networked rounds)" "$(cut -d' ' -f1 "$tmp/det.txt" | stats | cut -d' ' -f1)" \
+        "$(cut -d' ' -f2 "$tmp/det.txt" | stats | cut -d' ' -f1)"
+fi
 # The bridge plugin (with host-local) alone: ADD and DEL into namespaces
 # of their own, in a network and mount namespace of the bench's own (its
 # bridge is not the host's), wall and CPU time from wait4's rusage.
@@ -280,11 +300,11 @@ conf = json.dumps({"cniVersion": "1.0.0", "name": "pb0", "type": "bridge", "brid
                    "isGateway": True, "ipMasq": False, "hairpinMode": True,
                    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.99.0.0/24", "gateway": "10.99.0.1"}]],
                             "routes": [{"dst": "0.0.0.0/0"}], "dataDir": d + "/ipam"}}).encode()
-def run(cmd, i):
-    env = dict(os.environ, CNI_COMMAND=cmd, CNI_CONTAINERID="c%d" % i, CNI_NETNS="%s/ns%d" % (d, i),
+def run(cmd, i, plugin="bridge", cid="c"):
+    env = dict(os.environ, CNI_COMMAND=cmd, CNI_CONTAINERID="%s%d" % (cid, i), CNI_NETNS="%s/ns%d" % (d, i),
                CNI_IFNAME="eth0", CNI_PATH="/usr/lib/cni")
     t0 = time.monotonic()
-    p = subprocess.Popen(["/usr/lib/cni/bridge"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    p = subprocess.Popen(["/usr/lib/cni/" + plugin], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
     p.stdin.write(conf); p.stdin.close()
     _, st, ru = os.wait4(p.pid, 0)
     p.returncode = 0
@@ -297,13 +317,21 @@ for i in range(n):
 for cmd in ("ADD", "DEL"):
     for i in range(n):
         print(cmd, "%.2f %.2f" % run(cmd, i))
+# The parts: a Go plugin's bare start (VERSION), and host-local's own ADD and DEL.
+for i in range(n):
+    print("VERSION", "%.2f %.2f" % run("VERSION", i))
+for cmd in ("ADD", "DEL"):
+    for i in range(n):
+        print("IPAM-" + cmd, "%.2f %.2f" % run(cmd, i, "host-local", "h"))
 PY
 mkdir -p "$tmp/plugin"
 if unshare -n -m --propagation private python3 "$tmp/plugin.py" "$tmp/plugin" 10 >"$tmp/plugin.txt" 2>"$tmp/plugin.err"; then
-    for c in ADD DEL; do
-        read -r w_med _ < <(grep "^$c " "$tmp/plugin.txt" | cut -d' ' -f2 | stats)
-        read -r c_med _ < <(grep "^$c " "$tmp/plugin.txt" | cut -d' ' -f3 | stats)
-        printf '%-44s wall %7.2f ms  CPU %6.2f ms (medians of 10)\n' "  bridge plugin $c alone (host-local inside)" "$w_med" "$c_med"
+    for c in ADD:"bridge plugin ADD alone (host-local inside)" DEL:"bridge plugin DEL alone (host-local inside)" \
+        VERSION:"a Go plugin's bare start (bridge VERSION)" IPAM-ADD:"host-local ADD alone" \
+        IPAM-DEL:"host-local DEL alone"; do
+        read -r w_med _ < <(grep "^${c%%:*} " "$tmp/plugin.txt" | cut -d' ' -f2 | stats)
+        read -r c_med _ < <(grep "^${c%%:*} " "$tmp/plugin.txt" | cut -d' ' -f3 | stats)
+        printf '%-44s wall %7.2f ms  CPU %6.2f ms (medians of 10)\n' "  ${c#*:}" "$w_med" "$c_med"
     done
 else
     echo "  bridge plugin alone: failed: $(tail -1 "$tmp/plugin.err")"

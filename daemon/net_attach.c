@@ -509,6 +509,8 @@ struct detach_op {
     char *netns_path; /* the namespace it would have */
     bool netns_gone;
     struct err err;
+    /* uv_hrtime when it was asked for and when its DEL ended (debug log). */
+    uint64_t t_start, t_del;
 };
 
 static void
@@ -516,6 +518,10 @@ detach_end(struct detach_op *op, const struct err *err)
 {
     struct net *n = op->n;
     n->inflight--;
+    uint64_t now = uv_hrtime();
+    log_debug("net: detach %s: DEL done at %.1f ms, done at %.1f ms%s", op->handle,
+              op->t_del ? (double)(op->t_del - op->t_start) / 1e6 : -1,
+              (double)(now - op->t_start) / 1e6, err ? " (failed)" : "");
     op->cb(op->arg, err);
     net_step_free(op->step);
     free(op->lookup_path);
@@ -576,6 +582,7 @@ static void
 detach_del_done(void *arg, struct json_object *result, const struct err *err)
 {
     struct detach_op *op = arg;
+    op->t_del = uv_hrtime();
     json_object_put(result);
     if (err) {
         struct err e = {0};
@@ -734,6 +741,7 @@ net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct 
     op->n = n;
     op->cb = cb;
     op->arg = arg;
+    op->t_start = uv_hrtime();
     snprintf(op->handle, sizeof(op->handle), "%s", handle);
     if (asprintf(&op->lookup_path, "%s/%s.json", n->attach_dir, handle) < 0) {
         op->lookup_path = NULL;
