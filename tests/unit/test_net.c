@@ -1160,6 +1160,10 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
      * portmap's DNAT jumps. */
     ck_assert_int_eq(tu_sh("ip link del %s", t.name), 0);
     ck_assert_int_eq(tu_sh("iptables -w -D FORWARD -j BERTH-FWD-%s", t.name), 0);
+    /* The masquerade's jump and the guard's rules too (its chain emptied). */
+    ck_assert_int_eq(
+        tu_sh("iptables -w -t nat -D POSTROUTING -s %s -j BERTH-NAT-%s", t.pool, t.name), 0);
+    ck_assert_int_eq(tu_sh("iptables -w -F BERTH-IN-%s", t.name), 0);
     ck_assert_int_eq(tu_sh("iptables-save -t nat | grep '^-A CNI-HOSTPORT-DNAT' | grep -F -- "
                            "'%s' | grep -q . && iptables-save -t nat | "
                            "grep '^-A CNI-HOSTPORT-DNAT' | grep -F -- '%s' | "
@@ -1200,6 +1204,10 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     /* The kept container works again: its gateway, its port, the forward rule. */
     ck_assert_int_eq(ping_from(a->netns_path, t.gw), 0);
     ck_assert_int_eq(tu_sh("iptables -w -C FORWARD -j BERTH-FWD-%s", t.name), 0);
+    ck_assert_int_eq(
+        tu_sh("iptables -w -t nat -C POSTROUTING -s %s -j BERTH-NAT-%s", t.pool, t.name), 0);
+    ck_assert_int_eq(
+        tu_sh("iptables -w -S BERTH-IN-%s | grep -q 'never reach host loopback'", t.name), 0);
     pid_t srv = serve(a->netns_path, "0.0.0.0", 8080);
     char got[64];
     ck_assert_int_eq(fetch(NULL, "127.0.0.1", hp, got, sizeof(got), 10000), 0);
