@@ -54,6 +54,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
     n->disabled = o->disabled;
     n->timeout_ms = o->plugin_timeout_ms;
     n->waiters_tail = &n->waiters;
+    n->deferred_attaches_tail = &n->deferred_attaches;
     int ret = set_paths(n, o->state_dir);
     n->plugin_dir = strdup(o->plugin_dir ? o->plugin_dir : NET_PLUGIN_DIR_DEFAULT);
     if (ret < 0 || !n->plugin_dir) {
@@ -145,6 +146,13 @@ net_free(struct net *n)
         struct net_entry *e = n->entries;
         n->entries = e->next;
         entry_free(e);
+    }
+    while (n->deferred_attaches) {
+        struct attach_deferred *d = n->deferred_attaches;
+        n->deferred_attaches = d->next;
+        free(d->hostname);
+        free(d->ports);
+        free(d);
     }
     free(n->state_dir);
     free(n->netns_dir);

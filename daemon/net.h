@@ -149,7 +149,10 @@ int net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reco
  * has a network), ERR_CONFLICT (a host port in use), ERR_UNAVAILABLE (a
  * plugin missing, the setup failed), ENOTSUP (ports with a list that
  * cannot forward them), EIO (a plugin failed: its own message),
- * ETIMEDOUT (a plugin did not answer), ECANCELED (shutting down).
+ * ETIMEDOUT (a plugin did not answer), ECANCELED (shutting down). While
+ * a reconciliation runs, a valid request waits for its end (which may be
+ * releasing the same handle's old network) and its errors come through
+ * cb.
  */
 int net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
                struct err *err);

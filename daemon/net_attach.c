@@ -304,6 +304,58 @@ net_attach_begin(struct net_waiter *w)
     }
 }
 
+static int
+attach_defer(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
+             struct err *err)
+{
+    struct attach_deferred *d = calloc(1, sizeof(*d));
+    bool oom = !d || (req->hostname && !(d->hostname = strdup(req->hostname))) ||
+               (req->nports && !(d->ports = calloc(req->nports, sizeof(*d->ports))));
+    if (oom) {
+        if (d)
+            free(d->hostname);
+        free(d);
+        return err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
+    }
+    snprintf(d->handle, sizeof(d->handle), "%s", req->handle);
+    d->disabled = req->disabled;
+    if (req->nports)
+        memcpy(d->ports, req->ports, req->nports * sizeof(*d->ports));
+    d->nports = req->nports;
+    d->ready = req->ready;
+    d->cb = cb;
+    d->arg = arg;
+    *n->deferred_attaches_tail = d;
+    n->deferred_attaches_tail = &d->next;
+    n->inflight++;
+    return 0;
+}
+
+void
+net_attach_resume_deferred(struct net *n)
+{
+    struct attach_deferred *list = n->deferred_attaches;
+    n->deferred_attaches = NULL;
+    n->deferred_attaches_tail = &n->deferred_attaches;
+    while (list) {
+        struct attach_deferred *d = list;
+        list = d->next;
+        n->inflight--;
+        struct net_attach_req req = {.handle = d->handle,
+                                     .hostname = d->hostname,
+                                     .disabled = d->disabled,
+                                     .ports = d->ports,
+                                     .nports = d->nports,
+                                     .ready = d->ready};
+        struct err err = {0};
+        if (net_attach(n, &req, d->cb, d->arg, &err) < 0)
+            d->cb(d->arg, NULL, &err);
+        free(d->hostname);
+        free(d->ports);
+        free(d);
+    }
+}
+
 int
 net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
            struct err *err)
@@ -312,12 +364,16 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
         return err_set(err, ECANCELED, "network: shutting down");
     if (validate_req(req, err) < 0)
         return -err->code;
-    if (net_entry_find(n, req->handle))
-        return err_set(err, EEXIST, "network of %s: exists already", req->handle);
     bool disabled = req->disabled || n->disabled;
     if (!disabled && req->nports && !n->generated && !net_conflist_has_portmap(n->operator_list))
         return err_set(err, ENOTSUP, "ports: no plugin of the network %s (%s) takes port mappings",
                        n->name, n->operator_path);
+    /* The reconciliation may be releasing this handle's old network (its
+     * address, its namespace's path): the attach waits for it. */
+    if (n->reconciling)
+        return attach_defer(n, req, cb, arg, err);
+    if (net_entry_find(n, req->handle))
+        return err_set(err, EEXIST, "network of %s: exists already", req->handle);
     struct net_waiter *w = calloc(1, sizeof(*w));
     struct net_entry *e = w ? net_entry_add(n, req->handle, NE_ATTACHING) : NULL;
     if (!e) {

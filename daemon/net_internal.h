@@ -53,6 +53,18 @@ struct net_waiter {
 
 struct detach_op;
 
+/* An attach asked for while the reconciliation runs: a copy of its request. */
+struct attach_deferred {
+    struct attach_deferred *next;
+    char handle[NET_HANDLE_MAX + 1];
+    char *hostname;
+    bool disabled;
+    struct net_port *ports;
+    size_t nports;
+    net_attach_cb ready, cb;
+    void *arg;
+};
+
 enum net_setup_state { NET_SETUP_NONE, NET_SETUP_RUNNING, NET_SETUP_DONE, NET_SETUP_FAILED };
 
 struct net_setup_cb;
@@ -85,9 +97,12 @@ struct net {
     unsigned inflight; /* jobs, chains and setups not finished */
     bool shutting_down;
     /* A start-up reconciliation is running: detaches of handles it has
-     * not registered yet wait for it (it may be releasing them). */
+     * not registered yet wait for it (it may be releasing them), and so
+     * do attaches (it may be releasing the same handle's old network, its
+     * address and namespace path). */
     unsigned reconciling;
     struct detach_op *deferred;
+    struct attach_deferred *deferred_attaches, **deferred_attaches_tail;
 };
 
 /* ---- entries (net.c) -------------------------------------------------------- */
@@ -104,8 +119,9 @@ struct json_object *net_list_for(struct net *n, bool ports);
 /* Runs the first (or a new) setup; cb (may be NULL) when it ends. */
 int net_setup_start(struct net *n, net_done_cb cb, void *arg, struct err *err);
 
-/* The reconciliation ended: the detaches that waited for it go on (net_attach.c). */
+/* The reconciliation ended: the detaches and attaches that waited for it go on (net_attach.c). */
 void net_detach_resume_deferred(struct net *n);
+void net_attach_resume_deferred(struct net *n);
 
 /* An attach that waited for the setup goes on (net_attach.c)... */
 void net_attach_begin(struct net_waiter *w);

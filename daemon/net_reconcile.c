@@ -182,6 +182,7 @@ cleanup_done(void *ctx, bool cancelled)
              r->st.released, r->st.orphans, r->st.repaired);
     n->reconciling--;
     net_detach_resume_deferred(n);
+    net_attach_resume_deferred(n);
     r->cb(r->arg, &r->st, r->failed ? &r->err : NULL);
     reconcile_free(r);
 }
@@ -416,6 +417,13 @@ scan_work(void *ctx)
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         size_t len = strlen(de->d_name);
+        /* A record's write a kill cut short (fs_write_file_atomic's
+         * temporary): no attach or detach writes one while this runs. */
+        if (de->d_name[0] != '.' && strstr(de->d_name, ".json.tmp.")) {
+            if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+                r->st.orphans++;
+            continue;
+        }
         if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
         struct scanned *nv = realloc(r->recs, (r->nrecs + 1) * sizeof(*nv));
@@ -520,6 +528,7 @@ scan_done(void *ctx, bool cancelled)
         n->inflight--;
         n->reconciling--;
         net_detach_resume_deferred(n);
+        net_attach_resume_deferred(n);
         r->cb(r->arg, &r->st, &r->err);
         reconcile_free(r);
         return;

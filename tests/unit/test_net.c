@@ -1152,6 +1152,9 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     char path[512];
     snprintf(path, sizeof(path), "%s/ipam/%s/%s.200", t.state, t.name, t.net3);
     tu_write(path, "ghost\r\neth0", 11);
+    char tmp_rec[512];
+    snprintf(tmp_rec, sizeof(tmp_rec), "%s/attach/goes.json.tmp.4242", t.state);
+    tu_write(tmp_rec, "{\"hand", 6); /* a record's write the kill cut short */
     snprintf(path, sizeof(path), "%s/netns/ghost-ns", t.state);
     struct err err = {0};
     ck_assert_msg(nethost_netns_create(path, &err) == 0, "%s", err.msg);
@@ -1190,7 +1193,8 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     ck_assert(nethost_netns_mounted(quiet_ns));
     tnet_detach_ok(&t, "quiet");
     ck_assert_uint_eq(w.st.released, 1);
-    ck_assert_uint_ge(w.st.orphans, 2);
+    ck_assert_uint_ge(w.st.orphans, 3);
+    ck_assert_msg(access(tmp_rec, F_OK) != 0, "%s is left", tmp_rec);
     ck_assert_uint_ge(w.st.repaired, 1);
 
     a = net_attachment_find(t.n, "stays");
@@ -1218,6 +1222,55 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     ck_assert_str_ne(c->ip, ip_a);
     tnet_detach_ok(&t, "new");
     tnet_detach_ok(&t, "stays");
+    check_nothing_left(&t);
+    tnet_close(&t);
+}
+END_TEST
+
+/*
+ * A client may create a container the moment the daemon answers, with
+ * the handle of one that is gone: its attach waits for the start-up
+ * reconciliation, which releases the old network first, instead of
+ * failing as "exists already" or racing the release of the old record.
+ */
+START_TEST(net_attach_during_the_reconciliation_waits_for_it)
+{
+    struct tnet t;
+    tnet_init(&t, 'r', true);
+    const struct net_attachment *a;
+    tnet_attach_ok(&t, "again", NULL, 0, &a);
+    tnet_attach_ok(&t, "other", NULL, 0, &a);
+    /* kill -9, and "again" deleted meanwhile. */
+    net_free(t.n);
+    t.n = NULL;
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    struct net_opts o;
+    char resolv[256];
+    opts_default(&t, &o, resolv);
+    struct err err = {0};
+    ck_assert_msg(net_new(&t.loop, t.jobs, &o, &t.n, &err) == 0, "%s", err.msg);
+    const char *live[] = {"other"};
+    struct wait rw = {0}, aw = {0}, pw = {0};
+    ck_assert_int_eq(net_reconcile(t.n, live, 1, reconcile_cb, &rw, &err), 0);
+    struct net_attach_req req = {.handle = "again"};
+    ck_assert_msg(net_attach(t.n, &req, attach_cb, &aw, &err) == 0, "%s", err.msg);
+    /* A request that is wrong is refused at once all the same. */
+    struct net_port bad[] = {{.host = 0, .container = 0, .proto = NET_PROTO_TCP}};
+    struct net_attach_req breq = {.handle = "bad", .ports = bad, .nports = 1};
+    ck_assert_int_lt(net_attach(t.n, &breq, attach_cb, &pw, &err), 0);
+    run_until(&t, &rw);
+    run_until(&t, &aw);
+    ck_assert_msg(!rw.failed, "%s", rw.err.msg);
+    ck_assert_msg(!aw.failed, "attach during the reconciliation: %s", aw.err.msg);
+    ck_assert_uint_eq(rw.st.kept, 1);
+    ck_assert_uint_eq(rw.st.released, 1);
+    a = net_attachment_find(t.n, "again");
+    ck_assert_ptr_nonnull(a);
+    ck_assert(nethost_netns_mounted(a->netns_path));
+    ck_assert_uint_eq(leases(&t), 2);
+    ck_assert_int_eq(ping_from(a->netns_path, t.gw), 0);
+    tnet_detach_ok(&t, "again");
+    tnet_detach_ok(&t, "other");
     check_nothing_left(&t);
     tnet_close(&t);
 }
@@ -1410,6 +1463,7 @@ main(void)
     tcase_add_test(tc, net_guard_refuses_the_api_port_on_ipv6_too);
     tcase_add_test(tc, net_guard_keeps_containers_off_host_loopback);
     tcase_add_test(tc, net_reconcile_keeps_the_live_and_releases_the_gone);
+    tcase_add_test(tc, net_attach_during_the_reconciliation_waits_for_it);
     tcase_add_test(tc, net_health_reports_what_is_missing);
     tcase_add_test(tc, net_eight_containers_at_once_all_get_addresses);
     tcase_add_test(tc, net_bad_requests_are_refused_at_once);
