@@ -8,8 +8,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
-#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,6 +18,8 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/sock.h"
 #include "jsonutil/jsonutil.h"
 #include "daemon/daemon.h"
 
@@ -52,11 +52,16 @@ api_req_param(const struct api_req *req, const char *name)
 }
 
 int
+api_body_json(const char *body, size_t len, bool allow_empty, json_object **out, struct err *err)
+{
+    int ret = jsonutil_parse_object(body ? body : "", len, allow_empty, out, err);
+    return ret < 0 ? err_wrap(err, "request body") : 0;
+}
+
+int
 api_req_body_json(const struct api_req *req, bool allow_empty, json_object **out, struct err *err)
 {
-    int ret =
-        jsonutil_parse_object(req->body ? req->body : "", req->body_len, allow_empty, out, err);
-    return ret < 0 ? err_wrap(err, "request body") : 0;
+    return api_body_json(req->body, req->body_len, allow_empty, out, err);
 }
 
 const char *
@@ -752,8 +757,8 @@ peer_sweep_cb(uv_timer_t *t)
             MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!info)
             continue;
-        struct pollfd pfd = {.fd = info->connect_fd, .events = POLLRDHUP};
-        if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        enum sock_peer peer = sock_peer((intptr_t)info->connect_fd);
+        if (peer == SOCK_PEER_OPEN)
             continue;
         /* A reset (POLLHUP/POLLERR) is final. A FIN is not always: a
          * client may shut its sending side after the whole body (a
@@ -762,12 +767,12 @@ peer_sweep_cb(uv_timer_t *t)
          * short of its Content-Length, and we are not the ones holding MHD
          * back (a suspended request waits for its job, not for the client),
          * and it stays so for two sweeps. */
-        if (!(pfd.revents & (POLLHUP | POLLERR))) {
+        if (peer == SOCK_PEER_FIN) {
             int unread = 0;
             const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
             bool complete = cl && strtoull(cl, NULL, 10) <= req->body_received;
-            if (req->suspended || complete || ioctl(info->connect_fd, FIONREAD, &unread) < 0 ||
-                unread > 0) {
+            if (req->suspended || complete ||
+                sock_unread((intptr_t)info->connect_fd, &unread) < 0 || unread > 0) {
                 req->peer_eof_sweeps = 0;
                 continue;
             }

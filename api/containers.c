@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/bodies.h"
 #include "api/handlers.h"
 #include "api/request.h"
 #include "common/clock.h"
@@ -316,9 +317,9 @@ raw_rootfs_decode(const char *uri)
     return pct_decode_dup(uri + strlen(prefix));
 }
 
-/* The request body as create parameters (caller frees) and the isolation asked for. */
-static int
-parse_create(struct api_req *req, struct ctr_params **out, char **isolation_out, struct err *err)
+int
+api_body_container_create(const char *text, size_t len, struct ctr_params **out,
+                          char **isolation_out, struct err *err)
 {
     static const char *const fields[] = {"handle",       "image",       "rootfs",  "limits",
                                          "env",          "working_dir", "mounts",  "properties",
@@ -327,11 +328,12 @@ parse_create(struct api_req *req, struct ctr_params **out, char **isolation_out,
                 *network = NULL;
     const char *handle = NULL, *image = NULL, *rootfs = NULL, *wd = NULL, *isolation = NULL;
     int64_t grace = CTR_GRACE_DEFAULT_S;
+    *isolation_out = NULL;
     struct ctr_params *p = calloc(1, sizeof(*p));
     if (!p)
         return err_set(err, ENOMEM, "out of memory");
     int rc = 0;
-    if (api_req_body_json(req, false, &body, err) < 0 ||
+    if (api_body_json(text, len, false, &body, err) < 0 ||
         jsonutil_check_fields(body, "", fields, err) < 0 ||
         jsonutil_get_string(body, "", "handle", false, &handle, err) < 0 ||
         jsonutil_get_string(body, "", "image", false, &image, err) < 0 ||
@@ -377,6 +379,8 @@ parse_create(struct api_req *req, struct ctr_params **out, char **isolation_out,
     json_object_put(body);
     if (rc < 0) {
         ctr_params_free(p);
+        free(*isolation_out);
+        *isolation_out = NULL;
         return rc;
     }
     *out = p;
@@ -402,7 +406,8 @@ containers_post(struct api_req *req)
     char *isolation = NULL;
     struct svc_call *call = NULL;
     struct containers *reg = NULL;
-    if (containers_registry(d, &reg, &err) < 0 || parse_create(req, &p, &isolation, &err) < 0 ||
+    if (containers_registry(d, &reg, &err) < 0 ||
+        api_body_container_create(req->body, req->body_len, &p, &isolation, &err) < 0 ||
         container_create(d, p, isolation, created_cb, req, &call, &err) < 0) {
         free(isolation);
         api_reply_err(req, &err);

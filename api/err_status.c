@@ -8,6 +8,8 @@
 
 #include <errno.h>
 
+#include "common/os.h"
+
 static const struct {
     int code;
     unsigned status;

@@ -62,8 +62,10 @@ health_get(struct api_req *req)
     json_object *rt = json_object_new_object();
     json_object_object_add(rt, "name", json_object_new_string(d->cfg->runtime));
     json_object_object_add(rt, "usable", json_object_new_boolean(snap.runtime_usable));
-    if (!snap.runtime_usable)
+    if (!snap.runtime_usable) {
         json_object_object_add(rt, "error", json_object_new_string(snap.runtime_error));
+        json_object_object_add(rt, "reason", json_object_new_string(snap.runtime_error));
+    }
     json_object_object_add(body, "runtime", rt);
 
     json_object *net = json_object_new_object();

@@ -1,17 +1,17 @@
-/* The MHD <-> libuv glue and connection-level limits; loop thread only. */
+/*
+ * The MHD <-> libuv glue and connection-level limits; loop thread only.
+ * What differs between Linux and Windows (how MHD's sockets are watched,
+ * when an idle connection saw data) is api/http_loop.h's.
+ */
 #include "api/http.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "api/http_loop.h"
 #include "common/log.h"
+#include "common/sock.h"
 
 /* Connections still sending headers when the server is this full get
  * the short "under pressure" header deadline. */
@@ -70,7 +70,7 @@ struct conn_list {
  * socket context. */
 struct http_conn {
     struct MHD_Connection *conn;
-    int fd;
+    intptr_t fd;
     enum conn_phase phase;
     bool reserve; /* accepted past max_connections: health only */
     /* Times in ms of uv_hrtime(), not of the loop's cached clock: a client
@@ -84,17 +84,12 @@ struct http_conn {
 struct http_server {
     uv_loop_t *loop;
     struct MHD_Daemon *mhd;
-    uv_poll_t poll;
+    struct http_loop *glue; /* api/http_loop.h */
     uv_timer_t timer;
     uv_timer_t sweep; /* header deadlines, next-request detection */
     uv_timer_t evict; /* at the limit with no one to evict yet: try again */
     struct conn_list heads, idle;
     bool kick_pending; /* a run was asked for (from inside MHD_run too) */
-    int epoll_fd;      /* MHD's */
-    /* Connections resumed since the last run, whose sockets are re-armed
-     * in MHD's epoll set once that run has taken them back. */
-    struct MHD_Connection **rearm;
-    size_t n_rearm, cap_rearm;
     unsigned port;
     unsigned connections; /* every open connection, reserve ones included */
     unsigned regular;     /* the ones within max_connections */
@@ -114,32 +109,6 @@ struct http_server {
 static void rearm(struct http_server *s);
 
 /*
- * MHD (0.9.75) keeps a suspended connection's socket in its edge-triggered
- * epoll set but drops the events that arrive while it is suspended, and
- * does not mark it readable again when it resumes: data or a hang-up that
- * came in the meantime is never seen, and an upload whose client went
- * away hangs until the idle timeout. Modifying the registration (same
- * events, same data, as MHD registers them) makes the kernel report the
- * socket's current readiness again.
- */
-static void
-rearm_resumed(struct http_server *s)
-{
-    for (size_t i = 0; i < s->n_rearm; i++) {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(s->rearm[i], MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!info)
-            continue;
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLET,
-                                 .data.ptr = s->rearm[i]};
-        /* ENOENT: not in the set now; MHD adds it, with a fresh edge, when
-         * it needs to wait on it. */
-        epoll_ctl(s->epoll_fd, EPOLL_CTL_MOD, info->connect_fd, &ev);
-    }
-    s->n_rearm = 0;
-}
-
-/*
  * One MHD_run, or a few in a row while connections are being evicted at
  * the limit: MHD closes the evicted ones on the run after the one that
  * accepted, and accepts again only on the run after that, so without
@@ -149,7 +118,7 @@ static void
 run_mhd(struct http_server *s)
 {
     s->kick_pending = false;
-    size_t pending_rearm = s->n_rearm;
+    http_loop_run_begin(s->glue);
     for (unsigned runs = 0; runs < MHD_RUNS_AT_LIMIT; runs++) {
         unsigned evicted = s->evicted, closing = s->closing;
         if (MHD_run(s->mhd) != MHD_YES)
@@ -157,9 +126,7 @@ run_mhd(struct http_server *s)
         if (s->evicted == evicted && s->closing == closing)
             break;
     }
-    /* The run took back the connections resumed before it. */
-    if (pending_rearm)
-        rearm_resumed(s);
+    http_loop_run_end(s->glue);
     rearm(s);
 }
 
@@ -167,15 +134,7 @@ void
 http_server_resumed(struct http_server *s, struct MHD_Connection *conn)
 {
     http_server_kick(s);
-    if (s->n_rearm == s->cap_rearm) {
-        size_t ncap = s->cap_rearm ? s->cap_rearm * 2 : 16;
-        struct MHD_Connection **n = realloc(s->rearm, ncap * sizeof(*n));
-        if (!n)
-            return;
-        s->rearm = n;
-        s->cap_rearm = ncap;
-    }
-    s->rearm[s->n_rearm++] = conn;
+    http_loop_resumed(s->glue, conn);
 }
 
 static void
@@ -185,12 +144,9 @@ timer_cb(uv_timer_t *t)
 }
 
 static void
-poll_cb(uv_poll_t *p, int status, int events)
+glue_run_cb(void *arg)
 {
-    struct http_server *s = p->data;
-    if (status < 0)
-        log_warn("http: poll on MHD's epoll fd: %s", uv_strerror(status));
-    run_mhd(s);
+    run_mhd(arg);
 }
 
 /* Re-arms the timer from MHD's next timeout, or stops it when MHD has none. */
@@ -286,7 +242,7 @@ conn_shut(struct http_server *s, struct http_conn *c)
     list_unlink(c);
     c->phase = CONN_CLOSING;
     s->closing++;
-    shutdown(c->fd, SHUT_RDWR);
+    sock_shutdown(c->fd);
     http_server_kick(s);
 }
 
@@ -298,24 +254,12 @@ hr_ms(void)
 
 /*
  * Whether an idle keep-alive connection has received data since it went
- * idle, and how many ms ago the latest of it came. MHD reads whatever
- * arrives into its own buffer, so the socket itself shows nothing; the
- * kernel's record of the last data received does.
+ * idle, and how many ms ago the latest of it came (api/http_loop.h).
  */
 static bool
-conn_has_new_data(const struct http_conn *c, uint64_t *ago_ms)
+conn_has_new_data(struct http_server *s, const struct http_conn *c, uint64_t *ago_ms)
 {
-    struct tcp_info ti;
-    socklen_t len = sizeof(ti);
-    memset(&ti, 0, sizeof(ti));
-    if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
-        return false;
-    uint64_t now = hr_ms();
-    uint64_t arrived = now - ti.tcpi_last_data_recv;
-    if (arrived <= c->since_ms + NEXT_REQUEST_MARGIN_MS)
-        return false;
-    *ago_ms = ti.tcpi_last_data_recv;
-    return true;
+    return http_loop_new_data(s->glue, c->fd, c->since_ms, hr_ms(), NEXT_REQUEST_MARGIN_MS, ago_ms);
 }
 
 /*
@@ -337,7 +281,7 @@ sweep_cb(uv_timer_t *t)
     for (struct http_conn *c = s->idle.first; c; c = next) {
         next = c->next;
         uint64_t ago = 0;
-        if (conn_has_new_data(c, &ago))
+        if (conn_has_new_data(s, c, &ago))
             conn_enter_head(s, c, now > ago ? now - ago : 0);
     }
     for (struct http_conn *c = s->heads.first; c; c = next) {
@@ -363,7 +307,7 @@ evictable(const struct http_conn *c, const struct http_conn *newest, uint64_t no
     if (c == newest || now - c->since_ms < min_age_ms)
         return false;
     int unread = 0;
-    return ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
+    return sock_unread(c->fd, &unread) == 0 && unread == 0;
 }
 
 static struct http_conn *
@@ -439,7 +383,7 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->conn = conn;
-        c->fd = info ? info->connect_fd : -1;
+        c->fd = info ? (intptr_t)info->connect_fd : -1;
         c->reserve = s->regular >= s->max_connections;
         if (!c->reserve)
             s->regular++;
@@ -447,9 +391,10 @@ notify_connection_cb(void *cls, struct MHD_Connection *conn, void **socket_ctx,
         /* Keep one slot free for whoever comes next. */
         evict_if_full(s, c);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        for (size_t i = 0; i < s->n_rearm; i++)
-            if (s->rearm[i] == conn)
-                s->rearm[i--] = s->rearm[--s->n_rearm];
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (s->glue)
+            http_loop_conn_closed(s->glue, conn, info ? (intptr_t)info->connect_fd : -1);
         bool was_full = s->connections >= s->limit;
         s->connections--;
         struct http_conn *c = *socket_ctx;
@@ -530,7 +475,7 @@ http_server_conn_close(struct http_server *s, struct MHD_Connection *conn)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info) {
-        shutdown(info->connect_fd, SHUT_RDWR);
+        sock_shutdown((intptr_t)info->connect_fd);
         http_server_kick(s);
     }
 }
@@ -591,7 +536,7 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
      * start, not silently share the port with the first. */
     /* MHD_ALLOW_UPGRADE: api/hijack.c's 101 replies. */
     unsigned flags =
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
+        http_loop_mhd_flags() | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
     s->mhd = MHD_start_daemon(
@@ -612,13 +557,12 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : opts->port;
-    info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!info) {
+    int rc = http_loop_start(loop, s->mhd, glue_run_cb, s, &s->glue, err);
+    if (rc < 0) {
         MHD_stop_daemon(s->mhd);
         free(s);
-        return err_set(err, EIO, "http server: MHD has no epoll fd");
+        return rc;
     }
-    s->epoll_fd = info->epoll_fd;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_timer_init(loop, &s->sweep);
@@ -626,19 +570,6 @@ http_server_start(uv_loop_t *loop, const struct http_server_opts *opts, struct h
     uv_timer_init(loop, &s->evict);
     s->evict.data = s;
     uv_timer_start(&s->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
-    int rc = uv_poll_init(loop, &s->poll, info->epoll_fd);
-    if (rc == 0)
-        rc = uv_poll_start(&s->poll, UV_READABLE, poll_cb);
-    s->poll.data = s;
-    if (rc < 0) {
-        uv_close((uv_handle_t *)&s->timer, NULL);
-        uv_close((uv_handle_t *)&s->sweep, NULL);
-        uv_close((uv_handle_t *)&s->evict, NULL);
-        MHD_stop_daemon(s->mhd);
-        /* The timer is closed on the next loop turn; leak s rather than
-         * free memory libuv still references. Start-up fails anyway. */
-        return err_set(err, -rc, "http server: watch MHD's epoll fd: %s", uv_strerror(rc));
-    }
     rearm(s);
     *out = s;
     return 0;
@@ -662,38 +593,52 @@ http_server_quiesce(struct http_server *s)
     if (s->quiesced)
         return;
     s->quiesced = true;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+    if (info)
+        http_loop_listener_closed(s->glue, (intptr_t)info->listen_fd);
     MHD_socket fd = MHD_quiesce_daemon(s->mhd);
     if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+        sock_close((intptr_t)fd);
 }
 
 static void
-handle_closed_cb(uv_handle_t *h)
+server_closed_one(struct http_server *s)
 {
-    struct http_server *s = h->data;
     if (--s->closing_handles > 0)
         return;
     void (*done)(void *) = s->done;
     void *arg = s->done_arg;
-    free(s->rearm);
     free(s);
     if (done)
         done(arg);
 }
 
+static void
+handle_closed_cb(uv_handle_t *h)
+{
+    server_closed_one(h->data);
+}
+
+static void
+glue_closed_cb(void *arg)
+{
+    server_closed_one(arg);
+}
+
 void
 http_server_stop(struct http_server *s, void (*done)(void *arg), void *arg)
 {
-    uv_poll_stop(&s->poll);
+    s->done = done;
+    s->done_arg = arg;
+    s->closing_handles = 4;
+    /* The glue stops watching before MHD closes the sockets; its handles
+     * close on the next loop turn. */
+    http_loop_stop(s->glue, glue_closed_cb, s);
     uv_timer_stop(&s->timer);
     uv_timer_stop(&s->sweep);
     uv_timer_stop(&s->evict);
     MHD_stop_daemon(s->mhd); /* closes every connection: CLOSED frees each one's state */
     s->mhd = NULL;
-    s->done = done;
-    s->done_arg = arg;
-    s->closing_handles = 4;
-    uv_close((uv_handle_t *)&s->poll, handle_closed_cb);
     uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
     uv_close((uv_handle_t *)&s->sweep, handle_closed_cb);
     uv_close((uv_handle_t *)&s->evict, handle_closed_cb);

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/bodies.h"
 #include "api/containers.h"
 #include "api/handlers.h"
 #include "api/request.h"
@@ -444,27 +445,36 @@ images_delete(struct api_req *req)
     api_req_wait_or_fail(req, rc, call, &err);
 }
 
+int
+api_body_prune(const char *text, size_t len, int64_t *unused, int64_t *keep, struct err *err)
+{
+    json_object *body = NULL;
+    static const char *const fields[] = {"unused_for_s", "keep_bytes", NULL};
+    int has_unused = 0, has_keep = 0;
+    *unused = *keep = -1;
+    int rc = 0;
+    if (api_body_json(text, len, true, &body, err) < 0 ||
+        jsonutil_check_fields(body, "", fields, err) < 0 ||
+        (has_unused = jsonutil_get_int64(body, "", "unused_for_s", false, unused, err)) < 0 ||
+        (has_keep = jsonutil_get_int64(body, "", "keep_bytes", false, keep, err)) < 0)
+        rc = -EINVAL;
+    json_object_put(body);
+    if (rc == 0 && ((has_unused && *unused < 0) || (has_keep && *keep < 0)))
+        rc = err_set(err, EINVAL, "field \"%s\": must not be negative",
+                     has_unused && *unused < 0 ? "unused_for_s" : "keep_bytes");
+    if (rc < 0)
+        *unused = *keep = -1;
+    return rc;
+}
+
 void
 images_prune(struct api_req *req)
 {
     struct err err = {0};
-    json_object *body = NULL;
-    static const char *const fields[] = {"unused_for_s", "keep_bytes", NULL};
     int64_t unused = -1, keep = -1;
-    int has_unused = 0, has_keep = 0;
     struct svc_call *call = NULL;
-    if (api_req_body_json(req, true, &body, &err) < 0 ||
-        jsonutil_check_fields(body, "", fields, &err) < 0 ||
-        (has_unused = jsonutil_get_int64(body, "", "unused_for_s", false, &unused, &err)) < 0 ||
-        (has_keep = jsonutil_get_int64(body, "", "keep_bytes", false, &keep, &err)) < 0) {
-        json_object_put(body);
+    if (api_body_prune(req->body, req->body_len, &unused, &keep, &err) < 0) {
         api_reply_err(req, &err);
-        return;
-    }
-    json_object_put(body);
-    if ((has_unused && unused < 0) || (has_keep && keep < 0)) {
-        api_reply_fail(req, EINVAL, "field \"%s\": must not be negative",
-                       has_unused && unused < 0 ? "unused_for_s" : "keep_bytes");
         return;
     }
     int rc = image_prune(api_daemon(req->api), unused, keep, pruned_cb, req, &call, &err);

@@ -134,7 +134,7 @@ struct buf {
     int failed;
 };
 
-static void __attribute__((format(printf, 2, 3))) bprintf(struct buf *b, const char *fmt, ...)
+static void BERTH_FORMAT(2, 3) bprintf(struct buf *b, const char *fmt, ...)
 {
     if (b->failed)
         return;

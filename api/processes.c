@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/bodies.h"
 #include "api/containers.h"
 #include "api/handlers.h"
 #include "api/request.h"
@@ -55,36 +56,55 @@ started_cb(void *arg, const struct err *err, struct ctr_proc *pr)
 }
 
 void
-processes_post(struct api_req *req)
+api_body_process_clear(struct api_body_process *b)
+{
+    json_object_put(b->json);
+    strv_free(b->argv);
+    strv_free(b->env);
+    memset(b, 0, sizeof(*b));
+}
+
+int
+api_body_process(const char *text, size_t len, struct api_body_process *out, struct err *err)
 {
     static const char *const fields[] = {"id", "path", "args", "env", "dir", "user", "stdin", NULL};
-    struct err err = {0};
-    json_object *body = NULL, *args = NULL, *env = NULL;
-    struct process_spec o = {0};
-    cleanup_strv char **argv = NULL, **penv = NULL;
-    struct svc_call *call = NULL;
+    json_object *args = NULL, *env = NULL;
+    struct process_spec *o = &out->spec;
     int has_args = 0;
-    if (api_req_body_json(req, false, &body, &err) < 0 ||
-        jsonutil_check_fields(body, "", fields, &err) < 0 ||
-        jsonutil_get_string(body, "", "id", false, &o.id, &err) < 0 ||
-        jsonutil_get_string(body, "", "path", false, &o.path, &err) < 0 ||
-        (has_args = jsonutil_get_array(body, "", "args", false, &args, &err)) < 0 ||
-        jsonutil_get_array(body, "", "env", false, &env, &err) < 0 ||
-        jsonutil_get_string(body, "", "dir", false, &o.dir, &err) < 0 ||
-        jsonutil_get_string(body, "", "user", false, &o.user, &err) < 0 ||
-        jsonutil_get_bool(body, "", "stdin", false, &o.stdin, &err) < 0 ||
-        (args && api_parse_strv(args, "args", &argv, &err) < 0) ||
-        (env && api_parse_strv(env, "env", &penv, &err) < 0)) {
-        json_object_put(body);
+    memset(out, 0, sizeof(*out));
+    if (api_body_json(text, len, false, &out->json, err) < 0 ||
+        jsonutil_check_fields(out->json, "", fields, err) < 0 ||
+        jsonutil_get_string(out->json, "", "id", false, &o->id, err) < 0 ||
+        jsonutil_get_string(out->json, "", "path", false, &o->path, err) < 0 ||
+        (has_args = jsonutil_get_array(out->json, "", "args", false, &args, err)) < 0 ||
+        jsonutil_get_array(out->json, "", "env", false, &env, err) < 0 ||
+        jsonutil_get_string(out->json, "", "dir", false, &o->dir, err) < 0 ||
+        jsonutil_get_string(out->json, "", "user", false, &o->user, err) < 0 ||
+        jsonutil_get_bool(out->json, "", "stdin", false, &o->has_stdin, err) < 0 ||
+        (args && api_parse_strv(args, "args", &out->argv, err) < 0) ||
+        (env && api_parse_strv(env, "env", &out->env, err) < 0)) {
+        api_body_process_clear(out);
+        return -EINVAL;
+    }
+    o->args = out->argv;
+    o->has_args = has_args == 1;
+    o->env = out->env;
+    return 0;
+}
+
+void
+processes_post(struct api_req *req)
+{
+    struct err err = {0};
+    struct api_body_process b;
+    struct svc_call *call = NULL;
+    if (api_body_process(req->body, req->body_len, &b, &err) < 0) {
         api_reply_err(req, &err);
         return;
     }
-    o.args = argv;
-    o.has_args = has_args == 1;
-    o.env = penv;
-    int rc = process_start(daemon_of(req), api_req_param(req, "handle"), &o, started_cb, req, &call,
-                           &err);
-    json_object_put(body);
+    int rc = process_start(daemon_of(req), api_req_param(req, "handle"), &b.spec, started_cb, req,
+                           &call, &err);
+    api_body_process_clear(&b);
     if (rc < 0) {
         api_reply_err(req, &err);
         return;
@@ -483,25 +503,33 @@ signal_of(json_object *v)
     return process_signal_number(json_object_get_string(v));
 }
 
+int
+api_body_signal(const char *text, size_t len, int *sig, struct err *err)
+{
+    static const char *const fields[] = {"signal", NULL};
+    json_object *body = NULL, *v = NULL;
+    if (api_body_json(text, len, false, &body, err) < 0 ||
+        jsonutil_check_fields(body, "", fields, err) < 0) {
+        json_object_put(body);
+        return -EINVAL;
+    }
+    *sig = json_object_object_get_ex(body, "signal", &v) ? signal_of(v) : -1;
+    json_object_put(body);
+    if (*sig < 0)
+        return err_set(err, EINVAL,
+                       "field \"signal\": expected TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, "
+                       "CONT, ALRM, WINCH or a number 1 to 64");
+    return 0;
+}
+
 void
 processes_signal(struct api_req *req)
 {
-    static const char *const fields[] = {"signal", NULL};
     struct err err = {0};
-    json_object *body = NULL, *v = NULL;
     struct svc_call *call = NULL;
-    if (api_req_body_json(req, false, &body, &err) < 0 ||
-        jsonutil_check_fields(body, "", fields, &err) < 0) {
-        json_object_put(body);
+    int sig = -1;
+    if (api_body_signal(req->body, req->body_len, &sig, &err) < 0) {
         api_reply_err(req, &err);
-        return;
-    }
-    int sig = json_object_object_get_ex(body, "signal", &v) ? signal_of(v) : -1;
-    json_object_put(body);
-    if (sig < 0) {
-        api_reply_fail(req, EINVAL,
-                       "field \"signal\": expected TERM, KILL, INT, HUP, QUIT, USR1, USR2, STOP, "
-                       "CONT, ALRM, WINCH or a number 1 to 64");
         return;
     }
     if (process_signal(daemon_of(req), api_req_param(req, "handle"), api_req_param(req, "id"), sig,

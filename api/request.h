@@ -181,8 +181,7 @@ void api_req_resume(struct api_req *req);
 /* Replies with the status err->code maps to (api/err_status.c), then resumes. */
 void api_reply_err_resume(struct api_req *req, const struct err *err);
 /* Replies with the status code maps to and a formatted message. */
-void api_reply_fail(struct api_req *req, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void api_reply_fail(struct api_req *req, int code, const char *fmt, ...) BERTH_FORMAT(3, 4);
 
 /* Replies with a JSON document (takes the reference to body), then resumes. */
 void api_reply_json_resume(struct api_req *req, unsigned status, json_object *body);
@@ -192,7 +191,7 @@ void api_reply_json(struct api_req *req, unsigned status, json_object *body);
  * by hand: only for protocol errors (405, 413, 414, 431); everything
  * else goes through an error code (api_reply_err, api_reply_fail). */
 void api_reply_error(struct api_req *req, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    BERTH_FORMAT(4, 5);
 /* Replies with the HTTP status and code that err->code maps to. */
 void api_reply_err(struct api_req *req, const struct err *err);
 /* Replies with a prepared MHD response (takes it). */

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/bodies.h"
 #include "api/containers.h"
 #include "api/handlers.h"
 #include "api/request.h"
@@ -99,14 +100,9 @@ deleted_cb(void *arg, const struct err *err, char *const *deleted, size_t n)
     api_reply_json_resume(req, 200, body);
 }
 
-struct props {
-    struct volume_prop v[VOL_PROPS_MAX + 1];
-    size_t n;
-};
-
-/* A properties object into p (borrowing its strings); null values only when allow_null. */
+/* A properties object into b (borrowing its strings); null values only when allow_null. */
 static int
-parse_props(json_object *o, bool allow_null, struct props *p, struct err *err)
+parse_props(json_object *o, bool allow_null, struct api_body_volume *b, struct err *err)
 {
     if (!o)
         return 0;
@@ -120,10 +116,52 @@ parse_props(json_object *o, bool allow_null, struct props *p, struct err *err)
         if (!(is_null && allow_null) && !json_object_is_type(val, json_type_string))
             return err_set(err, EINVAL, "field \"properties.%s\": expected a string%s, got %s", key,
                            allow_null ? " or null" : "", jsonutil_type_article(val));
-        p->v[p->n].key = key;
-        p->v[p->n].value = is_null ? NULL : (char *)json_object_get_string(val);
-        p->n++;
+        b->props[b->nprops].key = key;
+        b->props[b->nprops].value = is_null ? NULL : (char *)json_object_get_string(val);
+        b->nprops++;
     }
+    return 0;
+}
+
+void
+api_body_volume_clear(struct api_body_volume *b)
+{
+    json_object_put(b->json);
+    b->json = NULL;
+}
+
+int
+api_body_volume(const char *text, size_t len, bool patch, struct api_body_volume *out,
+                struct err *err)
+{
+    static const char *const create_fields[] = {"handle", "parent",     "properties",
+                                                "ttl_s",  "privileged", NULL};
+    static const char *const patch_fields[] = {"properties", "ttl_s", NULL};
+    json_object *props = NULL;
+    struct volume_create_opts *o = &out->opts;
+    int has_ttl = 0;
+    memset(out, 0, sizeof(*out));
+    int rc = 0;
+    if (api_body_json(text, len, !patch, &out->json, err) < 0 ||
+        jsonutil_check_fields(out->json, "", patch ? patch_fields : create_fields, err) < 0 ||
+        (!patch &&
+         (jsonutil_get_string(out->json, "", "handle", false, &o->handle, err) < 0 ||
+          jsonutil_get_string(out->json, "", "parent", false, &o->parent, err) < 0 ||
+          jsonutil_get_bool(out->json, "", "privileged", false, &o->privileged, err) < 0)) ||
+        jsonutil_get_object(out->json, "", "properties", false, &props, err) < 0 ||
+        (has_ttl = jsonutil_get_int64(out->json, "", "ttl_s", false, &o->ttl_s, err)) < 0 ||
+        parse_props(props, patch, out, err) < 0)
+        rc = -EINVAL;
+    if (rc == 0 && patch && has_ttl && o->ttl_s < 0)
+        rc = err_set(err, EINVAL, "field \"ttl_s\": must not be negative");
+    if (rc < 0) {
+        api_body_volume_clear(out);
+        return rc;
+    }
+    if (patch && !has_ttl)
+        o->ttl_s = -1;
+    o->props = out->props;
+    o->n_props = out->nprops;
     return 0;
 }
 
@@ -131,31 +169,23 @@ void
 volumes_create(struct api_req *req)
 {
     struct err err = {0};
-    json_object *body = NULL, *props = NULL;
-    struct volume_create_opts o = {0};
     struct svc_call *call = NULL;
-    struct props *p = calloc(1, sizeof(*p));
-    static const char *const fields[] = {"handle", "parent",     "properties",
-                                         "ttl_s",  "privileged", NULL};
-    int rc = p ? 0 : err_set(&err, ENOMEM, "out of memory");
-    if (rc == 0 && (api_req_body_json(req, true, &body, &err) < 0 ||
-                    jsonutil_check_fields(body, "", fields, &err) < 0 ||
-                    jsonutil_get_string(body, "", "handle", false, &o.handle, &err) < 0 ||
-                    jsonutil_get_string(body, "", "parent", false, &o.parent, &err) < 0 ||
-                    jsonutil_get_object(body, "", "properties", false, &props, &err) < 0 ||
-                    jsonutil_get_int64(body, "", "ttl_s", false, &o.ttl_s, &err) < 0 ||
-                    jsonutil_get_bool(body, "", "privileged", false, &o.privileged, &err) < 0 ||
-                    parse_props(props, false, p, &err) < 0))
-        rc = -EINVAL;
+    struct api_body_volume *b = malloc(sizeof(*b));
+    int rc = b ? api_body_volume(req->body, req->body_len, false, b, &err)
+               : err_set(&err, ENOMEM, "out of memory");
     if (rc == 0) {
-        o.props = p->v;
-        o.n_props = p->n;
-        rc = vol_create(api_daemon(req->api), &o, created_cb, req, &call, &err);
+        rc = vol_create(api_daemon(req->api), &b->opts, created_cb, req, &call, &err);
+        api_body_volume_clear(b);
     }
-    json_object_put(body);
-    free(p);
+    free(b);
     api_req_wait_or_fail(req, rc, call, &err);
 }
+
+/* The property.KEY=VALUE filters of a list. */
+struct props {
+    struct volume_prop v[VOL_PROPS_MAX + 1];
+    size_t n;
+};
 
 static enum MHD_Result
 filter_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -200,26 +230,16 @@ void
 volumes_patch(struct api_req *req)
 {
     struct err err = {0};
-    json_object *body = NULL, *props = NULL;
-    int64_t ttl = -1;
-    int has_ttl = 0;
     struct svc_call *call = NULL;
-    static const char *const fields[] = {"properties", "ttl_s", NULL};
-    struct props *p = calloc(1, sizeof(*p));
-    int rc = p ? 0 : err_set(&err, ENOMEM, "out of memory");
-    if (rc == 0 && (api_req_body_json(req, false, &body, &err) < 0 ||
-                    jsonutil_check_fields(body, "", fields, &err) < 0 ||
-                    jsonutil_get_object(body, "", "properties", false, &props, &err) < 0 ||
-                    (has_ttl = jsonutil_get_int64(body, "", "ttl_s", false, &ttl, &err)) < 0 ||
-                    parse_props(props, true, p, &err) < 0))
-        rc = -EINVAL;
-    if (rc == 0 && has_ttl && ttl < 0)
-        rc = err_set(&err, EINVAL, "field \"ttl_s\": must not be negative");
-    if (rc == 0)
-        rc = vol_patch(api_daemon(req->api), api_req_param(req, "handle"), p->v, p->n,
-                       has_ttl ? ttl : -1, got_cb, req, &call, &err);
-    json_object_put(body);
-    free(p);
+    struct api_body_volume *b = malloc(sizeof(*b));
+    int rc = b ? api_body_volume(req->body, req->body_len, true, b, &err)
+               : err_set(&err, ENOMEM, "out of memory");
+    if (rc == 0) {
+        rc = vol_patch(api_daemon(req->api), api_req_param(req, "handle"), b->props, b->nprops,
+                       b->opts.ttl_s, got_cb, req, &call, &err);
+        api_body_volume_clear(b);
+    }
+    free(b);
     api_req_wait_or_fail(req, rc, call, &err);
 }
 

@@ -1,17 +1,21 @@
-/* Filesystem helpers: mkdir -p, safe recursive remove, atomic writes. Blocking. */
+/*
+ * Filesystem helpers: mkdir -p, safe recursive remove, atomic writes.
+ * Written once over the platform seam (common/osfs.h for paths,
+ * common/rootdir.h below a directory). Blocking.
+ */
 #include "common/fsutil.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdbool.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/os.h"
+#include "common/osfs.h"
+#include "common/rootdir.h"
 
 int
 fs_mkdir_p(const char *path, mode_t mode, struct err *err)
@@ -25,13 +29,17 @@ fs_mkdir_p(const char *path, mode_t mode, struct err *err)
             continue;
         char saved = copy[i];
         copy[i] = '\0';
-        if (mkdir(copy, mode) < 0 && errno != EEXIST)
-            return err_errno(err, errno, "mkdir %s", copy);
+        int r = osfs_mkdir(copy, mode);
+        struct os_stat st;
+        /* A drive ("C:") or a share cannot be made, only found. */
+        if (r < 0 && r != -EEXIST && !(osfs_stat(copy, &st) == 0 && S_ISDIR(st.st_mode)))
+            return err_errno(err, -r, "mkdir %s", copy);
         copy[i] = saved;
     }
-    struct stat st;
-    if (stat(path, &st) < 0)
-        return err_errno(err, errno, "stat %s", path);
+    struct os_stat st;
+    int r = osfs_stat(path, &st);
+    if (r < 0)
+        return err_errno(err, -r, "stat %s", path);
     if (!S_ISDIR(st.st_mode))
         return err_set(err, ENOTDIR, "mkdir %s: exists and is not a directory", path);
     return 0;
@@ -39,92 +47,101 @@ fs_mkdir_p(const char *path, mode_t mode, struct err *err)
 
 /* Removes the contents of the directory open at dirfd (which it closes). */
 static int
-remove_dir_contents(int dirfd, dev_t dev, const char *path, struct err *err)
+remove_dir_contents(int dirfd, uint64_t dev, const char *path, struct err *err)
 {
-    DIR *dir = fdopendir(dirfd);
-    if (!dir) {
-        int e = errno;
-        close(dirfd);
-        return err_errno(err, e, "open directory %s", path);
+    struct osfs_dir *dir = NULL;
+    int r = osfs_dir_open_at(dirfd, &dir);
+    if (r < 0) {
+        rootdir_close(dirfd);
+        return err_errno(err, -r, "open directory %s", path);
     }
     int ret = 0;
-    struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
+    const char *name;
+    while ((name = osfs_dir_next(dir, &r)) != NULL) {
+        struct os_stat st;
+        if ((r = rootdir_stat(dirfd, name, &st)) < 0) {
+            if (r == -ENOENT)
                 continue;
-            ret = err_errno(err, errno, "stat %s/%s", path, de->d_name);
+            ret = err_errno(err, -r, "stat %s/%s", path, name);
             break;
         }
         if (S_ISDIR(st.st_mode)) {
             if (st.st_dev != dev) {
-                ret = err_set(err, EBUSY, "remove %s/%s: a filesystem is mounted there", path,
-                              de->d_name);
+                ret =
+                    err_set(err, EBUSY, "remove %s/%s: a filesystem is mounted there", path, name);
                 break;
             }
-            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sub = rootdir_open_dir(dirfd, name);
             if (sub < 0) {
-                ret = err_errno(err, errno, "open %s/%s", path, de->d_name);
+                ret = err_errno(err, -sub, "open %s/%s", path, name);
                 break;
             }
             /* A directory without write permission cannot lose its entries. */
             if ((st.st_mode & 0700) != 0700)
-                fchmod(sub, 0700);
-            cleanup_free char *subpath = fs_path_join(path, de->d_name);
+                rootdir_fd_set_mode(sub, 0700);
+            cleanup_free char *subpath = fs_path_join(path, name);
             ret = remove_dir_contents(sub, dev, subpath ? subpath : path, err);
             if (ret < 0)
                 break;
-            if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
-                ret = err_errno(err, errno, "rmdir %s/%s", path, de->d_name);
+            if ((r = rootdir_remove(dirfd, name, true)) < 0 && r != -ENOENT) {
+                ret = err_errno(err, -r, "rmdir %s/%s", path, name);
                 break;
             }
-        } else if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT) {
-            ret = err_errno(err, errno, "unlink %s/%s", path, de->d_name);
-            break;
+        } else if ((r = rootdir_remove(dirfd, name, false)) < 0 && r != -ENOENT) {
+            /* A read-only file (Windows) goes once it is writable. */
+            int fd = r == -EACCES || r == -EPERM ? rootdir_open_node(dirfd, name) : -1;
+            if (fd >= 0) {
+                rootdir_fd_clear_flags(fd);
+                rootdir_close(fd);
+                r = rootdir_remove(dirfd, name, false);
+            }
+            if (r < 0 && r != -ENOENT) {
+                ret = err_errno(err, -r, "unlink %s/%s", path, name);
+                break;
+            }
         }
     }
-    closedir(dir);
+    if (ret == 0 && r < 0)
+        ret = err_errno(err, -r, "read directory %s", path);
+    osfs_dir_close(dir);
+    rootdir_close(dirfd);
     return ret;
 }
 
 int
 fs_remove_tree(const char *path, struct err *err)
 {
-    struct stat st;
-    if (lstat(path, &st) < 0) {
-        if (errno == ENOENT)
+    struct os_stat st;
+    int r = osfs_lstat(path, &st);
+    if (r < 0) {
+        if (r == -ENOENT)
             return 0;
-        return err_errno(err, errno, "stat %s", path);
+        return err_errno(err, -r, "stat %s", path);
     }
     if (!S_ISDIR(st.st_mode)) {
-        if (unlink(path) < 0 && errno != ENOENT)
-            return err_errno(err, errno, "unlink %s", path);
+        if ((r = osfs_unlink(path)) < 0 && r != -ENOENT)
+            return err_errno(err, -r, "unlink %s", path);
         return 0;
     }
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = rootdir_open(path);
     if (fd < 0)
-        return err_errno(err, errno, "open %s", path);
+        return err_errno(err, -fd, "open %s", path);
     if ((st.st_mode & 0700) != 0700)
-        fchmod(fd, 0700);
+        rootdir_fd_set_mode(fd, 0700);
     int ret = remove_dir_contents(fd, st.st_dev, path, err);
     if (ret < 0)
         return ret;
-    if (rmdir(path) < 0 && errno != ENOENT)
-        return err_errno(err, errno, "rmdir %s", path);
+    if ((r = osfs_rmdir(path)) < 0 && r != -ENOENT)
+        return err_errno(err, -r, "rmdir %s", path);
     return 0;
 }
 
 int
 fs_fsync_dir(const char *path, struct err *err)
 {
-    cleanup_close int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return err_errno(err, errno, "open %s", path);
-    if (fsync(fd) < 0)
-        return err_errno(err, errno, "fsync %s", path);
+    int r = osfs_fsync_dir(path);
+    if (r < 0)
+        return err_errno(err, -r, "fsync %s", path);
     return 0;
 }
 
@@ -144,13 +161,13 @@ write_replace(const char *path, const void *data, size_t len, mode_t mode, bool 
               struct err *err)
 {
     cleanup_free char *tmp = NULL;
-    if (asprintf(&tmp, "%s.tmp.%ld", path, (long)gettid()) < 0) {
+    if (asprintf(&tmp, "%s.tmp.%ld", path, os_thread_id()) < 0) {
         tmp = NULL;
         return err_set(err, ENOMEM, "write %s: out of memory", path);
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    int fd = osfs_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
     if (fd < 0)
-        return err_errno(err, errno, "create %s", tmp);
+        return err_errno(err, -fd, "create %s", tmp);
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -160,23 +177,22 @@ write_replace(const char *path, const void *data, size_t len, mode_t mode, bool 
         if (n < 0) {
             int e = errno;
             close(fd);
-            unlink(tmp);
+            osfs_unlink(tmp);
             return err_errno(err, e, "write %s", tmp);
         }
         p += n;
         left -= (size_t)n;
     }
-    if (durable && fsync(fd) < 0) {
-        int e = errno;
+    int r = durable ? osfs_fsync(fd) : 0;
+    if (r < 0) {
         close(fd);
-        unlink(tmp);
-        return err_errno(err, e, "fsync %s", tmp);
+        osfs_unlink(tmp);
+        return err_errno(err, -r, "fsync %s", tmp);
     }
     close(fd);
-    if (rename(tmp, path) < 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_errno(err, e, "rename %s to %s", tmp, path);
+    if ((r = osfs_rename(tmp, path)) < 0) {
+        osfs_unlink(tmp);
+        return err_errno(err, -r, "rename %s to %s", tmp, path);
     }
     if (!durable)
         return 0;
@@ -198,15 +214,66 @@ fs_write_file_replace(const char *path, const void *data, size_t len, mode_t mod
     return write_replace(path, data, len, mode, false, err);
 }
 
+/* Reads all of the open fd (of path, for messages). */
+static int read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len,
+                   struct err *err);
+
 int
 fs_read_file(const char *path, size_t max, char **out, size_t *out_len, struct err *err)
 {
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cleanup_close int fd = osfs_open(path, O_RDONLY, 0);
     if (fd < 0)
-        return err_errno(err, errno, "open %s", path);
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return err_errno(err, errno, "stat %s", path);
+        return err_errno(err, -fd, "open %s", path);
+    return read_fd(fd, path, max, out, out_len, err);
+}
+
+int
+fs_read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
+                struct err *err)
+{
+    cleanup_close int fd = rootdir_open_file(dirfd, name);
+    if (fd < 0)
+        return err_errno(err, -fd, "open %s", name);
+    return read_fd(fd, name, max, out, out_len, err);
+}
+
+int
+fs_write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                        struct err *err)
+{
+    cleanup_free char *tmp = NULL;
+    if (asprintf(&tmp, ".%s.tmp.%ld", name, os_thread_id()) < 0) {
+        tmp = NULL;
+        return err_set(err, ENOMEM, "write %s: out of memory", name);
+    }
+    rootdir_remove(dirfd, tmp, false); /* a crash's leftover */
+    int fd = rootdir_create_file(dirfd, tmp, mode);
+    if (fd < 0)
+        return err_errno(err, -fd, "create %s", tmp);
+    int r = rootdir_fd_write_at(fd, data, len, 0);
+    if (r == 0)
+        r = osfs_fsync(fd);
+    int c = rootdir_close(fd);
+    if (r == 0)
+        r = c;
+    if (r == 0)
+        r = rootdir_replace(dirfd, tmp, dirfd, name);
+    if (r == 0)
+        r = osfs_fsync(dirfd);
+    if (r < 0) {
+        rootdir_remove(dirfd, tmp, false);
+        return err_errno(err, -r, "write %s", name);
+    }
+    return 0;
+}
+
+static int
+read_fd(int fd, const char *path, size_t max, char **out, size_t *out_len, struct err *err)
+{
+    struct os_stat st;
+    int r = osfs_fstat(fd, &st);
+    if (r < 0)
+        return err_errno(err, -r, "stat %s", path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, EINVAL, "read %s: not a regular file", path);
     if ((uint64_t)st.st_size > max)
@@ -248,10 +315,9 @@ fs_read_file(const char *path, size_t max, char **out, size_t *out_len, struct e
 int
 fs_free_bytes(const char *path, uint64_t *out, struct err *err)
 {
-    struct statvfs sv;
-    if (statvfs(path, &sv) < 0)
-        return err_errno(err, errno, "statvfs %s", path);
-    *out = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    int r = osfs_free_bytes(path, out);
+    if (r < 0)
+        return err_errno(err, -r, "statvfs %s", path);
     return 0;
 }
 

@@ -49,6 +49,16 @@ int fs_write_file_replace(const char *path, const void *data, size_t len, mode_t
  */
 int fs_read_file(const char *path, size_t max, char **out, size_t *out_len, struct err *err);
 
+/*
+ * The same two relative to a directory descriptor (common/rootdir.h):
+ * name is one component, never followed if it is a symlink. The
+ * temporary is ".<name>.tmp.<thread>" in dirfd, renamed over name.
+ */
+int fs_write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+                            struct err *err);
+int fs_read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len,
+                    struct err *err);
+
 /* Free bytes available to an unprivileged writer on the filesystem of path. */
 int fs_free_bytes(const char *path, uint64_t *out, struct err *err);
 

@@ -1,10 +1,11 @@
 /* Random hex identifiers (common/randid.h); any thread. */
 #include "common/randid.h"
 
+#include "common/os.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 static void
@@ -24,8 +25,9 @@ randid_hex(char *out, size_t nbytes, struct err *err)
     unsigned char raw[32];
     if (nbytes > sizeof(raw))
         nbytes = sizeof(raw);
-    if (getrandom(raw, nbytes, 0) != (ssize_t)nbytes)
-        return err_errno(err, errno, "random id: getrandom");
+    int r = os_random_bytes(raw, nbytes);
+    if (r < 0)
+        return err_errno(err, -r, "random id: the OS's random bytes");
     hex_into(out, raw, nbytes);
     return 0;
 }

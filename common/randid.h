@@ -1,5 +1,5 @@
 /*
- * Random identifiers from the kernel's CSPRNG (getrandom): hex strings
+ * Random identifiers from the OS's CSPRNG (common/os.h): hex strings
  * for lease ids, temporary names and generated handles. Any thread.
  */
 #ifndef BERTH_COMMON_RANDID_H

@@ -194,6 +194,21 @@ rootdir_open_file(int dir, const char *name)
 }
 
 int
+rootdir_open_in_root(int root, const char *rel)
+{
+    /* O_PATH first: what the container put there is checked before any
+     * open of it runs (rootdir_fd_reopen_regular). */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    long pfd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+    if (pfd < 0)
+        return neg_errno();
+    int fd = rootdir_fd_reopen_regular((int)pfd, NULL);
+    close((int)pfd);
+    return fd;
+}
+
+int
 rootdir_create_file(int dir, const char *name, mode_t mode)
 {
     int fd =
@@ -202,10 +217,28 @@ rootdir_create_file(int dir, const char *name, mode_t mode)
 }
 
 int
-rootdir_stat(int dir, const char *name, struct stat *st)
+rootdir_stat(int dir, const char *name, struct os_stat *st)
 {
     int flags = AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH);
-    return fstatat(dir, name, st, flags) < 0 ? neg_errno() : 0;
+    struct stat s;
+    if (fstatat(dir, name, &s, flags) < 0)
+        return neg_errno();
+    osfs_from_stat(&s, st);
+    return 0;
+}
+
+ssize_t
+rootdir_readlink(int dir, const char *name, char *buf, size_t len)
+{
+    ssize_t n = readlinkat(dir, name, buf, len);
+    return n < 0 ? neg_errno() : n;
+}
+
+int
+rootdir_dup(int fd)
+{
+    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    return nfd < 0 ? neg_errno() : nfd;
 }
 
 int
@@ -246,9 +279,25 @@ rootdir_rename(int from_dir, const char *from, int to_dir, const char *to)
 }
 
 int
+rootdir_replace(int from_dir, const char *from, int to_dir, const char *to)
+{
+    return renameat(from_dir, from, to_dir, to) < 0 ? neg_errno() : 0;
+}
+
+int
 rootdir_exchange(int dir_a, const char *a, int dir_b, const char *b)
 {
     return renameat2(dir_a, a, dir_b, b, RENAME_EXCHANGE) < 0 ? neg_errno() : 0;
+}
+
+int
+rootdir_exchange_repair(int dir_a, const char *a, int dir_b, const char *b)
+{
+    (void)dir_a;
+    (void)a;
+    (void)dir_b;
+    (void)b;
+    return 0; /* renameat2(RENAME_EXCHANGE) is one step */
 }
 
 int

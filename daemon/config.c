@@ -1,7 +1,6 @@
 /* Flag and environment parsing for berthd; runs once in main. */
 #include "daemon/config.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
@@ -11,6 +10,8 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/os.h"
+#include "common/sock.h"
 #include "daemon/net_conf.h"
 
 const char config_usage[] =
@@ -21,8 +22,10 @@ const char config_usage[] =
     "  --listen HOST:PORT          address to serve on (default 127.0.0.1:7380; port 0 picks a\n"
     "                              free one and logs it)                         BERTH_LISTEN\n"
     "  --root DIR                  store root (default /var/lib/berth as root, else\n"
-    "                              $XDG_DATA_HOME/berth or ~/.local/share/berth)  BERTH_ROOT\n"
-    "  --runtime oci|host|hcs      container runtime driver (default oci)        BERTH_RUNTIME\n"
+    "                              $XDG_DATA_HOME/berth or ~/.local/share/berth; on Windows\n"
+    "                              %ProgramData%\\berth)                         BERTH_ROOT\n"
+    "  --runtime oci|host|hcs      container runtime driver (default oci; hcs on Windows)\n"
+    "                                                                             BERTH_RUNTIME\n"
     "  --oci-runtime PATH          OCI runtime binary for --runtime oci (default runc on PATH)\n"
     "                                                                            "
     "BERTH_OCI_RUNTIME\n"
@@ -53,6 +56,8 @@ const char config_usage[] =
     "                              non-loopback resolvers)          BERTH_DNS (comma-separated)\n"
     "  --cni-config DIR            use the CNI configuration list in DIR instead of berth's\n"
     "                                                                          BERTH_CNI_CONFIG\n"
+    "  --service                   run as a Windows service (what sc.exe create starts;\n"
+    "                              Windows only)\n"
     "  --version                   print the version and exit\n"
     "  --help                      print this help and exit\n";
 
@@ -75,6 +80,7 @@ enum {
     OPT_NETWORK_GATEWAY,
     OPT_DNS,
     OPT_CNI_CONFIG,
+    OPT_SERVICE,
     OPT_VERSION,
     OPT_HELP,
 };
@@ -105,6 +111,7 @@ static const struct option_desc option_descs[] = {
     {OPT_NETWORK_GATEWAY, "network-gateway", "BERTH_NETWORK_GATEWAY", required_argument},
     {OPT_DNS, "dns", "BERTH_DNS", required_argument},
     {OPT_CNI_CONFIG, "cni-config", "BERTH_CNI_CONFIG", required_argument},
+    {OPT_SERVICE, "service", NULL, no_argument},
     {OPT_VERSION, "version", NULL, no_argument},
     {OPT_HELP, "help", NULL, no_argument},
 };
@@ -114,18 +121,12 @@ static const struct option_desc option_descs[] = {
 char *
 config_default_root(void)
 {
-    if (geteuid() == 0)
-        return strdup("/var/lib/berth");
+    char *raw = os_default_root();
     char *out = NULL;
-    const char *xdg = getenv("XDG_DATA_HOME");
-    if (xdg && xdg[0] == '/') {
-        if (asprintf(&out, "%s/berth", xdg) < 0)
-            return NULL;
-        return out;
-    }
-    const char *home = getenv("HOME");
-    if (asprintf(&out, "%s/.local/share/berth", home && *home ? home : "/tmp") < 0)
-        return NULL;
+    struct err err = {0};
+    if (raw && os_path_absolute(raw, &out, &err) < 0)
+        out = NULL;
+    free(raw);
     return out;
 }
 
@@ -345,12 +346,17 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
         return set_str(&cfg->cni_config, value) < 0 ? err_set(err, ENOMEM, "out of memory") : 0;
     case OPT_LISTEN:
         return config_parse_listen(value, &cfg->listen_host, &cfg->listen_port, err);
-    case OPT_ROOT:
-        if (value[0] != '/')
-            return err_set(err, EINVAL, "--root %s: must be an absolute path", value);
+    case OPT_ROOT: {
+        char *abs = NULL;
+        struct err e = {0};
+        if (os_path_absolute(value, &abs, &e) < 0)
+            return e.code == ENOMEM
+                       ? err_set(err, ENOMEM, "out of memory")
+                       : err_set(err, EINVAL, "--root %s: must be an absolute path", value);
         free(cfg->root);
-        cfg->root = strdup(value);
+        cfg->root = abs;
         return 0;
+    }
     case OPT_RUNTIME:
         if (strcmp(value, "oci") != 0 && strcmp(value, "host") != 0 && strcmp(value, "hcs") != 0)
             return err_set(err, EINVAL, "--runtime %s: expected oci, host or hcs", value);
@@ -436,7 +442,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->listen_host = strdup("127.0.0.1");
     cfg->listen_port = 7380;
     cfg->root = config_default_root();
-    cfg->runtime = strdup("oci");
+    cfg->runtime = strdup(os_default_runtime());
     cfg->log_level = LOG_INFO;
     cfg->log_format = LOG_FORMAT_TEXT;
     cfg->max_connections = 1024;
@@ -482,6 +488,10 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
         if (c == 'h' || c == OPT_HELP) {
             fputs(config_usage, stdout);
             return CONFIG_EXIT_OK;
+        }
+        if (c == OPT_SERVICE) {
+            cfg->service = true;
+            continue;
         }
         if (c == OPT_VERSION) {
             printf("berthd %s\n", BERTH_VERSION);

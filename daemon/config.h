@@ -34,6 +34,8 @@ struct config {
     char *network_gateway; /* NULL: the pool's first address */
     char **dns;            /* NULL-terminated --dns servers; NULL: the host's resolvers */
     char *cni_config;      /* --cni-config DIR, or NULL: berth's own configuration */
+
+    bool service; /* --service: run under the Windows service control manager */
 };
 
 enum config_action { CONFIG_RUN, CONFIG_EXIT_OK };
@@ -48,7 +50,8 @@ int config_parse(struct config *cfg, int argc, char **argv, struct err *err);
 void config_close(struct config *cfg);
 
 /* The default store root: /var/lib/berth for root, else
- * $XDG_DATA_HOME/berth or ~/.local/share/berth. Caller frees. */
+ * $XDG_DATA_HOME/berth or ~/.local/share/berth; %ProgramData%\berth on
+ * Windows, written with '/' separators (common/os.h). Caller frees. */
 char *config_default_root(void);
 
 /* Parses "host:port" (IPv4 or [IPv6]:port). */

@@ -12,12 +12,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
-#include <sys/syscall.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/os.h"
 #include "common/strv.h"
 #include "daemon/daemon.h"
 #include "daemon/job.h"
@@ -502,9 +502,11 @@ container_init_pidfd(struct containers *reg, const char *handle)
     if (reg->drv->container_state(reg->drv_ctx, handle, &cs, &err) < 0 ||
         cs.status != RT_CONTAINER_RUNNING || cs.init_pid <= 1)
         return -1;
-    int fd = (int)syscall(SYS_pidfd_open, (pid_t)cs.init_pid, 0);
-    if (fd < 0)
-        log_debug("container %s: pidfd_open %d: %s", handle, (int)cs.init_pid, strerror(errno));
+    int fd = os_pidfd_open((long)cs.init_pid);
+    if (fd < 0) {
+        log_debug("container %s: pidfd_open %d: %s", handle, (int)cs.init_pid, strerror(-fd));
+        return -1;
+    }
     return fd;
 }
 
@@ -554,7 +556,7 @@ container_unwatch_init(struct container *c)
     if (!w)
         return;
     c->init_watch = NULL;
-    uv_os_fd_t fd = -1;
+    uv_os_fd_t fd = (uv_os_fd_t)-1;
     uv_fileno((uv_handle_t *)w, &fd);
     uv_poll_stop(w);
     w->data = (void *)(intptr_t)fd;

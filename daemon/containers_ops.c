@@ -14,15 +14,11 @@
  */
 #include "daemon/containers.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <json-c/json.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -30,6 +26,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "common/strv.h"
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
@@ -44,6 +41,8 @@
 #define RECORD_MAX (1 << 20)
 /* limits.disk_bytes: what bounds the writable layer (store/scratch.h), beside it. */
 #define SCRATCH_RECORD "scratch.disk"
+/* A container directory on its way out (container_dir_remove). */
+#define REMOVING_PREFIX ".removing-"
 #define SCRATCH_IMAGE "scratch.img"
 
 /* ---- the record ------------------------------------------------------------- */
@@ -476,6 +475,32 @@ containers_undo_blocking(struct containers *reg, struct store *st, const struct 
 }
 
 /*
+ * Removes a container's directory by first renaming it out of the way
+ * (to ".removing-<name>" beside it): a status read racing the delete then
+ * finds no process directory, instead of finding one half-removed and
+ * settling it as never started (which wrote its exit record back into the
+ * tree being removed: "Directory not empty"). A crash between the rename
+ * and the removal leaves the renamed tree for the next start-up.
+ */
+static int
+container_dir_remove(const char *dir, struct err *err)
+{
+    const char *slash = strrchr(dir, '/');
+    if (!slash || !slash[1])
+        return fs_remove_tree(dir, err);
+    cleanup_free char *trash = NULL;
+    if (asprintf(&trash, "%.*s/" REMOVING_PREFIX "%s", (int)(slash - dir), dir, slash + 1) < 0)
+        return err_set(err, ENOMEM, "out of memory");
+    int ret = fs_remove_tree(trash, err);
+    if (ret < 0)
+        return ret;
+    int r = osfs_rename(dir, trash);
+    if (r < 0)
+        return r == -ENOENT ? 0 : fs_remove_tree(dir, err);
+    return fs_remove_tree(trash, err);
+}
+
+/*
  * undo: the runtime's create failed (and cleaned up after itself), so a
  * runtime that cannot even be run does not stop the rest of the undo.
  */
@@ -483,8 +508,8 @@ static int
 delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p, const char *dir,
              bool undo, struct err *err)
 {
-    struct stat sb;
-    bool have_dir = stat(dir, &sb) == 0;
+    struct os_stat sb;
+    bool have_dir = osfs_stat(dir, &sb) == 0;
     int ret = 0;
     if (have_dir)
         ret = record_write(p, dir, "deleting", err);
@@ -528,7 +553,7 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         }
     }
     if (ret == 0 && have_dir)
-        ret = fs_remove_tree(dir, err);
+        ret = container_dir_remove(dir, err);
     return ret < 0 ? err_wrap(err, "delete container %s", p->handle) : 0;
 }
 
@@ -656,22 +681,30 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
     int ret = fs_mkdir_p(reg->root, 0700, err);
     if (ret < 0)
         return ret;
-    DIR *dp = opendir(reg->root);
-    if (!dp)
-        return err_errno(err, errno, "open %s", reg->root);
-    struct dirent *de;
-    while ((de = readdir(dp)) != NULL) {
-        if (de->d_name[0] == '.')
+    struct osfs_dir *dp = NULL;
+    if ((ret = osfs_dir_open(reg->root, &dp)) < 0)
+        return err_errno(err, -ret, "open %s", reg->root);
+    const char *name;
+    while ((name = osfs_dir_next(dp, NULL)) != NULL) {
+        if (strncmp(name, REMOVING_PREFIX, strlen(REMOVING_PREFIX)) == 0) {
+            /* A delete's last step, cut short by a crash. */
+            cleanup_free char *trash = fs_path_join(reg->root, name);
+            struct err terr = {0};
+            if (trash && fs_remove_tree(trash, &terr) < 0)
+                log_warn("containers: %s", terr.msg);
             continue;
-        cleanup_free char *dir = fs_path_join(reg->root, de->d_name);
+        }
+        if (name[0] == '.')
+            continue;
+        cleanup_free char *dir = fs_path_join(reg->root, name);
         struct ctr_params *p = NULL;
         cleanup_free char *state = NULL;
         struct err rerr = {0};
-        if (record_read(dir, &p, &state, &rerr) < 0 || strcmp(p->handle, de->d_name) != 0) {
+        if (record_read(dir, &p, &state, &rerr) < 0 || strcmp(p->handle, name) != 0) {
             /* No usable record: nothing to report, only to clean up. */
-            log_warn("containers: %s: no usable record (%s); cleaning up", de->d_name, rerr.msg);
+            log_warn("containers: %s: no usable record (%s); cleaning up", name, rerr.msg);
             struct ctr_params bare = {0};
-            snprintf(bare.handle, sizeof(bare.handle), "%s", de->d_name);
+            snprintf(bare.handle, sizeof(bare.handle), "%s", name);
             if (!rt_handle_valid(bare.handle))
                 snprintf(bare.handle, sizeof(bare.handle), "invalid");
             if (containers_delete_blocking(reg, d->store, p ? p : &bare, dir, &rerr) < 0)
@@ -704,7 +737,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));
     }
-    closedir(dp);
+    osfs_dir_close(dp);
     remove_orphans(reg);
     return 0;
 }

@@ -1,24 +1,22 @@
 /*
  * Users inside a container: "uid[:gid]", "name", "name:group" or
  * "uid:group" resolved against the image's /etc/passwd and /etc/group,
- * read inside the container's rootfs (openat2 with RESOLVE_IN_ROOT, so
- * the image's symlinks never lead to the host's files), and the user's
+ * read inside the container's rootfs (rootdir_open_in_root: the image's
+ * symlinks never lead to the host's files), and the user's
  * home directory for HOME. Pool threads (it reads the disk).
  */
 #include "daemon/containers.h"
 
-#include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "common/rootdir.h"
 #include "common/fsutil.h"
+#include "common/os.h"
+#include "common/rootdir.h"
 
 #define ENTRIES_MAX 100000
 
@@ -45,18 +43,14 @@ open_etc(int rfd, const char *name)
 {
     char rel[32];
     snprintf(rel, sizeof(rel), "etc/%s", name);
-    /* O_PATH first: the container may have replaced the file with a FIFO
-     * or a device node, which must be neither opened nor waited on; only
-     * a regular file is opened for reading (common/rootdir.h). */
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    int pfd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
-    if (pfd < 0)
+    /* The container can replace the file with a FIFO, which must not
+     * block this job (the open does not wait); only a regular file is read. */
+    int fd = rootdir_open_in_root(rfd, rel);
+    if (fd < 0)
         return NULL;
-    int fd = rootdir_fd_reopen_regular(pfd, NULL);
-    close(pfd);
-    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-    if (!f && fd >= 0)
+    struct os_stat st;
+    FILE *f = rootdir_stat(fd, "", &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+    if (!f)
         close(fd);
     return f;
 }
@@ -114,9 +108,9 @@ containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32
     cleanup_free char *root = fs_path_join(dir, "rootfs");
     if (!uname || !root)
         return err_set(err, ENOMEM, "user %s: out of memory", user);
-    cleanup_close int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cleanup_close int rfd = rootdir_open(root);
     if (rfd < 0)
-        return err_errno(err, errno, "user %s: open the container's rootfs", user);
+        return err_errno(err, -rfd, "user %s: open the container's rootfs", user);
 
     bool numeric = parse_u32(uname, ulen, uid) == 0;
     struct etc_entry pw = {0};

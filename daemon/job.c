@@ -8,12 +8,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <string.h>
 
 #include "common/log.h"
+#include "common/os.h"
 
 struct job {
     uv_work_t req;
@@ -62,7 +62,8 @@ job_queue_free(struct job_queue *q)
 
 /*
  * Pool threads run at a lower priority than the loop thread (nice +10 on
- * Linux, where each thread has its own nice value): on a small machine
+ * Linux, where each thread has its own nice value; below normal on
+ * Windows): on a small machine
  * several CPU-bound jobs would otherwise compete with the loop for the
  * cores, and every request would wait behind them. Set once per thread.
  */
@@ -76,8 +77,9 @@ nice_pool_thread(void)
     if (thread_niced)
         return;
     thread_niced = true;
-    if (setpriority(PRIO_PROCESS, (id_t)gettid(), POOL_THREAD_NICE) < 0)
-        log_debug("job: cannot lower the pool thread's priority: %s", strerror(errno));
+    int r = os_thread_lower_priority(POOL_THREAD_NICE);
+    if (r < 0)
+        log_debug("job: cannot lower the pool thread's priority: %s", strerror(-r));
 }
 
 static void start_waiting(struct job_queue *q);

@@ -1,7 +1,6 @@
 /* The health probe thread: one pthread, woken every interval or on poke. */
 #include "daemon/monitor.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/osfs.h"
 
 struct monitor {
     pthread_t thread;
@@ -41,16 +41,16 @@ probe_store(const char *root, struct monitor_snapshot *s)
     }
     char path[4096];
     snprintf(path, sizeof(path), "%s/.health-probe", root);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = osfs_open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
         snprintf(s->root_error, sizeof(s->root_error), "store root %s is not writable: %s", root,
-                 strerror(errno));
+                 strerror(-fd));
         return;
     }
     bool ok = write(fd, "ok\n", 3) == 3;
     int e = errno;
     close(fd);
-    unlink(path);
+    osfs_unlink(path);
     if (!ok) {
         snprintf(s->root_error, sizeof(s->root_error), "store root %s is not writable: %s", root,
                  strerror(e));

@@ -5,7 +5,6 @@
  */
 #include "daemon/net_conf.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -14,6 +13,9 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/os.h"
+#include "common/sock.h"
+#include "common/strbuf.h"
 
 #define CONFLIST_MAX (1 << 20)
 #define RESOLV_MAX (64 * 1024)
@@ -49,7 +51,7 @@ net_cidr_parse(const char *s, struct net_cidr *out, struct err *err)
     uint32_t host = ntohl(a.s_addr);
     uint32_t m = mask_of((unsigned)len);
     if (host & ~m) {
-        struct in_addr net = {htonl(host & m)};
+        struct in_addr net = {.s_addr = htonl(host & m)};
         char fixed[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &net, fixed, sizeof(fixed));
         return err_set(err, EINVAL, "pool %s: has host bits set (the network is %s/%ld)", s, fixed,
@@ -78,7 +80,7 @@ net_cidr_contains(const struct net_cidr *c, struct in_addr a)
 struct in_addr
 net_cidr_first(const struct net_cidr *c)
 {
-    return (struct in_addr){htonl(ntohl(c->net.s_addr) + 1)};
+    return (struct in_addr){.s_addr = htonl(ntohl(c->net.s_addr) + 1)};
 }
 
 int
@@ -266,24 +268,16 @@ net_hosts_render(const char *hostname, const char *ip)
 char *
 net_resolv_render(const struct net_dns *dns, bool disabled)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    fputs("# written by berth\n", f);
+    struct strbuf f = {0};
+    strbuf_puts(&f, "# written by berth\n");
     if (!disabled)
         for (size_t i = 0; dns->servers && dns->servers[i]; i++)
-            fprintf(f, "nameserver %s\n", dns->servers[i]);
+            strbuf_printf(&f, "nameserver %s\n", dns->servers[i]);
     if (dns->search)
-        fprintf(f, "search %s\n", dns->search);
+        strbuf_printf(&f, "search %s\n", dns->search);
     if (dns->options)
-        fprintf(f, "options %s\n", dns->options);
-    if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
+        strbuf_printf(&f, "options %s\n", dns->options);
+    return strbuf_steal(&f, NULL);
 }
 
 /* ---- configuration lists ---------------------------------------------------- */

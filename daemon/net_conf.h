@@ -15,12 +15,12 @@
 #define BERTH_DAEMON_NET_CONF_H
 
 #include <json-c/json.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/sock.h"
 
 #define NET_PLUGIN_DIR_DEFAULT "/usr/lib/cni"
 #define NET_NAME_DEFAULT "berth0"

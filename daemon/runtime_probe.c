@@ -1,17 +1,12 @@
 /* Runtime usability probe, run on the monitor thread. */
 #include "daemon/runtime_probe.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "common/os.h"
 #include "runtime/driver.h"
-
-extern char **environ;
 
 struct runtime_probe {
     char *runtime;
@@ -53,27 +48,7 @@ runtime_probe_free(struct runtime_probe *p)
 char *
 runtime_find_binary(const char *name)
 {
-    if (strchr(name, '/'))
-        return access(name, X_OK) == 0 ? strdup(name) : NULL;
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    char *copy = strdup(path);
-    if (!copy)
-        return NULL;
-    char *save = NULL;
-    for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        char *cand = NULL;
-        if (asprintf(&cand, "%s/%s", dir, name) < 0)
-            continue;
-        if (access(cand, X_OK) == 0) {
-            free(copy);
-            return cand;
-        }
-        free(cand);
-    }
-    free(copy);
-    return NULL;
+    return os_find_program(name);
 }
 
 int
@@ -86,10 +61,13 @@ runtime_probe_run(void *probe, struct err *err)
         return 0;
     if (p->drv && p->drv->probe)
         return p->drv->probe(p->drv_ctx, err);
-    if (strcmp(p->runtime, "hcs") == 0)
-        return err_set(err, ENOTSUP,
-                       "runtime hcs: the Host Compute Service exists only on Windows; use "
-                       "--runtime oci on Linux");
+    if (strcmp(p->runtime, "hcs") == 0) {
+        /* No driver: the lookup's reason ("computecore.dll not found"),
+         * which the container routes answer with too. */
+        if (!rt_driver_lookup(p->runtime, err))
+            return -err->code;
+        return 0;
+    }
     char *bin = runtime_find_binary(p->oci_runtime);
     if (!bin)
         return err_set(err, ENOENT,
@@ -97,23 +75,15 @@ runtime_probe_run(void *probe, struct err *err)
                        "point --oci-runtime at one)",
                        p->oci_runtime);
     char *argv[] = {bin, "--version", NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-        err_errno(err, rc, "runtime oci: run %s --version", bin);
-        free(bin);
-        return -rc;
-    }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        err_set(err, EIO, "runtime oci: %s --version failed (status %d)", bin, status);
+    int rc = os_run_quiet(argv, &status, err);
+    if (rc < 0) {
+        err_wrap(err, "runtime oci");
+        free(bin);
+        return rc;
+    }
+    if (status != 0) {
+        err_set(err, EIO, "runtime oci: %s --version failed (exit status %d)", bin, status);
         free(bin);
         return -EIO;
     }

@@ -1,16 +1,17 @@
 /*
  * The daemon's report on itself (daemon/status.h): loop-owned figures are
- * read on the loop, the store's counts and /proc/self in a short job.
+ * read on the loop, the store's counts and the process's usage
+ * (common/os.h) in a short job.
  * Loop thread, except stats_work.
  */
 #include "daemon/status.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/os.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_containers.h"
 #include "store/store.h"
@@ -42,41 +43,18 @@ gauge(struct stats_job *j, const char *name, const char *type, const char *help,
         j->g[j->n++] = (struct daemon_gauge){.name = name, .type = type, .help = help, .value = v};
 }
 
-/* The process collector's figures, as Prometheus clients name them. */
+/* The process collector's figures, as Prometheus clients name them
+ * (on Windows: the working set, handles and process times). */
 static void
 read_self(struct stats_job *j)
 {
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "re");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command may hold spaces */
-    unsigned long long utime = 0, stime = 0;
-    long long rss = 0;
-    /* After ") ": field 3 is the state; utime 14, stime 15, rss 24. */
-    for (int field = 2; p && field < 24; field++) {
-        p = strchr(p + 1, ' ');
-        if (p && field + 1 == 14)
-            utime = strtoull(p + 1, NULL, 10);
-        else if (p && field + 1 == 15)
-            stime = strtoull(p + 1, NULL, 10);
-        else if (p && field + 1 == 24)
-            rss = strtoll(p + 1, NULL, 10);
-    }
-    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-    j->cpu_s = tick > 0 ? (double)(utime + stime) / (double)tick : 0;
-    j->rss_bytes = page > 0 ? (double)rss * (double)page : 0;
-    DIR *dp = opendir("/proc/self/fd");
-    long fds = 0;
-    for (struct dirent *de; dp && (de = readdir(dp));)
-        fds += de->d_name[0] != '.';
-    if (dp) {
-        closedir(dp);
-        fds--; /* the directory's own fd */
-    }
-    j->open_fds = (double)fds;
+    struct os_usage u = {0};
+    struct err err = {0};
+    if (os_usage_read(&u, &err) < 0)
+        return;
+    j->cpu_s = u.cpu_seconds;
+    j->rss_bytes = (double)u.rss_bytes;
+    j->open_fds = (double)u.open_fds;
 }
 
 static void

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/os.h"
 #include "common/clock.h"
 #include "common/randid.h"
 #include "common/strv.h"
@@ -42,7 +43,7 @@ struct spawn_job {
     struct ctr_target t;
     char **argv, **env;
     char *cwd, *user;
-    bool stdin;
+    bool has_stdin;
     struct rt_proc_status st;
     int rc;
     struct err err;
@@ -68,7 +69,7 @@ spawn_work(void *ctx)
                                 .argv = j->argv,
                                 .env = j->env,
                                 .dir = j->cwd,
-                                .stdin = j->stdin};
+                                .has_stdin = j->has_stdin};
     char *home = NULL;
     j->rc = containers_resolve_user(j->t.dir, j->user ? j->user : "0", &spec.uid, &spec.gid, &home,
                                     &j->err);
@@ -107,7 +108,7 @@ spawn_done(void *ctx, bool cancelled)
             err_set(&j->err, ECANCELED, "start process %s: the daemon is shutting down", j->t.id);
     struct ctr_proc *pr = NULL;
     if (j->rc == 0 && c->registered && !container_proc_find(c, j->t.id))
-        pr = container_proc_add(c, j->t.id, j->stdin, &j->st, clock_unix_ms());
+        pr = container_proc_add(c, j->t.id, j->has_stdin, &j->st, clock_unix_ms());
     if (j->rc == 0 && !pr)
         j->rc = err_set(&j->err, c->registered ? ENOMEM : ENOENT, "start process %s: %s", j->t.id,
                         c->registered ? "out of memory" : "its container was deleted");
@@ -227,7 +228,7 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     }
     j->cb = cb;
     j->arg = arg;
-    j->stdin = o->stdin;
+    j->has_stdin = o->has_stdin;
     if ((ret = job_submit(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
         spawn_job_free(j);
         return err_set(err, ECANCELED, "start process %s: cannot start the job: %s", id,

@@ -33,7 +33,7 @@ struct process_spec {
     char *const *env;  /* "NAME=value", over the container's (which is over the image's) */
     const char *dir;   /* NULL: the container's working_dir, else the image's, else "/" */
     const char *user;  /* NULL: the image's User, else root */
-    bool stdin;
+    bool has_stdin;    /* the JSON field "stdin" */
 };
 
 typedef void (*process_start_cb)(void *arg, const struct err *err, struct ctr_proc *pr);

@@ -2,15 +2,8 @@
  * Fuzzes the parsing step that every JSON request body of the API goes
  * through (api/json.c: json_parse_object, json_check_fields and the
  * typed getters) and api_parse_env (api/containers.c), the one body
- * parser that is not static. The route-specific parsers are static
- * today and take a struct api_req: parse_create and raw_rootfs_decode
- * (api/containers.c), the bodies of processes_post and signal_parse
- * (api/processes.c), parse_props and the volumes_create and volumes_patch
- * bodies (api/volumes.c), the import source and prune bodies
- * (api/images.c). Once each is a function from (body, length) to plain C
- * parameters and a struct err, this target should feed the same input to
- * every one of them and check that a refusal is a 4xx error naming a
- * field and that what is accepted is within the documented limits.
+ * parser that is not static. What each route makes of the parsed object
+ * (api/bodies.h) is fuzz_bodies' part.
  *
  * Input: a request body, as the access handler buffers it. Checked:
  * - strict parsing: a body is accepted only when it is one JSON object,

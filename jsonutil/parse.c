@@ -24,8 +24,7 @@ struct scan {
     int depth;
 };
 
-static int scan_fail(struct scan *sc, size_t at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int scan_fail(struct scan *sc, size_t at, const char *fmt, ...) BERTH_FORMAT(3, 4);
 
 static int
 scan_fail(struct scan *sc, size_t at, const char *fmt, ...)

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "common/os.h"
+
 extern const struct rt_driver rt_oci_driver;
 
 const struct rt_driver *
@@ -11,8 +13,17 @@ rt_driver_lookup(const char *name, struct err *err)
     if (!name || strcmp(name, "oci") == 0)
         return &rt_oci_driver;
     if (strcmp(name, "hcs") == 0) {
-        err_set(err, ERR_UNAVAILABLE,
-                "runtime hcs: only available on Windows (Host Compute Service)");
+        /* Where HCS itself is missing (Wine has none), that is the reason,
+         * and it outlasts the driver's arrival (the next issue). */
+        int r = os_library_probe("computecore.dll", err);
+        if (r == -ENOTSUP)
+            err_set(err, ERR_UNAVAILABLE,
+                    "runtime hcs: only available on Windows (Host Compute Service)");
+        else if (r < 0)
+            err->code = ERR_UNAVAILABLE;
+        else
+            err_set(err, ERR_UNAVAILABLE,
+                    "runtime hcs: computecore.dll is here, but this berthd has no hcs driver yet");
         return NULL;
     }
     if (strcmp(name, "host") == 0) {

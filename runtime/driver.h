@@ -69,7 +69,7 @@ struct rt_proc_spec {
     uint32_t uid, gid;
     const uint32_t *groups; /* supplementary groups */
     size_t ngroups;
-    bool stdin; /* give the process a stdin FIFO instead of /dev/null */
+    bool has_stdin; /* give the process a stdin FIFO instead of /dev/null */
     /* Cap on stdout and stderr together; past it the process is killed.
      * 0: the driver's default (rt_config.max_output_bytes). */
     uint64_t max_output_bytes;

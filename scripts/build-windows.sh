@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Windows cross-build: installs mingw-w64 and Wine if missing, builds
 # berth's dependencies from Debian's own source packages into a cache
-# outside the work tree (once: later runs reuse it), cross-builds berth's
-# portable libraries and their unit suites with cmake/mingw-w64.cmake,
-# and runs those suites under Wine through CTest.
+# outside the work tree (once: later runs reuse it), cross-builds
+# berthd.exe and the unit suites with cmake/mingw-w64.cmake, and runs
+# those suites under Wine through CTest, with the API suite that starts
+# berthd.exe under Wine and talks HTTP to it (tests/api/test_wine.c).
 #
 #   ./scripts/build-windows.sh             build into build-windows/ and run the Wine suites
 #   ./scripts/build-windows.sh --no-test   build only
@@ -23,6 +24,7 @@
 #                      directory that is renamed to <key> only when complete, so an
 #                      interrupted run leaves nothing a later run would trust.
 #   BERTH_WINDOWS_BUILD_DIR  berth's build directory (default build-windows)
+#   BERTH_LINUX_BUILD_DIR    the Linux build that builds api_test_wine (default build)
 #
 # /etc/apt is never edited: the deb-src entries live in the cache's own
 # source list, derived from the machine's Debian entries.
@@ -214,11 +216,27 @@ phase_done "dependencies"
 
 flock -s 9
 
+# ---- the API suite's Linux side: tests/api/test_wine.c, built by the
+# Linux build (BERTH_LINUX_BUILD_DIR, default build/, which .ci/run has
+# built already), runs berthd.exe under Wine and talks HTTP to it ----
+wine_api=
+if [ "$run_tests" -eq 1 ]; then
+    ldir=${BERTH_LINUX_BUILD_DIR:-build}
+    berth_install_missing "${BERTH_BUILD_PACKAGES[@]}" "${BERTH_TEST_PACKAGES[@]}"
+    if [ ! -f "$ldir/CMakeCache.txt" ]; then
+        cmake -S . -B "$ldir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=ON \
+            -DBERTH_BENCH_ROUTES=ON >/dev/null
+    fi
+    cmake --build "$ldir" -j"$(nproc)" --target api_test_wine
+    wine_api=$(cd "$ldir" && pwd)/api_test_wine
+    phase_done "the Linux side of the Wine API suite"
+fi
+
 # ---- berth itself ----
 bdir=${BERTH_WINDOWS_BUILD_DIR:-build-windows}
 cmake -S . -B "$bdir" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/mingw-w64.cmake" \
     -DBERTH_MINGW_PREFIX="$prefix" -DCMAKE_CROSSCOMPILING_EMULATOR="$wine64" \
-    -DBERTH_WINEPREFIX="$WINEPREFIX" \
+    -DBERTH_WINEPREFIX="$WINEPREFIX" -DBERTH_WINE_API_SUITE="$wine_api" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=ON >/dev/null
 cmake --build "$bdir" -j"$(nproc)"
 phase_done "berth cross-build"

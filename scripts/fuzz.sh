@@ -10,7 +10,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 unpack oci
 #
 # TARGET is a name without its prefix (router, oci, platform, unpack,
-# json). One process per target, one target at a time: CI has two cores.
+# json, bodies). One process per target, one target at a time: CI has two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh

@@ -8,16 +8,15 @@
  */
 #include "store/blob.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/osfs.h"
+#include "common/rootdir.h"
 
 struct blob_store {
     char *root;
@@ -76,16 +75,14 @@ int
 blob_store_clean_tmp(struct blob_store *bs, struct err *err)
 {
     cleanup_free char *path = NULL;
-    DIR *dir = opendir(bs->tmp_dir);
-    if (!dir)
-        return err_errno(err, errno, "clean %s", bs->tmp_dir);
-    int ret = 0;
-    struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+    struct osfs_dir *dir = NULL;
+    int ret = osfs_dir_open(bs->tmp_dir, &dir);
+    if (ret < 0)
+        return err_errno(err, -ret, "clean %s", bs->tmp_dir);
+    const char *name;
+    while ((name = osfs_dir_next(dir, NULL)) != NULL) {
         free(path);
-        path = fs_path_join(bs->tmp_dir, de->d_name);
+        path = fs_path_join(bs->tmp_dir, name);
         if (!path) {
             ret = err_set(err, ENOMEM, "clean %s: out of memory", bs->tmp_dir);
             break;
@@ -96,7 +93,7 @@ blob_store_clean_tmp(struct blob_store *bs, struct err *err)
             break;
         }
     }
-    closedir(dir);
+    osfs_dir_close(dir);
     return ret;
 }
 
@@ -106,10 +103,10 @@ blob_staging_dir_new(struct blob_store *bs, char **out, struct err *err)
     char *path = NULL;
     if (asprintf(&path, "%s/staging-XXXXXX", bs->tmp_dir) < 0)
         return err_set(err, ENOMEM, "create staging directory: out of memory");
-    if (!mkdtemp(path)) {
-        int e = errno;
+    int r = osfs_mkdtemp(path);
+    if (r < 0) {
         free(path);
-        return err_errno(err, e, "create staging directory in %s", bs->tmp_dir);
+        return err_errno(err, -r, "create staging directory in %s", bs->tmp_dir);
     }
     *out = path;
     return 0;
@@ -128,8 +125,8 @@ bool
 blob_exists(struct blob_store *bs, const char *digest)
 {
     cleanup_free char *path = blob_path(bs, digest);
-    struct stat st;
-    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    struct os_stat st;
+    return path && osfs_stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Builds the path of a valid digest or fails with EINVAL/ENOMEM. */
@@ -171,9 +168,9 @@ blob_writer_new(struct blob_store *bs, const char *staging_dir, const char *expe
         w->tmp_path = NULL;
         goto oom;
     }
-    w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+    w->fd = osfs_mkstemp(w->tmp_path);
     if (w->fd < 0) {
-        err_errno(err, errno, "write blob: create temporary in %s", bs->tmp_dir);
+        err_errno(err, -w->fd, "write blob: create temporary in %s", bs->tmp_dir);
         free(w->tmp_path);
         w->tmp_path = NULL;
         blob_writer_abort(w);
@@ -236,7 +233,7 @@ blob_writer_abort(struct blob_writer *w)
     if (w->fd >= 0)
         close(w->fd);
     if (w->tmp_path)
-        unlink(w->tmp_path);
+        osfs_unlink(w->tmp_path);
     free(w->tmp_path);
     free(w->staging_dir);
     sha256_free(w->hash);
@@ -253,14 +250,15 @@ install(const char *src, const char *dir, const char *digest, struct err *err)
     cleanup_free char *dst = fs_path_join(dir, digest_hex(digest));
     if (!dst)
         return err_set(err, ENOMEM, "store blob %s: out of memory", digest);
-    struct stat st;
-    if (stat(dst, &st) == 0 && S_ISREG(st.st_mode)) {
+    struct os_stat st;
+    if (osfs_stat(dst, &st) == 0 && S_ISREG(st.st_mode)) {
         /* Content-addressed: what is there is what we have. */
-        unlink(src);
+        osfs_unlink(src);
         return 0;
     }
-    if (rename(src, dst) < 0)
-        return err_errno(err, errno, "store blob %s: rename %s to %s", digest, src, dst);
+    int r = osfs_rename(src, dst);
+    if (r < 0)
+        return err_errno(err, -r, "store blob %s: rename %s to %s", digest, src, dst);
     return fs_fsync_dir(dir, err);
 }
 
@@ -281,8 +279,8 @@ blob_writer_finish(struct blob_writer *w, char out_digest[DIGEST_STR_LEN], int64
                       digest);
         goto out;
     }
-    if (fsync(w->fd) < 0) {
-        ret = err_errno(err, errno, "blob %s: fsync %s", digest, w->tmp_path);
+    if ((ret = osfs_fsync(w->fd)) < 0) {
+        ret = err_errno(err, -ret, "blob %s: fsync %s", digest, w->tmp_path);
         goto out;
     }
     close(w->fd);
@@ -308,12 +306,12 @@ blob_commit_staged(struct blob_store *bs, const char *staging_dir, const char *d
     cleanup_free char *src = fs_path_join(staging_dir, digest_hex(digest));
     if (!src)
         return err_set(err, ENOMEM, "commit blob %s: out of memory", digest);
-    struct stat st;
-    if (lstat(src, &st) < 0) {
-        int e = errno;
-        if (e == ENOENT && blob_exists(bs, digest))
+    struct os_stat st;
+    int r = osfs_lstat(src, &st);
+    if (r < 0) {
+        if (r == -ENOENT && blob_exists(bs, digest))
             return 0;
-        return err_errno(err, e, "commit blob %s: %s", digest, src);
+        return err_errno(err, -r, "commit blob %s: %s", digest, src);
     }
     if (!S_ISREG(st.st_mode))
         return err_set(err, EINVAL, "commit blob %s: %s is not a regular file", digest, src);
@@ -327,11 +325,11 @@ blob_stat(struct blob_store *bs, const char *digest, int64_t *size, struct err *
     int ret = path_of(bs, digest, &path, err);
     if (ret < 0)
         return ret;
-    struct stat st;
-    if (stat(path, &st) < 0) {
-        if (errno == ENOENT)
+    struct os_stat st;
+    if ((ret = osfs_stat(path, &st)) < 0) {
+        if (ret == -ENOENT)
             return err_set(err, ENOENT, "blob %s: not found", digest);
-        return err_errno(err, errno, "blob %s: stat %s", digest, path);
+        return err_errno(err, -ret, "blob %s: stat %s", digest, path);
     }
     *size = (int64_t)st.st_size;
     return 0;
@@ -345,15 +343,15 @@ blob_read_small(struct blob_store *bs, const char *digest, size_t max, char **ou
     int ret = path_of(bs, digest, &path, err);
     if (ret < 0)
         return ret;
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cleanup_close int fd = osfs_open(path, O_RDONLY, 0);
     if (fd < 0) {
-        if (errno == ENOENT)
+        if (fd == -ENOENT)
             return err_set(err, ENOENT, "blob %s: not found", digest);
-        return err_errno(err, errno, "blob %s: open %s", digest, path);
+        return err_errno(err, -fd, "blob %s: open %s", digest, path);
     }
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return err_errno(err, errno, "blob %s: stat %s", digest, path);
+    struct os_stat st;
+    if ((ret = osfs_fstat(fd, &st)) < 0)
+        return err_errno(err, -ret, "blob %s: stat %s", digest, path);
     if (!S_ISREG(st.st_mode))
         return err_set(err, EIO, "blob %s: %s is not a regular file", digest, path);
     if ((uint64_t)st.st_size > max)
@@ -388,10 +386,10 @@ blob_remove(struct blob_store *bs, const char *digest, struct err *err)
     int ret = path_of(bs, digest, &path, err);
     if (ret < 0)
         return ret;
-    if (unlink(path) < 0) {
-        if (errno == ENOENT)
+    if ((ret = osfs_unlink(path)) < 0) {
+        if (ret == -ENOENT)
             return err_set(err, ENOENT, "blob %s: not found", digest);
-        return err_errno(err, errno, "blob %s: remove %s", digest, path);
+        return err_errno(err, -ret, "blob %s: remove %s", digest, path);
     }
     return 0;
 }
@@ -399,30 +397,34 @@ blob_remove(struct blob_store *bs, const char *digest, struct err *err)
 int
 blob_list(struct blob_store *bs, blob_list_cb cb, void *ctx, struct err *err)
 {
-    DIR *dir = opendir(bs->content_dir);
-    if (!dir)
-        return err_errno(err, errno, "list blobs in %s", bs->content_dir);
-    int dfd = dirfd(dir);
-    int ret = 0;
-    struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
-        if (strlen(de->d_name) != DIGEST_HEX_LEN || !digest_hex_valid(de->d_name, DIGEST_HEX_LEN))
+    int dfd = rootdir_open(bs->content_dir);
+    struct osfs_dir *dir = NULL;
+    int ret = dfd < 0 ? dfd : osfs_dir_open_at(dfd, &dir);
+    if (ret < 0) {
+        rootdir_close(dfd);
+        return err_errno(err, -ret, "list blobs in %s", bs->content_dir);
+    }
+    const char *name;
+    while ((name = osfs_dir_next(dir, NULL)) != NULL) {
+        if (strlen(name) != DIGEST_HEX_LEN || !digest_hex_valid(name, DIGEST_HEX_LEN))
             continue;
-        struct stat st;
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
+        struct os_stat st;
+        int r = rootdir_stat(dfd, name, &st);
+        if (r < 0) {
+            if (r == -ENOENT)
                 continue;
-            ret = err_errno(err, errno, "list blobs: stat %s/%s", bs->content_dir, de->d_name);
+            ret = err_errno(err, -r, "list blobs: stat %s/%s", bs->content_dir, name);
             break;
         }
         if (!S_ISREG(st.st_mode))
             continue;
         char digest[DIGEST_STR_LEN];
-        snprintf(digest, sizeof(digest), DIGEST_PREFIX "%.64s", de->d_name);
+        snprintf(digest, sizeof(digest), DIGEST_PREFIX "%.64s", name);
         ret = cb(digest, (int64_t)st.st_size, ctx);
         if (ret != 0)
             break;
     }
-    closedir(dir);
+    osfs_dir_close(dir);
+    rootdir_close(dfd);
     return ret;
 }

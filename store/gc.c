@@ -24,13 +24,13 @@
  */
 #include "store/gc.h"
 
-#include <dirent.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/osfs.h"
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
@@ -167,11 +167,12 @@ snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
     cleanup_free char *path = fs_path_join(snap_root, hex);
     if (!path)
         return err_set(err, ENOMEM, "gc: out of memory");
-    struct stat parent, st;
-    if (lstat(path, &st) < 0)
-        return errno == ENOENT ? 0 : err_errno(err, errno, "stat %s", path);
-    if (stat(snap_root, &parent) < 0)
-        return err_errno(err, errno, "stat %s", snap_root);
+    struct os_stat parent, st;
+    int r = osfs_lstat(path, &st);
+    if (r < 0)
+        return r == -ENOENT ? 0 : err_errno(err, -r, "stat %s", path);
+    if ((r = osfs_stat(snap_root, &parent)) < 0)
+        return err_errno(err, -r, "stat %s", snap_root);
     if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev)
         return err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
     return fs_remove_tree(path, err);
@@ -246,19 +247,19 @@ sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
 static int
 sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, struct err *err)
 {
-    DIR *dir = opendir(snap_root);
-    if (!dir) {
-        if (errno == ENOENT)
+    struct osfs_dir *dir = NULL;
+    int ret = osfs_dir_open(snap_root, &dir);
+    if (ret < 0) {
+        if (ret == -ENOENT)
             return 0;
-        return err_errno(err, errno, "gc: list %s", snap_root);
+        return err_errno(err, -ret, "gc: list %s", snap_root);
     }
-    int ret = 0;
-    struct dirent *de;
-    while ((de = readdir(dir)) != NULL) {
-        if (strlen(de->d_name) != DIGEST_HEX_LEN || !digest_hex_valid(de->d_name, DIGEST_HEX_LEN))
+    const char *name;
+    while ((name = osfs_dir_next(dir, NULL)) != NULL) {
+        if (strlen(name) != DIGEST_HEX_LEN || !digest_hex_valid(name, DIGEST_HEX_LEN))
             continue;
         char chain[DIGEST_STR_LEN];
-        snprintf(chain, sizeof(chain), DIGEST_PREFIX "%.64s", de->d_name);
+        snprintf(chain, sizeof(chain), DIGEST_PREFIX "%.64s", name);
         if (set_has(&ctx->live_snapshots, chain))
             continue;
         int64_t unused;
@@ -269,10 +270,10 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
             break;
         if (has_row)
             continue; /* an unreferenced row kept because it was busy */
-        if (snapshot_remove_counted(ctx, snap_root, de->d_name))
+        if (snapshot_remove_counted(ctx, snap_root, name))
             ctx->res->snapshots_removed++;
     }
-    closedir(dir);
+    osfs_dir_close(dir);
     return ret < 0 ? err_wrap(err, "gc") : 0;
 }
 

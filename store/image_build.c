@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/osfs.h"
 #include "common/log.h"
 #include "store/gc.h"
 #include "store/refname.h"
@@ -95,8 +95,8 @@ image_build_blob_present(struct image_build *b, const char *digest, int64_t *siz
     if (!digest_valid(digest))
         return false;
     cleanup_free char *staged = fs_path_join(b->staging, digest_hex(digest));
-    struct stat sb;
-    if (staged && stat(staged, &sb) == 0) {
+    struct os_stat sb;
+    if (staged && osfs_stat(staged, &sb) == 0) {
         if (size)
             *size = (int64_t)sb.st_size;
         return true;
@@ -115,7 +115,7 @@ char *
 image_build_blob_location(struct image_build *b, const char *digest)
 {
     char *staged = fs_path_join(b->staging, digest_hex(digest));
-    if (staged && access(staged, F_OK) == 0)
+    if (staged && osfs_exists(staged))
         return staged;
     free(staged);
     return blob_path(b->st->blobs, digest);
@@ -212,9 +212,14 @@ image_build_layer_unpack(struct image_build *b, size_t i, const char *const *low
     const struct oci_layer *l = &b->manifest->layers[i];
     struct tee_reader t = {.src = src};
     struct unpack_input in = {.read = tee_read_cb, .ctx = &t, .media_type = l->desc.media_type};
+    /* A Windows image's layers are never overlay lower layers: the hcs
+     * driver imports them into its own layer format, which applies their
+     * whiteouts itself, so they keep their ".wh." files as the tar has
+     * them (and no Windows filesystem has the 0/0 devices overlayfs uses). */
     struct unpack_opts opts = {.target_dir = snapshot_claim_dir(claim),
                                .lower_dirs = lowers,
-                               .allow_device_nodes = b->st->allow_device_nodes};
+                               .allow_device_nodes = b->st->allow_device_nodes,
+                               .no_whiteouts = strcmp(b->config->platform.os, "windows") == 0};
     struct unpack_result res = {0};
     int rc = layer_unpack(&in, &opts, &res, err);
     if (rc < 0) {

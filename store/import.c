@@ -20,17 +20,16 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
-#include "common/rootdir.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
+#include "common/rootdir.h"
 #include "common/strv.h"
 #include "store/image_build.h"
 #include "store/refname.h"
@@ -105,23 +104,35 @@ blob_location(struct import *imp, const char *digest)
  * directory without following a symlink in any component, so a layout
  * (one a task wrote into a volume, say) cannot point the import at files
  * elsewhere on the host, and without opening anything but a regular file
- * (a device node or FIFO a container made is never opened). Returns the
- * fd, or -errno: ELOOP for a symlink on the way, EINVAL for something
- * other than a regular file.
+ * (a device node or FIFO a container made is never opened;
+ * common/rootdir.h). Returns the fd, or -errno: ELOOP for a symlink on the
+ * way, EINVAL for something other than a regular file.
  */
 static int
 layout_openat(struct import *imp, const char *rel)
 {
-    int base = rootdir_open(imp->req->layout_dir);
-    if (base < 0)
-        return base;
-    int pfd = rootdir_open_node(base, rel);
-    rootdir_close(base);
-    if (pfd < 0)
-        return pfd;
-    int fd = rootdir_fd_reopen_regular(pfd, NULL);
-    rootdir_close(pfd);
-    return fd;
+    int dirfd = rootdir_open(imp->req->layout_dir);
+    if (dirfd < 0)
+        return dirfd;
+    cleanup_free char *dir = strdup(rel);
+    if (!dir) {
+        rootdir_close(dirfd);
+        return -ENOMEM;
+    }
+    char *slash = strrchr(dir, '/');
+    const char *name = slash ? slash + 1 : dir;
+    int fd = dirfd;
+    if (slash) {
+        *slash = '\0';
+        fd = rootdir_open_dir(dirfd, dir);
+        rootdir_close(dirfd);
+        if (fd < 0)
+            return fd;
+    }
+    /* Never through a symlink, and never anything but a regular file. */
+    int file = rootdir_open_file(fd, name);
+    rootdir_close(fd);
+    return file;
 }
 
 /* Opens a blob of the layout directory without following a symlink. */
@@ -146,8 +157,8 @@ layout_blob_open(struct import *imp, const char *digest, struct err *err)
                            rel);
         return err_errno(err, -fd, "open %s/%s", imp->req->layout_dir, rel);
     }
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+    struct os_stat sb;
+    if (osfs_fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest, rel);
     }
@@ -170,8 +181,8 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
         return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
     if (fd < 0)
         return err_errno(err, -fd, "open %s/%s", dir, rel);
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+    struct os_stat sb;
+    if (osfs_fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
         return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
     if ((uint64_t)sb.st_size > max)
         return err_set(err, ERR_INVALID_CONTENT, "%s: %lld bytes is over the limit of %zu bytes",
@@ -778,7 +789,7 @@ resolve_docker(struct import *imp, struct err *err)
         /* docker save layers are plain tars, newer Docker may compress. */
         unsigned char magic[4] = {0};
         cleanup_free char *loc = blob_location(imp, lf->digest);
-        int fd = loc ? open(loc, O_RDONLY | O_CLOEXEC) : -1;
+        int fd = loc ? osfs_open(loc, O_RDONLY, 0) : -1;
         if (fd >= 0) {
             if (read(fd, magic, sizeof(magic)) < 0)
                 memset(magic, 0, sizeof(magic));
@@ -864,9 +875,9 @@ unpack_layer(struct import *imp, size_t i, const char *const *lowers, struct sna
     struct image_build_source bsrc = {.read = layer_read_cb, .ctx = &src};
     if (blob_present(imp, l->desc.digest, NULL)) {
         cleanup_free char *loc = blob_location(imp, l->desc.digest);
-        src.fd = loc ? open(loc, O_RDONLY | O_CLOEXEC) : -1;
+        src.fd = loc ? osfs_open(loc, O_RDONLY, 0) : -ENOMEM;
         if (src.fd < 0)
-            return err_errno(err, errno, "layer %s: open", l->desc.digest);
+            return err_errno(err, -src.fd, "layer %s: open", l->desc.digest);
     } else if (imp->req->layout_dir) {
         /* Read once: to the unpacker and into staging at the same time. */
         src.fd = layout_blob_open(imp, l->desc.digest, err);
@@ -1041,11 +1052,12 @@ static int
 read_layout_index(struct import *imp, struct err *err)
 {
     const char *dir = imp->req->layout_dir;
-    struct stat sb;
-    if (dir[0] != '/')
+    struct os_stat sb;
+    if (!os_path_is_absolute(dir))
         return err_set(err, EINVAL, "source.layout %s: must be an absolute path", dir);
-    if (stat(dir, &sb) < 0)
-        return err_errno(err, errno == ENOENT ? ENOENT : errno, "source.layout %s", dir);
+    int r = osfs_stat(dir, &sb);
+    if (r < 0)
+        return err_errno(err, -r, "source.layout %s", dir);
     if (!S_ISDIR(sb.st_mode))
         return err_set(err, EINVAL, "source.layout %s: not a directory", dir);
     cleanup_free char *buf = NULL;

@@ -34,6 +34,8 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/osfs.h"
+#include "common/rootdir.h"
 #include "common/log.h"
 #include "common/randid.h"
 #include "store/db.h"
@@ -211,10 +213,10 @@ meta_open(const char *root, struct meta **out, struct err *err)
             p = NULL;
             continue;
         }
-        cleanup_close int fd =
-            open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (i == 0 ? O_CREAT : 0), 0600);
-        if (fd >= 0 && fchmod(fd, 0600) < 0)
-            log_warn("open metadata: chmod %s: %s", p, strerror(errno));
+        cleanup_close int fd = osfs_open(p, O_RDWR | OSFS_NOFOLLOW | (i == 0 ? O_CREAT : 0), 0600);
+        int r = fd >= 0 ? rootdir_fd_set_mode(fd, 0600) : 0;
+        if (r < 0)
+            log_warn("open metadata: chmod %s: %s", p, strerror(-r));
     }
     int rc = sqlite3_open_v2(
         path, &m->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);

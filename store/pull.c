@@ -20,7 +20,6 @@
  */
 #include "store/pull.h"
 
-#include <fcntl.h>
 #include <json-c/json.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "store/image_build.h"
 #include "store/oci.h"
 #include "store/refname.h"
@@ -557,10 +557,10 @@ unpack_from_blob(struct pull_plan *p, size_t i, struct err *err)
         return 0;
     }
     cleanup_free char *path = image_build_blob_location(&p->b, l->desc.digest);
-    struct fd_source fs = {.fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1};
+    struct fd_source fs = {.fd = path ? osfs_open(path, O_RDONLY, 0) : -ENOMEM};
     if (fs.fd < 0) {
         snapshot_abort(claim);
-        return err_errno(err, path ? errno : ENOMEM, "layer %s: open its blob", l->desc.digest);
+        return err_errno(err, -fs.fd, "layer %s: open its blob", l->desc.digest);
     }
     emit_layer(p, i, "unpacking", 0);
     struct image_build_source src = {.read = fd_read_cb, .ctx = &fs};

@@ -10,19 +10,18 @@
  */
 #include "store/snapshot.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/osfs.h"
+#include "common/rootdir.h"
 #include "store/digest.h"
 
 struct snapshot_build {
@@ -53,18 +52,18 @@ snapshot_store_clean(const char *root, struct err *err)
     cleanup_free char *dir = fs_path_join(root, "snapshots");
     if (!dir)
         return err_set(err, ENOMEM, "clean snapshots: out of memory");
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
+    struct osfs_dir *d = NULL;
+    int ret = osfs_dir_open(dir, &d);
+    if (ret < 0) {
+        if (ret == -ENOENT)
             return 0;
-        return err_errno(err, errno, "open %s", dir);
+        return err_errno(err, -ret, "open %s", dir);
     }
-    int ret = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "tmp-", 4) != 0)
+    const char *name;
+    while ((name = osfs_dir_next(d, NULL)) != NULL) {
+        if (strncmp(name, "tmp-", 4) != 0)
             continue;
-        cleanup_free char *path = fs_path_join(dir, de->d_name);
+        cleanup_free char *path = fs_path_join(dir, name);
         if (!path) {
             ret = err_set(err, ENOMEM, "clean snapshots: out of memory");
             break;
@@ -74,7 +73,7 @@ snapshot_store_clean(const char *root, struct err *err)
         if (ret < 0)
             break;
     }
-    closedir(d);
+    osfs_dir_close(d);
     return ret;
 }
 
@@ -142,8 +141,8 @@ bool
 snapshot_exists(struct snapshot_store *s, const char *chain_id)
 {
     cleanup_free char *p = snapshot_dir_path(s, chain_id, NULL);
-    struct stat st;
-    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    struct os_stat st;
+    return p && osfs_stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static struct snapshot_build *
@@ -228,7 +227,7 @@ snapshot_acquire(struct snapshot_store *s, const char *chain_id, struct snapshot
 
     unsigned seq = atomic_fetch_add(&s->tmp_seq, 1);
     int r;
-    if (asprintf(&c->tmp, "%s/tmp-%s-%ld-%u", s->dir, hex, (long)getpid(), seq) < 0) {
+    if (asprintf(&c->tmp, "%s/tmp-%s-%ld-%u", s->dir, hex, os_pid(), seq) < 0) {
         c->tmp = NULL;
         r = err_set(err, ENOMEM, "snapshot %s: out of memory", chain_id);
         goto fail;
@@ -238,13 +237,13 @@ snapshot_acquire(struct snapshot_store *s, const char *chain_id, struct snapshot
         r = err_set(err, ENOMEM, "snapshot %s: out of memory", chain_id);
         goto fail;
     }
-    if (mkdir(c->tmp, 0700) < 0) {
-        r = err_errno(err, errno, "snapshot %s: mkdir %s", chain_id, c->tmp);
+    if ((r = osfs_mkdir(c->tmp, 0700)) < 0) {
+        r = err_errno(err, -r, "snapshot %s: mkdir %s", chain_id, c->tmp);
         goto fail;
     }
     /* The layer's root: 0755 like any rootfs unless the layer says else. */
-    if (mkdir(c->fs, 0755) < 0) {
-        r = err_errno(err, errno, "snapshot %s: mkdir %s", chain_id, c->fs);
+    if ((r = osfs_mkdir(c->fs, 0755)) < 0) {
+        r = err_errno(err, -r, "snapshot %s: mkdir %s", chain_id, c->fs);
         goto fail;
     }
     *claim = c;
@@ -279,15 +278,16 @@ snapshot_commit(struct snapshot_claim *c, struct err *err)
         goto fail;
     /* Everything unpacked must be on disk before the name says it is whole. */
     {
-        cleanup_close int fd = open(c->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || syncfs(fd) < 0) {
-            r = err_errno(err, errno, "commit snapshot %s: sync %s", c->chain_id, c->tmp);
+        int fd = rootdir_open(c->tmp);
+        r = fd < 0 ? fd : rootdir_fd_sync_fs(fd);
+        rootdir_close(fd);
+        if (r < 0) {
+            r = err_errno(err, -r, "commit snapshot %s: sync %s", c->chain_id, c->tmp);
             goto fail;
         }
     }
-    if (rename(c->tmp, final) < 0) {
-        r = err_errno(err, errno, "commit snapshot %s: rename %s to %s", c->chain_id, c->tmp,
-                      final);
+    if ((r = osfs_rename(c->tmp, final)) < 0) {
+        r = err_errno(err, -r, "commit snapshot %s: rename %s to %s", c->chain_id, c->tmp, final);
         goto fail;
     }
     struct err sync_err = {0};
@@ -327,7 +327,7 @@ snapshot_remove(struct snapshot_store *s, const char *chain_id, struct err *err)
     cleanup_free char *final = snapshot_dir_path(s, chain_id, NULL);
     cleanup_free char *tmp = NULL;
     unsigned seq = atomic_fetch_add(&s->tmp_seq, 1);
-    if (!final || asprintf(&tmp, "%s/tmp-rm-%s-%ld-%u", s->dir, hex, (long)getpid(), seq) < 0) {
+    if (!final || asprintf(&tmp, "%s/tmp-rm-%s-%ld-%u", s->dir, hex, os_pid(), seq) < 0) {
         tmp = NULL;
         return err_set(err, ENOMEM, "remove snapshot %s: out of memory", chain_id);
     }
@@ -336,13 +336,12 @@ snapshot_remove(struct snapshot_store *s, const char *chain_id, struct err *err)
         pthread_mutex_unlock(&s->lock);
         return err_set(err, ERR_CONFLICT, "remove snapshot %s: it is being built", chain_id);
     }
-    int r = rename(final, tmp);
-    int e = errno;
+    int r = osfs_rename(final, tmp);
     pthread_mutex_unlock(&s->lock);
     if (r < 0) {
-        if (e == ENOENT)
+        if (r == -ENOENT)
             return 0;
-        return err_errno(err, e, "remove snapshot %s: rename %s", chain_id, final);
+        return err_errno(err, -r, "remove snapshot %s: rename %s", chain_id, final);
     }
     r = fs_remove_tree(tmp, err);
     if (r < 0)

@@ -30,6 +30,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/os.h"
 #include "store/unpack_int.h"
 
 #define UNPACK_BUF_SIZE (128 * 1024)
@@ -356,7 +357,7 @@ int
 layer_unpack(const struct unpack_input *in, const struct unpack_opts *opts,
              struct unpack_result *res, struct err *err)
 {
-    if (!in || !in->read || !opts || !opts->target_dir || !res)
+    if (!in || !in->read || !opts || (!opts->target_dir && !opts->shown_dir) || !res)
         return err_set(err, EINVAL, "unpack: missing input, target or result");
     struct unpack u = {.in = in, .opts = opts, .err = err, .root_fd = -1};
     struct unpack_result out = {0};
@@ -374,7 +375,7 @@ layer_unpack(const struct unpack_input *in, const struct unpack_opts *opts,
         out.uncompressed_size = u.tsize;
         *res = out;
         log_debug("unpack: %s (%s) into %s: %llu entries, %llu bytes", out.digest, out.diff_id,
-                  opts->target_dir, (unsigned long long)out.entries,
+                  u.shown_dir, (unsigned long long)out.entries,
                   (unsigned long long)out.unpacked_bytes);
     }
 

@@ -35,20 +35,25 @@ typedef void (*unpack_progress_cb)(void *ctx, uint64_t bytes_done);
 
 /*
  * Where and how to unpack.
- * - target_dir: an existing, empty directory (the snapshot being built).
+ * - target_dir: an existing, empty directory (the snapshot being built);
+ *   or NULL, and target_fd is a descriptor of it (common/rootdir.h; the
+ *   caller's, it stays open), with shown_dir set.
  * - lower_dirs: the unpacked snapshots below this layer, top-most first,
- *   NULL-terminated (or NULL for a base layer). They are only read, to
- *   find symlinks that an entry's path would go through.
+ *   NULL-terminated (or NULL for a base layer); or NULL, and lower_fds
+ *   (when not NULL) holds their descriptors, ended by -1. They are only
+ *   read, to find symlinks that an entry's path would go through.
  * - allow_device_nodes: false skips character and block devices (a debug
  *   log line each); whiteouts are created whatever this says.
  */
 struct unpack_opts {
     const char *target_dir;
+    int target_fd;
     /* Where the entries will be seen once in place (a volume's upload is
      * extracted into staging, then moved): the PATH_MAX check counts from
      * here. NULL: target_dir. */
     const char *shown_dir;
     const char *const *lower_dirs;
+    const int *lower_fds;
     bool allow_device_nodes;
     /* Volumes, not layers: ".wh." names are ordinary files (no whiteout
      * conversion), and a 0/0 character device is just a device. */

@@ -32,11 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/os.h"
 #include "common/rootdir.h"
 #include "store/unpack_int.h"
 
@@ -47,13 +47,14 @@
 /* --- errors ------------------------------------------------------------ */
 
 /* An errno from the filesystem about entry rel. A name the filesystem
- * cannot hold is the content's fault, not the disk's. */
+ * cannot hold (too long, or on Windows not a valid NTFS name: EILSEQ) is
+ * the content's fault, not the disk's. */
 static int
 tree_fail(struct unpack *u, const char *rel, const char *what, int neg)
 {
     char q[UNPACK_QUOTE_BUF];
     int e = -neg;
-    int code = e == ENAMETOOLONG || e == ELOOP ? ERR_INVALID_CONTENT : e;
+    int code = e == ENAMETOOLONG || e == ELOOP || e == EILSEQ ? ERR_INVALID_CONTENT : e;
     return err_set(u->err, code, "layer entry %s: %s: %s", unpack_quote(rel, q), what, strerror(e));
 }
 
@@ -77,10 +78,11 @@ meta_warn(struct unpack *u, const char *rel, const char *what, int neg)
     }
 }
 
+/* A 0/0 character device (makedev(0, 0) is 0). */
 static bool
-stat_is_whiteout(const struct stat *st)
+stat_is_whiteout(const struct os_stat *st)
 {
-    return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+    return S_ISCHR(st->st_mode) && st->st_rdev == 0;
 }
 
 static bool
@@ -236,7 +238,7 @@ walk_step(struct unpack *u, int dir, const char *name, const char *rel, const ch
                        "layer entry %.*s: parent %s is a symlink in this layer", UNPACK_QUOTE_MAX,
                        rel, p);
     if (fd == -ENOTDIR) {
-        struct stat st;
+        struct os_stat st;
         if (!u->opts->no_whiteouts && rootdir_stat(dir, name, &st) == 0 && stat_is_whiteout(&st)) {
             memset(row(u, d), 0, u->nlowers * sizeof(bool));
             return whiteout_to_dir(u, dir, name, rel, out);
@@ -363,7 +365,7 @@ make_room(struct unpack *u, int dir, const char *name, const char *rel, bool new
 {
     *keep = false;
     *was_wh = false;
-    struct stat st;
+    struct os_stat st;
     int r = rootdir_stat(dir, name, &st);
     if (r == -ENOENT)
         return 0;
@@ -708,7 +710,7 @@ entry_hardlink(struct unpack *u, struct archive_entry *e, int dir, const char *n
                        : tdir == -ENOTDIR ? "goes through something that is not a directory"
                                           : "is not in this layer");
     int ret = 0;
-    struct stat st;
+    struct os_stat st;
     int r = rootdir_stat(tdir, tbase, &st);
     if (r < 0) {
         ret = err_set(u->err, ERR_INVALID_CONTENT,
@@ -719,7 +721,7 @@ entry_hardlink(struct unpack *u, struct archive_entry *e, int dir, const char *n
                       "layer entry %s: hard link target %s is a directory", unpack_quote(rel, q),
                       unpack_quote(link, q2));
     } else if ((r = rootdir_link(tdir, tbase, dir, name)) == -EEXIST) {
-        struct stat cur;
+        struct os_stat cur;
         if (rootdir_stat(dir, name, &cur) == 0 && cur.st_ino == st.st_ino &&
             cur.st_dev == st.st_dev) {
             r = 0; /* already that file */
@@ -761,7 +763,7 @@ whiteout_apply(struct unpack *u, int dir, const char *base, const char *rel)
      * opaque above the layer's root. */
     if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
         return tree_refuse(u, rel, "a whiteout that names no entry");
-    struct stat st;
+    struct os_stat st;
     r = rootdir_stat(dir, name, &st);
     if (r == 0) {
         /* An entry of this layer: it stays. A directory loses what the
@@ -774,7 +776,7 @@ whiteout_apply(struct unpack *u, int dir, const char *base, const char *rel)
     }
     if (r != -ENOENT)
         return tree_fail(u, rel, "stat the whited-out entry", r);
-    if ((r = rootdir_mknod(dir, name, S_IFCHR | 0, makedev(0, 0))) < 0)
+    if ((r = rootdir_mknod(dir, name, S_IFCHR | 0, 0)) < 0)
         return tree_fail(u, rel, "create whiteout", r);
     return 0;
 }
@@ -824,12 +826,15 @@ tree_open(struct unpack *u)
     const struct unpack_opts *o = u->opts;
     u->cur_fd = -1;
     u->hint_fd = -1;
-    u->root_fd = rootdir_open(o->target_dir);
+    u->root_fd = o->target_dir ? rootdir_open(o->target_dir) : rootdir_dup(o->target_fd);
     if (u->root_fd < 0)
-        return err_errno(u->err, -u->root_fd, "unpack into %s", o->target_dir);
+        return err_errno(u->err, -u->root_fd, "unpack into %s",
+                         o->target_dir ? o->target_dir : o->shown_dir);
     u->shown_dir = o->shown_dir ? o->shown_dir : o->target_dir;
     u->shown_len = strlen(u->shown_dir);
     while (o->lower_dirs && o->lower_dirs[u->nlowers])
+        u->nlowers++;
+    while (!o->lower_dirs && o->lower_fds && o->lower_fds[u->nlowers] >= 0)
         u->nlowers++;
     u->lower_fds = calloc(u->nlowers + 1, sizeof(int));
     u->cur = calloc(1, 256);
@@ -840,9 +845,11 @@ tree_open(struct unpack *u)
     for (size_t i = 0; i < u->nlowers; i++)
         u->lower_fds[i] = -1;
     for (size_t i = 0; i < u->nlowers; i++) {
-        u->lower_fds[i] = rootdir_open(o->lower_dirs[i]);
+        u->lower_fds[i] =
+            o->lower_dirs ? rootdir_open(o->lower_dirs[i]) : rootdir_dup(o->lower_fds[i]);
         if (u->lower_fds[i] < 0)
-            return err_errno(u->err, -u->lower_fds[i], "open lower layer %s", o->lower_dirs[i]);
+            return err_errno(u->err, -u->lower_fds[i], "open lower layer %s",
+                             o->lower_dirs ? o->lower_dirs[i] : "(a descriptor)");
     }
     int r = rows_reserve(u, 0);
     if (r < 0)

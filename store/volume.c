@@ -16,14 +16,10 @@
 #include "store/volume.h"
 
 #include <ctype.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,11 +27,14 @@
 #include "common/fsutil.h"
 #include "common/randid.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/osfs.h"
 #include "common/rootdir.h"
 #include "store/volume_merge.h"
+#include "store/volume_os.h"
 
 #define TRASH_PREFIX ".trash-"
-#define OVERLAY_OPTS_MAX 4096
+#define COPY_PREFIX ".copy-"
 /* As many frozen layers as an option string of /proc/self/fd/N fits. */
 #define VOLUME_LAYERS_MAX 200
 
@@ -85,28 +84,10 @@ volume_data_path(const struct volume_store *vs, const char *handle)
 static int
 mkdir_if_missing(const char *path, mode_t mode, struct err *err)
 {
-    if (mkdir(path, mode) < 0 && errno != EEXIST)
-        return err_errno(err, errno, "mkdir %s", path);
+    int r = osfs_mkdir(path, mode);
+    if (r < 0 && r != -EEXIST)
+        return err_errno(err, -r, "mkdir %s", path);
     return 0;
-}
-
-static bool
-is_mountpoint(const char *path)
-{
-    struct stat a, b;
-    cleanup_free char *parent = NULL;
-    if (lstat(path, &a) < 0 || asprintf(&parent, "%s/..", path) < 0) {
-        parent = NULL;
-        return false;
-    }
-    return stat(parent, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino == b.st_ino);
-}
-
-static void
-unmount_fs(const char *fs)
-{
-    if (umount2(fs, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
-        log_warn("unmount volume %s: %s", fs, strerror(errno));
 }
 
 /* Rolls back the uploads that a crash cut short in their merge (their
@@ -117,37 +98,35 @@ static void
 clean_staging(const char *fs)
 {
     int fs_fd = rootdir_open(fs);
-    DIR *d = opendir(fs);
-    if (!d || fs_fd < 0) {
-        if (d)
-            closedir(d);
+    struct osfs_dir *d = NULL;
+    if (fs_fd < 0 || osfs_dir_open_at(fs_fd, &d) < 0) {
         rootdir_close(fs_fd);
         return;
     }
-    struct dirent *e;
+    const char *name;
     size_t jlen = strlen(VOLUME_JOURNAL_SUFFIX);
     bool stuck = false;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0 ||
-            n <= jlen || strcmp(e->d_name + n - jlen, VOLUME_JOURNAL_SUFFIX) != 0)
+    while ((name = osfs_dir_next(d, NULL))) {
+        size_t n = strlen(name);
+        if (strncmp(name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0 || n <= jlen ||
+            strcmp(name + n - jlen, VOLUME_JOURNAL_SUFFIX) != 0)
             continue;
         struct err err = {0};
-        if (volume_merge_recover(fs_fd, e->d_name, &err) < 0) {
+        if (volume_merge_recover(fs_fd, name, &err) < 0) {
             log_error("volume clean-up: %s: %s", fs, err.msg);
             stuck = true;
         }
     }
-    rewinddir(d);
-    while (!stuck && (e = readdir(d))) {
-        if (strncmp(e->d_name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0)
+    osfs_dir_rewind(d);
+    while (!stuck && (name = osfs_dir_next(d, NULL))) {
+        if (strncmp(name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) != 0)
             continue;
-        cleanup_free char *p = fs_path_join(fs, e->d_name);
+        cleanup_free char *p = fs_path_join(fs, name);
         struct err err = {0};
         if (p && fs_remove_tree(p, &err) < 0)
             log_warn("volume clean-up: %s", err.msg);
     }
-    closedir(d);
+    osfs_dir_close(d);
     rootdir_close(fs_fd);
 }
 
@@ -170,42 +149,11 @@ mount_overlay(struct volume_store *vs, const char *handle, char *const *layers, 
     if ((ret = mkdir_if_missing(fs, 0700, err)) < 0 ||
         (ret = mkdir_if_missing(up, 0700, err)) < 0 || (ret = mkdir_if_missing(wk, 0700, err)) < 0)
         return err_wrap(err, "mount volume %s", handle);
-    if (chmod(up, 0700) < 0)
-        log_warn("mount volume %s: chmod %s: %s", handle, up, strerror(errno));
-    int *fds = calloc(n ? n : 1, sizeof(int));
-    cleanup_free char *opts = malloc(OVERLAY_OPTS_MAX);
-    if (!fds || !opts) {
-        free(fds);
-        return err_set(err, ENOMEM, "mount volume %s: out of memory", handle);
-    }
-    size_t opened = 0;
-    size_t off = (size_t)snprintf(opts, OVERLAY_OPTS_MAX, "lowerdir=");
-    ret = 0;
-    for (size_t i = 0; i < n && ret == 0; i++) {
-        cleanup_free char *lp = fs_path_join(vs->dir, layers[i]);
-        fds[i] = lp ? open(lp, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (fds[i] < 0) {
-            ret =
-                err_errno(err, lp ? errno : ENOMEM, "mount volume %s: layer %s", handle, layers[i]);
-            break;
-        }
-        opened++;
-        off += (size_t)snprintf(opts + off, off < OVERLAY_OPTS_MAX ? OVERLAY_OPTS_MAX - off : 0,
-                                "%s/proc/self/fd/%d", i ? ":" : "", fds[i]);
-    }
-    if (ret == 0) {
-        off += (size_t)snprintf(opts + off, off < OVERLAY_OPTS_MAX ? OVERLAY_OPTS_MAX - off : 0,
-                                ",upperdir=%s,workdir=%s,index=off,redirect_dir=on", up, wk);
-        if (off >= OVERLAY_OPTS_MAX - 1)
-            ret = err_set(err, ERR_INVALID_CONTENT,
-                          "mount volume %s: %zu layers do not fit in a mount", handle, n);
-    }
-    if (ret == 0 && mount("overlay", fs, "overlay", 0, opts) < 0)
-        ret = err_errno(err, errno, "mount volume %s: overlay on %s", handle, fs);
-    for (size_t i = 0; i < opened; i++)
-        close(fds[i]);
-    free(fds);
-    return ret;
+    if ((ret = osfs_chmod(up, 0700)) < 0)
+        log_warn("mount volume %s: chmod %s: %s", handle, up, strerror(-ret));
+    if ((ret = volume_os_mount_overlay(vs->dir, layers, n, up, wk, fs, err)) < 0)
+        return err_wrap(err, "mount volume %s", handle);
+    return 0;
 }
 
 /* ---- open and close -------------------------------------------------------- */
@@ -225,15 +173,15 @@ static void
 repair_orphan_layer(struct volume_store *vs, const struct volume_rec *v)
 {
     cleanup_free char *ldir = vpath(vs, v->handle, "l");
-    DIR *d = ldir ? opendir(ldir) : NULL;
-    if (!d)
+    struct osfs_dir *d = NULL;
+    if (!ldir || osfs_dir_open(ldir, &d) < 0)
         return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
+    const char *name;
+    while ((name = osfs_dir_next(d, NULL))) {
+        if (name[0] == '.')
             continue;
         cleanup_free char *rel = NULL;
-        if (asprintf(&rel, "%s/l/%s", v->handle, e->d_name) < 0) {
+        if (asprintf(&rel, "%s/l/%s", v->handle, name) < 0) {
             rel = NULL;
             continue;
         }
@@ -246,17 +194,18 @@ repair_orphan_layer(struct volume_store *vs, const struct volume_rec *v)
         struct err err = {0};
         /* The fresh directory, if any, was made after the transaction
          * that did not happen: it is empty. */
-        if (access(dst, F_OK) == 0 && fs_remove_tree(dst, &err) < 0) {
+        if (osfs_exists(dst) && fs_remove_tree(dst, &err) < 0) {
             log_warn("volume %s: repair: %s", v->handle, err.msg);
             continue;
         }
-        if (rename(src, dst) < 0)
-            log_warn("volume %s: repair: rename %s: %s", v->handle, src, strerror(errno));
+        int r = osfs_rename(src, dst);
+        if (r < 0)
+            log_warn("volume %s: repair: rename %s: %s", v->handle, src, strerror(-r));
         else
             log_info("volume %s: put back layer %s after an interrupted child creation", v->handle,
                      rel);
     }
-    closedir(d);
+    osfs_dir_close(d);
 }
 
 /* Brings one recorded volume to a usable state: directories and mount. */
@@ -273,14 +222,14 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
         return ret;
     repair_orphan_layer(vs, v);
     if (v->n_layers) {
-        bool mounted = is_mountpoint(fs);
+        bool mounted = volume_os_is_mountpoint(fs);
         if (mounted && v->mounts > 0) {
             /* A previous daemon's mount that containers still use (they
              * outlive the daemon): mounting again over the same upper and
              * work directories would corrupt both mounts. Keep it. */
         } else {
             if (mounted)
-                unmount_fs(fs); /* a previous daemon's, unused: make it afresh */
+                volume_os_unmount_detach(fs); /* a previous daemon's, unused: make it afresh */
             if ((ret = mount_overlay(vs, v->handle, v->layers, v->n_layers, err)) < 0)
                 return ret;
         }
@@ -312,30 +261,29 @@ volume_store_open(const char *root, struct meta *meta, struct volume_store **out
         volume_store_close(vs);
         return err_wrap(err, "open volumes");
     }
-    /* Directories without a record: deleted volumes' leftovers. */
-    DIR *d = opendir(vs->dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
+    /* Directories without a record: deleted volumes' leftovers, and
+     * copies for children (Windows) that a crash cut short. */
+    struct osfs_dir *d = NULL;
+    osfs_dir_open(vs->dir, &d);
+    const char *name;
+    while (d && (name = osfs_dir_next(d, NULL))) {
         bool known = false;
         for (size_t i = 0; i < n && !known; i++)
-            known = strcmp(recs[i]->handle, e->d_name) == 0;
+            known = strcmp(recs[i]->handle, name) == 0;
         if (known)
             continue;
-        cleanup_free char *p = fs_path_join(vs->dir, e->d_name);
+        cleanup_free char *p = fs_path_join(vs->dir, name);
         cleanup_free char *pfs = fs_path_join(p, "fs");
         struct err rerr = {0};
         if (!p || !pfs)
             continue;
-        unmount_fs(pfs);
+        volume_os_unmount_detach(pfs);
         if (fs_remove_tree(p, &rerr) < 0)
             log_warn("volume clean-up: %s", rerr.msg);
         else
             log_info("volume clean-up: removed %s", p);
     }
-    if (d)
-        closedir(d);
+    osfs_dir_close(d);
     for (size_t i = 0; i < n; i++) {
         struct err verr = {0};
         if (volume_bring_up(vs, recs[i], &verr) < 0)
@@ -351,25 +299,26 @@ volume_store_close(struct volume_store *vs)
 {
     if (!vs)
         return;
-    DIR *d = vs->dir ? opendir(vs->dir) : NULL;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
+    struct osfs_dir *d = NULL;
+    if (vs->dir)
+        osfs_dir_open(vs->dir, &d);
+    const char *name;
+    while (d && (name = osfs_dir_next(d, NULL))) {
+        if (name[0] == '.')
             continue;
-        cleanup_free char *fs = vpath(vs, e->d_name, "fs");
-        if (!fs || !is_mountpoint(fs))
+        cleanup_free char *fs = vpath(vs, name, "fs");
+        if (!fs || !volume_os_is_mountpoint(fs))
             continue;
         /* Containers keep running across a restart of the daemon, and so
          * do the volume mounts they use; only unused ones are taken down. */
         struct volume_rec *rec = NULL;
         struct err ignored = {0};
-        bool in_use = vmeta_get(vs->meta, e->d_name, &rec, &ignored) == 0 && rec->mounts > 0;
+        bool in_use = vmeta_get(vs->meta, name, &rec, &ignored) == 0 && rec->mounts > 0;
         volume_rec_free(rec);
         if (!in_use)
-            unmount_fs(fs);
+            volume_os_unmount_detach(fs);
     }
-    if (d)
-        closedir(d);
+    osfs_dir_close(d);
     while (vs->writers) {
         struct volume_writer *w = vs->writers;
         vs->writers = w->next;
@@ -468,11 +417,11 @@ freeze(struct volume_store *vs, const struct volume_rec *p, const char *rel, str
         cleanup_free char *fs = vpath(vs, p->handle, "fs");
         if (!fs)
             return err_set(err, ENOMEM, "freeze volume %s: out of memory", p->handle);
-        if (umount2(fs, 0) < 0 && errno != EINVAL)
-            return err_errno(err, errno, "freeze volume %s: unmount %s", p->handle, fs);
+        if ((ret = volume_os_unmount(fs, err)) < 0)
+            return err_wrap(err, "freeze volume %s", p->handle);
     }
-    if (rename(src, dst) < 0) {
-        ret = err_errno(err, errno, "freeze volume %s: rename %s", p->handle, src);
+    if ((ret = osfs_rename(src, dst)) < 0) {
+        ret = err_errno(err, -ret, "freeze volume %s: rename %s", p->handle, src);
         if (p->n_layers) {
             struct err merr = {0};
             if (mount_overlay(vs, p->handle, p->layers, p->n_layers, &merr) < 0)
@@ -489,13 +438,60 @@ unfreeze(struct volume_store *vs, const struct volume_rec *p, const char *rel)
 {
     cleanup_free char *src = fs_path_join(vs->dir, rel);
     cleanup_free char *dst = vpath(vs, p->handle, p->n_layers ? "u" : "fs");
-    if (!src || !dst || rename(src, dst) < 0) {
-        log_error("volume %s: cannot put back %s: %s", p->handle, rel, strerror(errno));
+    int r = src && dst ? osfs_rename(src, dst) : -ENOMEM;
+    if (r < 0) {
+        log_error("volume %s: cannot put back %s: %s", p->handle, rel, strerror(-r));
         return;
     }
     struct err err = {0};
     if (p->n_layers && mount_overlay(vs, p->handle, p->layers, p->n_layers, &err) < 0)
         log_error("%s", err.msg);
+}
+
+/*
+ * Copies parent p's data into a new <dir>/.copy-<rand>/fs/data, which
+ * becomes the child's directory once its record is in (a crash before
+ * leaves a directory no record names, removed at the next start).
+ * *out is the new directory (caller frees).
+ */
+static int
+copy_parent(struct volume_store *vs, const struct volume_rec *p, char **out, struct err *err)
+{
+    char hex[17];
+    int ret = randid_hex(hex, 8, err);
+    if (ret < 0)
+        return ret;
+    cleanup_free char *dir = NULL, *fs = NULL, *data = NULL;
+    if (asprintf(&dir, "%s/%s%s", vs->dir, COPY_PREFIX, hex) < 0) {
+        dir = NULL;
+        return err_set(err, ENOMEM, "copy volume %s: out of memory", p->handle);
+    }
+    if (!(fs = fs_path_join(dir, "fs")) || !(data = fs_path_join(fs, "data")))
+        return err_set(err, ENOMEM, "copy volume %s: out of memory", p->handle);
+    int sfd = -1, dfd = -1;
+    if ((ret = mkdir_if_missing(dir, 0700, err)) < 0 ||
+        (ret = mkdir_if_missing(fs, 0700, err)) < 0 ||
+        (ret = mkdir_if_missing(data, 0755, err)) < 0)
+        goto fail;
+    if ((ret = volume_open_dir(vs, p->handle, "", &sfd, err)) < 0)
+        goto fail;
+    if ((dfd = rootdir_open(data)) < 0) {
+        ret = err_errno(err, -dfd, "open %s", data);
+        goto fail;
+    }
+    if ((ret = volume_copy_tree(sfd, dfd, err)) < 0)
+        goto fail;
+    rootdir_close(sfd);
+    rootdir_close(dfd);
+    *out = steal_ptr(&dir);
+    return 0;
+fail:
+    rootdir_close(sfd);
+    rootdir_close(dfd);
+    struct err rerr = {0};
+    if (fs_remove_tree(dir, &rerr) < 0)
+        log_warn("copy volume %s: %s", p->handle, rerr.msg);
+    return err_wrap(err, "copy parent volume %s", p->handle);
 }
 
 static int
@@ -518,6 +514,9 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
     struct volume_rec *p = NULL;
     char **layers = NULL;
     char rel[VOLUME_HANDLE_MAX + 64] = "";
+    /* Without overlays (Windows) a child starts as a copy of its parent. */
+    bool copy_children = !volume_os_overlay();
+    char *copy = NULL;
     struct volume_rec *existing = NULL;
     int ret = vmeta_get(vs->meta, handle, &existing, err);
     volume_rec_free(existing);
@@ -534,7 +533,7 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
         if (ret == 0 && writers_locked(vs, o->parent) > 0)
             ret = err_set(err, ERR_CONFLICT, "parent volume %s: an upload into it is in progress",
                           o->parent);
-        if (ret == 0 && p->n_layers + 1 > VOLUME_LAYERS_MAX)
+        if (ret == 0 && !copy_children && p->n_layers + 1 > VOLUME_LAYERS_MAX)
             ret = err_set(err, ERR_INVALID_CONTENT,
                           "parent volume %s: %zu generations of children deep, and an overlay "
                           "stacks at most %d",
@@ -544,6 +543,15 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
                           "parent volume %s: mounted by %lld container%s; a child can only be "
                           "made of a volume no container mounts",
                           o->parent, (long long)p->mounts, p->mounts == 1 ? "" : "s");
+        if (copy_children) {
+            if (ret == 0)
+                ret = copy_parent(vs, p, &copy, err);
+            if (ret < 0) {
+                volume_rec_free(p);
+                return ret;
+            }
+            goto insert;
+        }
         char hex[17];
         if (ret == 0 && (ret = randid_hex(hex, 8, err)) == 0)
             snprintf(rel, sizeof(rel), "%s/l/%s", o->parent, hex);
@@ -564,19 +572,29 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
             return ret;
         }
     }
-    ret = vmeta_insert(vs->meta, &rec, p ? rec.layers : NULL, rec.n_layers, err);
+insert:
+    ret = vmeta_insert(vs->meta, &rec, rec.n_layers ? rec.layers : NULL, rec.n_layers, err);
     if (ret < 0) {
-        if (p)
+        if (copy) {
+            struct err rerr = {0};
+            if (fs_remove_tree(copy, &rerr) < 0)
+                log_warn("create volume %s: %s", handle, rerr.msg);
+        } else if (p) {
             unfreeze(vs, p, rel);
+        }
     } else {
         /* Whatever was at the new volume's place belonged to no record. */
         cleanup_free char *vfs = vpath(vs, handle, "fs");
         struct err rerr = {0};
         if (vfs)
-            unmount_fs(vfs);
+            volume_os_unmount_detach(vfs);
         if (fs_remove_tree(vd, &rerr) < 0)
             log_warn("create volume %s: %s", handle, rerr.msg);
-        if (p) {
+        int r = copy ? osfs_rename(copy, vd) : 0;
+        if (r < 0)
+            log_error("create volume %s: move the copy of %s into place: %s", handle, o->parent,
+                      strerror(-r));
+        if (p && !copy) {
             /* The parent goes on over its frozen layers with a fresh upper. */
             cleanup_free char *pw = vpath(vs, p->handle, "w");
             struct err werr = {0};
@@ -591,6 +609,7 @@ create_locked(struct volume_store *vs, const struct volume_create_opts *o, const
         ret = volume_bring_up(vs, &rec, err);
     }
     free(layers);
+    free(copy);
     volume_rec_free(p);
     return ret;
 }
@@ -643,12 +662,13 @@ volume_delete(struct volume_store *vs, const char *handle, bool force, char ***d
         char hex[17];
         if (!fs || !vd || randid_hex(hex, 8, NULL) < 0)
             continue;
-        unmount_fs(fs);
+        volume_os_unmount_detach(fs);
         char *t = NULL;
         if (asprintf(&t, "%s/%s%s", vs->dir, TRASH_PREFIX, hex) < 0)
             continue;
-        if (rename(vd, t) < 0) {
-            log_warn("delete volume %s: rename %s: %s", gone[i], vd, strerror(errno));
+        int r = osfs_rename(vd, t);
+        if (r < 0) {
+            log_warn("delete volume %s: rename %s: %s", gone[i], vd, strerror(-r));
             free(t);
             continue;
         }
@@ -754,18 +774,22 @@ volume_open_dir(struct volume_store *vs, const char *handle, const char *path, i
     int ret = volume_path_clean(path, &rel, err);
     if (ret < 0)
         return ret;
-    cleanup_free char *data = volume_data_path(vs, handle);
-    if (!data)
+    cleanup_free char *fs = vpath(vs, handle, "fs");
+    if (!fs)
         return err_set(err, ENOMEM, "volume %s: out of memory", handle);
-    int fd = open(data, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* fs/ is the store's (an overlay's mount point); data/ in it, the
+     * volume's content, is not followed if it were a symlink. */
+    int vfd = rootdir_open(fs);
+    int fd = vfd < 0 ? vfd : rootdir_open_dir(vfd, "data");
+    rootdir_close(vfd);
     if (fd < 0)
-        return errno == ENOENT ? err_set(err, ENOENT, "volume %s: not found", handle)
-                               : err_errno(err, errno, "open volume %s", handle);
+        return fd == -ENOENT ? err_set(err, ENOENT, "volume %s: not found", handle)
+                             : err_errno(err, -fd, "open volume %s", handle);
     char *save = NULL;
     for (char *c = strtok_r(rel, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int e = errno;
-        close(fd);
+        int nfd = rootdir_open_dir(fd, c);
+        int e = -nfd;
+        rootdir_close(fd);
         if (nfd < 0) {
             if (e == ENOENT)
                 return err_set(err, ENOENT, "volume %s: path %s: %s is missing", handle, path, c);
@@ -786,28 +810,27 @@ volume_open_dir(struct volume_store *vs, const char *handle, const char *path, i
 static int64_t
 tree_size(int dfd, int depth)
 {
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
+    struct osfs_dir *d = NULL;
+    if (osfs_dir_open_at(dfd, &d) < 0) {
+        rootdir_close(dfd);
         return 0;
     }
     int64_t total = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    const char *name;
+    while ((name = osfs_dir_next(d, NULL))) {
+        struct os_stat st;
+        if (rootdir_stat(dfd, name, &st) < 0)
             continue;
         if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
             total += st.st_size;
         } else if (S_ISDIR(st.st_mode) && depth < 512) {
-            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sub = rootdir_open_dir(dfd, name);
             if (sub >= 0)
                 total += tree_size(sub, depth + 1);
         }
     }
-    closedir(d);
+    osfs_dir_close(d);
+    rootdir_close(dfd);
     return total;
 }
 

@@ -35,8 +35,6 @@
  */
 #include "store/volume_merge.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +46,10 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/osfs.h"
 #include "common/rootdir.h"
+#include "common/strbuf.h"
 
 #define OVERLAY_XATTR_PREFIX "trusted.overlay."
 #define MAX_DEPTH 1024
@@ -66,10 +67,10 @@ struct old_xattr {
 
 struct step {
     char kind;
-    char *path; /* relative to src and to base */
-    dev_t dev;  /* of the staged entry (MOVE, SWAP) */
-    ino_t ino;
-    struct stat old; /* the target directory's (META) */
+    char *path;   /* relative to src and to base */
+    uint64_t dev; /* of the staged entry (MOVE, SWAP) */
+    uint64_t ino;
+    struct os_stat old; /* the target directory's (META) */
     struct old_xattr *xa;
     size_t nxa;
 };
@@ -194,7 +195,7 @@ static int plan_dir(struct plan *p, int sfd, int tfd, const char *prefix, int de
 static int
 plan_entry(struct plan *p, int sfd, int tfd, const char *name, const char *path, int depth)
 {
-    struct stat ss, ts;
+    struct os_stat ss, ts;
     int r = rootdir_stat(sfd, name, &ss);
     if (r < 0)
         return err_errno(p->err, -r, "stat staged %s", path);
@@ -233,35 +234,31 @@ plan_dir(struct plan *p, int sfd, int tfd, const char *prefix, int depth)
 {
     if (depth > MAX_DEPTH)
         return err_set(p->err, ERR_INVALID_CONTENT, "tree deeper than %d levels", MAX_DEPTH);
-    int dfd = rootdir_open_dir(sfd, "");
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        rootdir_close(dfd);
-        return err_errno(p->err, errno, "read staging directory");
-    }
+    struct osfs_dir *d = NULL;
+    int r = osfs_dir_open_at(sfd, &d);
+    if (r < 0)
+        return err_errno(p->err, -r, "read staging directory");
     int ret = 0;
-    struct dirent *e;
-    while (ret == 0 && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        cleanup_free char *path = path_join(prefix, e->d_name);
-        ret = path ? plan_entry(p, sfd, tfd, e->d_name, path, depth)
+    const char *name;
+    while (ret == 0 && (name = osfs_dir_next(d, NULL))) {
+        cleanup_free char *path = path_join(prefix, name);
+        ret = path ? plan_entry(p, sfd, tfd, name, path, depth)
                    : err_set(p->err, ENOMEM, "volume merge: out of memory");
     }
-    closedir(d);
+    osfs_dir_close(d);
     return ret;
 }
 
 /* ---- the journal ------------------------------------------------------------ */
 
 static void
-hex_put(FILE *f, const void *data, size_t len)
+hex_put(struct strbuf *f, const void *data, size_t len)
 {
     const unsigned char *p = data;
     if (len == 0)
-        fputc('-', f);
+        strbuf_puts(f, "-");
     for (size_t i = 0; i < len; i++)
-        fprintf(f, "%02x", p[i]);
+        strbuf_printf(f, "%02x", p[i]);
 }
 
 /* Decodes hex (or "-") in place; its length, or -1. */
@@ -289,44 +286,39 @@ static int
 journal_write(int fs_fd, const char *journal, const char *src, const char *base,
               const struct plan *p, struct err *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return err_set(err, ENOMEM, "volume merge: out of memory");
-    fprintf(f, "%s\nS ", JOURNAL_MAGIC);
-    hex_put(f, src, strlen(src));
-    fputs("\nB ", f);
-    hex_put(f, base, strlen(base));
-    fputc('\n', f);
+    struct strbuf f = {0};
+    strbuf_printf(&f, "%s\nS ", JOURNAL_MAGIC);
+    hex_put(&f, src, strlen(src));
+    strbuf_puts(&f, "\nB ");
+    hex_put(&f, base, strlen(base));
+    strbuf_puts(&f, "\n");
     for (size_t i = 0; i < p->n; i++) {
         const struct step *s = &p->v[i];
-        fprintf(f, "%c ", s->kind);
-        hex_put(f, s->path, strlen(s->path));
+        strbuf_printf(&f, "%c ", s->kind);
+        hex_put(&f, s->path, strlen(s->path));
         if (s->kind != STEP_META) {
-            fprintf(f, " %llu %llu\n", (unsigned long long)s->dev, (unsigned long long)s->ino);
+            strbuf_printf(&f, " %llu %llu\n", (unsigned long long)s->dev,
+                          (unsigned long long)s->ino);
             continue;
         }
-        fprintf(f, " %o %u %u %lld %ld %lld %ld\n", (unsigned)s->old.st_mode & 07777,
-                (unsigned)s->old.st_uid, (unsigned)s->old.st_gid, (long long)s->old.st_atim.tv_sec,
-                s->old.st_atim.tv_nsec, (long long)s->old.st_mtim.tv_sec, s->old.st_mtim.tv_nsec);
+        strbuf_printf(&f, " %o %u %u %lld %ld %lld %ld\n", (unsigned)s->old.st_mode & 07777,
+                      (unsigned)s->old.st_uid, (unsigned)s->old.st_gid,
+                      (long long)s->old.st_atim.tv_sec, (long)s->old.st_atim.tv_nsec,
+                      (long long)s->old.st_mtim.tv_sec, (long)s->old.st_mtim.tv_nsec);
         for (size_t k = 0; k < s->nxa; k++) {
-            fputs("A ", f);
-            hex_put(f, s->xa[k].key, strlen(s->xa[k].key));
-            fprintf(f, " %d ", s->xa[k].had);
-            hex_put(f, s->xa[k].value, s->xa[k].len);
-            fputc('\n', f);
+            strbuf_puts(&f, "A ");
+            hex_put(&f, s->xa[k].key, strlen(s->xa[k].key));
+            strbuf_printf(&f, " %d ", s->xa[k].had);
+            hex_put(&f, s->xa[k].value, s->xa[k].len);
+            strbuf_puts(&f, "\n");
         }
     }
-    fputs("E\n", f);
-    if (fclose(f) != 0) {
-        free(text);
+    strbuf_puts(&f, "E\n");
+    size_t len = 0;
+    char *text = strbuf_steal(&f, &len);
+    if (!text)
         return err_set(err, ENOMEM, "volume merge: out of memory");
-    }
-    /* The path is only ever the store's own: <root>/volumes/<h>/fs/... */
-    char fdpath[64];
-    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d/%s", fs_fd, journal);
-    int r = fs_write_file_atomic(fdpath, text, len, 0600, err);
+    int r = fs_write_file_atomic_at(fs_fd, journal, text, len, 0600, err);
     free(text);
     return r;
 }
@@ -336,10 +328,8 @@ static int
 journal_read(int fs_fd, const char *journal, struct plan *p, char **src, char **base,
              struct err *err)
 {
-    char fdpath[64];
-    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d/%s", fs_fd, journal);
     cleanup_free char *text = NULL;
-    int r = fs_read_file(fdpath, JOURNAL_MAX, &text, NULL, err);
+    int r = fs_read_file_at(fs_fd, journal, JOURNAL_MAX, &text, NULL, err);
     if (r < 0)
         return r;
     bool complete = false;
@@ -368,8 +358,8 @@ journal_read(int fs_fd, const char *journal, struct plan *p, char **src, char **
             struct step *s = plan_add(p, kind, a);
             if (!s)
                 return err_set(err, ENOMEM, "volume merge: out of memory");
-            s->dev = (dev_t)dev;
-            s->ino = (ino_t)ino;
+            s->dev = dev;
+            s->ino = ino;
         } else if (kind == STEP_META) {
             unsigned mode, uid, gid;
             long long as, ms;
@@ -419,7 +409,7 @@ journal_read(int fs_fd, const char *journal, struct plan *p, char **src, char **
 static int
 meta_apply(int sfd, int tfd)
 {
-    struct stat ss;
+    struct os_stat ss;
     int r = rootdir_stat(sfd, "", &ss);
     if (r < 0)
         return r;
@@ -500,10 +490,14 @@ step_undo(struct plan *p, struct step *s)
     int r = parent_open(p->src, s->path, &sname, &sdir);
     if (r == 0)
         r = parent_open(p->base, s->path, &tname, &tdir);
+    /* Where an exchange is three renames (Windows), one a crash cut
+     * short is first finished or undone. */
+    if (r == 0 && s->kind == STEP_SWAP)
+        r = rootdir_exchange_repair(sdir, sname, tdir, tname);
     /* The inode alone: an overlay gets a new st_dev each time it is
      * mounted, and every layer of a volume is on one filesystem, so its
      * inode numbers are unique and survive the remount. */
-    struct stat st;
+    struct os_stat st;
     if (r == 0 && rootdir_stat(tdir, tname, &st) == 0 && st.st_ino == s->ino)
         r = s->kind == STEP_MOVE ? rootdir_rename(tdir, tname, sdir, sname)
                                  : rootdir_exchange(tdir, tname, sdir, sname);
@@ -534,7 +528,7 @@ journal_remove(int fs_fd, const char *journal)
     int r = rootdir_remove(fs_fd, journal, false);
     if (r < 0 && r != -ENOENT)
         return r;
-    return fsync(fs_fd) < 0 ? -errno : 0;
+    return osfs_fsync(fs_fd);
 }
 
 #ifdef BERTH_TEST_HOOKS

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/os.h"
 #include "common/cleanup.h"
 #include "store/db.h"
 

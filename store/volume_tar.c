@@ -15,7 +15,7 @@
  * Nothing is ever followed through a symlink: every step is relative to
  * a directory descriptor (common/rootdir.h).
  *
- * Out: a walk of the tree with openat/fstatat (never chdir, which is
+ * Out: a walk of the tree through common/rootdir.h (never chdir, which is
  * process-wide) feeding libarchive's pax writer, with hard links found
  * by libarchive's link resolver and xattrs read from each file.
  *
@@ -25,21 +25,18 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/randid.h"
 #include "common/log.h"
+#include "common/os.h"
+#include "common/osfs.h"
 #include "common/rootdir.h"
 #include "store/unpack.h"
 #include "store/volume_merge.h"
@@ -202,11 +199,11 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
     if (ret == 0 && (ret = rootdir_mkdir(fs_fd, staging, 0700)) < 0)
         ret = err_errno(err, -ret, "create staging directory in volume %s", handle);
     made = ret == 0;
+    int sfd = -1;
+    if (ret == 0 && (sfd = rootdir_open_dir(fs_fd, staging)) < 0)
+        ret = err_errno(err, -sfd, "open the staging directory in volume %s", handle);
     if (ret == 0) {
-        char lower[64], target[sizeof(staging) + 64];
-        snprintf(lower, sizeof(lower), "/proc/self/fd/%d", tfd);
-        snprintf(target, sizeof(target), "/proc/self/fd/%d/%s", fs_fd, staging);
-        const char *lowers[] = {lower, NULL};
+        const int lowers[] = {tfd, -1};
         const char *mt = NULL;
         if (in->encoding && strcmp(in->encoding, "gzip") == 0)
             mt = "application/x-tar+gzip";
@@ -214,14 +211,15 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
             mt = "application/x-tar+zstd";
         struct unpack_input uin = {.read = in->read, .ctx = in->ctx, .media_type = mt};
         /* Only an existing target has entries to check against. */
-        struct unpack_opts opts = {.target_dir = target,
+        struct unpack_opts opts = {.target_fd = sfd,
                                    .shown_dir = shown,
-                                   .lower_dirs = have == ncomp ? lowers : NULL,
+                                   .lower_fds = have == ncomp ? lowers : NULL,
                                    .allow_device_nodes = privileged,
                                    .no_whiteouts = true,
                                    .no_digests = true};
         struct unpack_result ur = {0};
         ret = layer_unpack(&uin, &opts, &ur, err);
+        rootdir_close(sfd);
         if (ret == 0 && res) {
             res->entries = ur.entries;
             res->bytes = ur.uncompressed_size;
@@ -301,13 +299,13 @@ static void
 entry_add_xattrs(struct archive_entry *e, int fd)
 {
     char names[8192];
-    ssize_t len = flistxattr(fd, names, sizeof(names));
+    ssize_t len = rootdir_fd_list_xattrs(fd, names, sizeof(names));
     for (ssize_t off = 0; len > 0 && off < len; off += (ssize_t)strlen(names + off) + 1) {
         const char *name = names + off;
         if (strncmp(name, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) == 0)
             continue;
         char value[65536];
-        ssize_t vlen = fgetxattr(fd, name, value, sizeof(value));
+        ssize_t vlen = rootdir_fd_get_xattr(fd, name, value, sizeof(value));
         if (vlen >= 0)
             archive_entry_xattr_add_entry(e, name, value, (size_t)vlen);
     }
@@ -333,58 +331,63 @@ copy_data(struct export *x, int fd, int64_t size, const char *arcname)
     return 0;
 }
 
+/* What archive_entry_copy_stat would take from a struct stat. */
+static void
+entry_set_stat(struct archive_entry *e, const struct os_stat *st)
+{
+    archive_entry_set_mode(e, st->st_mode);
+    archive_entry_set_uid(e, st->st_uid);
+    archive_entry_set_gid(e, st->st_gid);
+    archive_entry_set_size(e, st->st_size);
+    archive_entry_set_nlink(e, (unsigned)st->st_nlink);
+    archive_entry_set_ino64(e, (la_int64_t)st->st_ino);
+    archive_entry_set_dev(e, (dev_t)st->st_dev);
+    archive_entry_set_rdev(e, (dev_t)st->st_rdev);
+    archive_entry_set_atime(e, st->st_atim.tv_sec, st->st_atim.tv_nsec);
+    archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+}
+
 /* Writes one entry: dfd/name (NULL name: dfd itself) as arcname. */
 static int
 export_entry(struct export *x, int dfd, const char *name, const char *arcname,
-             const struct stat *st)
+             const struct os_stat *st)
 {
     struct archive_entry *e = archive_entry_new();
     if (!e)
         return err_set(x->err, ENOMEM, "export: out of memory");
     archive_entry_copy_pathname(e, arcname);
-    archive_entry_copy_stat(e, st);
+    entry_set_stat(e, st);
     int fd = -1, ret = 0;
     if (S_ISLNK(st->st_mode)) {
         char target[PATH_MAX + 1];
-        ssize_t n = readlinkat(dfd, name ? name : "", target, PATH_MAX);
+        ssize_t n = rootdir_readlink(dfd, name ? name : "", target, PATH_MAX);
         if (n < 0) {
             archive_entry_free(e);
-            return err_errno(x->err, errno, "readlink %s", arcname);
+            return err_errno(x->err, (int)-n, "readlink %s", arcname);
         }
         target[n] = '\0';
         archive_entry_copy_symlink(e, target);
         archive_entry_set_size(e, 0);
     } else if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
         /* The tree may be written by a container meanwhile: what is
-         * opened must still be what was listed, and a FIFO or device node
-         * swapped in for a file is never opened (common/rootdir.h). A
-         * directory is opened O_DIRECTORY, which refuses anything else
-         * before any open runs. */
-        if (!name) {
-            fd = dup(dfd);
-        } else if (S_ISDIR(st->st_mode)) {
-            fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        } else {
-            int pfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-            fd = pfd < 0 ? -errno : rootdir_fd_reopen_regular(pfd, st);
-            if (pfd >= 0)
-                close(pfd);
-            if (fd == -EINVAL || fd == -ESTALE) {
-                archive_entry_free(e);
-                return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read",
-                               arcname);
-            }
-            if (fd < 0)
-                errno = -fd;
+         * opened must still be what was listed (checked below), and a FIFO
+         * or device node swapped in for a file is never opened
+         * (rootdir_open_file refuses it with EINVAL before any open runs). */
+        fd = name ? (S_ISDIR(st->st_mode) ? rootdir_open_dir(dfd, name)
+                                          : rootdir_open_file(dfd, name))
+                  : rootdir_dup(dfd);
+        if (fd == -EINVAL || fd == -ENOTDIR || fd == -ELOOP) {
+            archive_entry_free(e);
+            return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read", arcname);
         }
         if (fd < 0) {
             archive_entry_free(e);
-            return err_errno(x->err, errno, "open %s", arcname);
+            return err_errno(x->err, -fd, "open %s", arcname);
         }
-        struct stat now;
-        if (fstat(fd, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino ||
-            (now.st_mode & S_IFMT) != (st->st_mode & S_IFMT)) {
-            close(fd);
+        struct os_stat now;
+        if (rootdir_stat(fd, "", &now) < 0 || now.st_dev != st->st_dev ||
+            now.st_ino != st->st_ino || (now.st_mode & S_IFMT) != (st->st_mode & S_IFMT)) {
+            rootdir_close(fd);
             archive_entry_free(e);
             return err_set(x->err, ERR_CONFLICT, "export %s: changed while being read", arcname);
         }
@@ -403,8 +406,7 @@ export_entry(struct export *x, int dfd, const char *name, const char *arcname,
     }
     if (spare)
         archive_entry_free(spare);
-    if (fd >= 0)
-        close(fd);
+    rootdir_close(fd);
     return ret;
 }
 
@@ -413,43 +415,38 @@ export_tree(struct export *x, int dfd, const char *prefix, int depth)
 {
     if (depth > MAX_DEPTH)
         return err_set(x->err, ELOOP, "export: tree deeper than %d levels", MAX_DEPTH);
-    int rfd = dup(dfd);
-    DIR *d = rfd >= 0 ? fdopendir(rfd) : NULL;
-    if (!d) {
-        if (rfd >= 0)
-            close(rfd);
-        return err_errno(x->err, errno, "read directory %s", prefix);
-    }
+    struct osfs_dir *d = NULL;
+    int r = osfs_dir_open_at(dfd, &d);
+    if (r < 0)
+        return err_errno(x->err, -r, "read directory %s", prefix);
     int ret = 0;
-    struct dirent *ent;
-    while (ret == 0 && (ent = readdir(d))) {
-        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-            continue;
+    const char *name;
+    while (ret == 0 && (name = osfs_dir_next(d, NULL))) {
         cleanup_free char *arc = NULL;
-        if (asprintf(&arc, "%s/%s", prefix, ent->d_name) < 0) {
+        if (asprintf(&arc, "%s/%s", prefix, name) < 0) {
             arc = NULL;
             ret = err_set(x->err, ENOMEM, "export: out of memory");
             break;
         }
-        struct stat st;
-        if (fstatat(dfd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
+        struct os_stat st;
+        if ((r = rootdir_stat(dfd, name, &st)) < 0) {
+            if (r == -ENOENT)
                 continue; /* removed while we walk */
-            ret = err_errno(x->err, errno, "stat %s", arc);
+            ret = err_errno(x->err, -r, "stat %s", arc);
             break;
         }
-        ret = export_entry(x, dfd, ent->d_name, arc, &st);
+        ret = export_entry(x, dfd, name, arc, &st);
         if (ret == 0 && S_ISDIR(st.st_mode)) {
-            int sub = openat(dfd, ent->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sub = rootdir_open_dir(dfd, name);
             if (sub < 0) {
-                ret = err_errno(x->err, errno, "open %s", arc);
+                ret = err_errno(x->err, -sub, "open %s", arc);
                 break;
             }
             ret = export_tree(x, sub, arc, depth + 1);
-            close(sub);
+            rootdir_close(sub);
         }
     }
-    closedir(d);
+    osfs_dir_close(d);
     return ret;
 }
 
@@ -471,20 +468,19 @@ volume_tar_export(struct volume_store *vs, const char *handle, const char *path,
     ret = volume_open_dir(vs, handle, base ? dir : "", &dfd, err);
     if (ret < 0)
         return ret;
-    struct stat st;
-    if (fstatat(dfd, base ? base : "", &st, AT_SYMLINK_NOFOLLOW | (base ? 0 : AT_EMPTY_PATH)) < 0) {
-        int e = errno;
-        close(dfd);
-        return e == ENOENT ? err_set(err, ENOENT, "volume %s: path %s: not found", handle, path)
-                           : err_errno(err, e, "volume %s: stat %s", handle, path);
+    struct os_stat st;
+    int r = rootdir_stat(dfd, base ? base : "", &st);
+    if (r < 0) {
+        rootdir_close(dfd);
+        return r == -ENOENT ? err_set(err, ENOENT, "volume %s: path %s: not found", handle, path)
+                            : err_errno(err, -r, "volume %s: stat %s", handle, path);
     }
     int tfd = -1;
     if (S_ISDIR(st.st_mode)) {
-        tfd = base ? openat(dfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : dup(dfd);
+        tfd = base ? rootdir_open_dir(dfd, base) : rootdir_dup(dfd);
         if (tfd < 0) {
-            int e = errno;
-            close(dfd);
-            return err_errno(err, e, "volume %s: open %s", handle, path);
+            rootdir_close(dfd);
+            return err_errno(err, -tfd, "volume %s: open %s", handle, path);
         }
     }
 
@@ -528,8 +524,7 @@ done:
     if (x.lr)
         archive_entry_linkresolver_free(x.lr);
     free(x.buf);
-    if (tfd >= 0)
-        close(tfd);
-    close(dfd);
+    rootdir_close(tfd);
+    rootdir_close(dfd);
     return ret;
 }

@@ -296,7 +296,7 @@ spec_text(const struct rt_proc_spec *spec, size_t *len)
         ret = spec_line(&buf, len, &cap, "group", num);
     }
     if (ret == 0)
-        ret = spec_line(&buf, len, &cap, "stdin", spec->stdin ? "1" : "0");
+        ret = spec_line(&buf, len, &cap, "stdin", spec->has_stdin ? "1" : "0");
     char limit[24];
     snprintf(limit, sizeof(limit), "%llu", (unsigned long long)spec->max_output_bytes);
     if (ret == 0 && spec->max_output_bytes)
@@ -387,7 +387,7 @@ rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeou
         ret = err_errno(err, errno, "open process %s", spec->id);
         goto discard;
     }
-    if (spec->stdin && mkfifoat(dfd, "stdin", 0600) < 0) {
+    if (spec->has_stdin && mkfifoat(dfd, "stdin", 0600) < 0) {
         ret = err_errno(err, errno, "mkfifo stdin of %s", spec->id);
         goto discard;
     }
@@ -439,6 +439,8 @@ rt_proc_settle(const char *state_dir, const char *id, const char *why, struct er
     cleanup_close int dfd = open_proc_dir(state_dir, id, err);
     if (dfd < 0)
         return dfd;
+    /* Removals rename a directory away first (rt_proc_remove, the
+     * container's delete), so one found here is not on its way out. */
     if (faccessat(dfd, "pid", F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
         faccessat(dfd, "exit", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
         return 0;
@@ -568,9 +570,21 @@ rt_proc_remove(const char *state_dir, const char *id, struct err *err)
     cleanup_close int pfd = openat(sfd, "procs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (pfd < 0)
         return err_errno(err, errno, "open %s/procs", state_dir);
-    /* Through the fd's magic link, so a symlink planted as procs/ cannot redirect the removal. */
-    char path[128];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, id);
+    /*
+     * Renamed away first (ids never start with a dot): a status read racing
+     * the removal then finds no directory, instead of a half-removed one
+     * that it would settle as a cut spawn, writing an exit record back into
+     * it. Removed through the fd's magic link, so a symlink planted as
+     * procs/ cannot redirect the removal.
+     */
+    char trash[80], path[128];
+    snprintf(trash, sizeof(trash), ".removing-%s", id);
+    snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", pfd, trash);
+    ret = fs_remove_tree(path, err); /* one a crash left */
+    if (ret < 0)
+        return ret;
+    if (renameat(pfd, id, pfd, trash) < 0)
+        return err_errno(err, errno, "remove process %s", id);
     return fs_remove_tree(path, err);
 }
 

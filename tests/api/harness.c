@@ -57,6 +57,13 @@ harness_berthd_path(void)
     return p && *p ? p : BERTHD_PATH;
 }
 
+const char *
+harness_wine(void)
+{
+    const char *w = getenv("BERTH_TEST_WINE");
+    return w && *w ? w : NULL;
+}
+
 /* The pid of the process running the suite: temporary directories carry
  * it, so the runner can remove what a failed test (whose process Check
  * ends with _exit, skipping atexit) left behind. */
@@ -247,6 +254,8 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
 
     const char *argv[HARNESS_MAX_ARGS + 8];
     int argc = 0;
+    if (harness_wine())
+        argv[argc++] = harness_wine();
     argv[argc++] = harness_berthd_path();
     if (!opts->no_listen_flag) {
         argv[argc++] = "--listen";
@@ -314,7 +323,7 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
     if (opts->no_wait)
         return;
 
-    double deadline = now_ms() + (is_sanitized() ? 30000 : 10000);
+    double deadline = now_ms() + (harness_wine() ? 60000 : is_sanitized() ? 30000 : 10000);
     while (now_ms() < deadline) {
         b->port = port_from_log(b);
         if (b->port)
@@ -336,7 +345,7 @@ berthd_term(struct berthd *b, int timeout_ms)
 {
     if (b->pid <= 0)
         return b->wait_status;
-    kill(b->pid, SIGTERM);
+    kill(b->pid, harness_wine() ? SIGINT : SIGTERM);
     double deadline = now_ms() + timeout_ms;
     while (now_ms() < deadline) {
         if (reap(b, WNOHANG))
@@ -791,8 +800,10 @@ berthd_run(const char *const *args, const char *const *env, int timeout_ms, char
     int ofd = open(opath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int efd = open(epath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ck_assert(ofd >= 0 && efd >= 0);
-    const char *argv[HARNESS_MAX_ARGS + 4];
+    const char *argv[HARNESS_MAX_ARGS + 5];
     int argc = 0;
+    if (harness_wine())
+        argv[argc++] = harness_wine();
     argv[argc++] = harness_berthd_path();
     bool net_flag = false;
     for (int i = 0; args && args[i] && argc < HARNESS_MAX_ARGS; i++) {

@@ -12,6 +12,13 @@
  * same suites against a build with -DBERTH_BENCH_ROUTES=ON). A sanitized
  * berthd's reports go to its log; berthd_finish() fails the test when
  * there is one, or when the daemon does not exit 0 on SIGTERM.
+ *
+ * With $BERTH_TEST_WINE set (the path of Wine's loader, wine64), the
+ * binary is berthd.exe and runs under it: the stop is SIGINT, which Wine
+ * turns into the Ctrl-C that Windows programs stop on (SIGTERM would end
+ * Wine's process without it), and start-ups get 60 s (Wine's first start
+ * in a prefix boots its services). Linux paths stay as they are: Wine's
+ * drive Z: is the Linux root, and berthd.exe makes "/tmp/x" "Z:/tmp/x".
  */
 #ifndef BERTH_TESTS_API_HARNESS_H
 #define BERTH_TESTS_API_HARNESS_H
@@ -53,6 +60,9 @@ struct berthd_opts {
 
 /* The berthd binary the suites run. */
 const char *harness_berthd_path(void);
+
+/* Wine's loader when the suites run berthd.exe under Wine, else NULL. */
+const char *harness_wine(void);
 
 /* A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); aborts on failure. */
 void harness_mkdtemp(char *out, size_t len);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/os.h"
 #include "daemon/job.h"
 
 struct probe {
@@ -218,7 +219,7 @@ END_TEST
 int
 main(void)
 {
-    setenv("UV_THREADPOOL_SIZE", "4", 1);
+    os_setenv("UV_THREADPOOL_SIZE", "4");
     Suite *s = suite_create("job");
     TCase *tc = tcase_create("job");
     tcase_set_timeout(tc, 30);

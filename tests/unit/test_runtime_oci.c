@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -150,7 +151,7 @@ spawn_in(const char *dir, const char *id, char *const argv[], bool want_stdin, u
         .id = id,
         .path = argv[0],
         .argv = argv,
-        .stdin = want_stdin,
+        .has_stdin = want_stdin,
         .uid = uid,
         .gid = gid,
     };
@@ -591,6 +592,64 @@ START_TEST(container_joins_the_given_network_namespace_with_its_etc_files)
 END_TEST
 
 /*
+ * A daemon killed after making a spawn's directory and before its spec
+ * was written (found by the crash campaign after the spec was briefly
+ * required: "p107: still running after the timeout") left a process that
+ * nothing will start: it reads as not started too.
+ */
+START_TEST(a_spawn_cut_before_its_spec_reads_as_not_started)
+{
+    char *state = state_of(shared_dir);
+    ck_assert_int_eq(tu_sh("mkdir %s/procs/nospec", state), 0);
+    struct rt_proc_status st;
+    struct err err = {0};
+    ck_assert_msg(drv->proc_status(ctx, "", shared_dir, "nospec", &st, &err) == 0, "%s", err.msg);
+    ck_assert_msg(st.exited && !st.started, "a spawn without its spec reads as running");
+    ck_assert_int_eq(st.exit_code, 127);
+    free(state);
+}
+END_TEST
+
+/*
+ * Removing an exited process's record while its status is read over and
+ * over: the removal renames the directory away first, so no read settles
+ * it half-removed and writes into it ("Directory not empty").
+ */
+static void *
+status_hammer(void *arg)
+{
+    volatile bool *stop = arg;
+    while (!*stop) {
+        struct rt_proc_status st;
+        struct err err = {0};
+        drv->proc_status(ctx, "", shared_dir, "removed", &st, &err);
+    }
+    return NULL;
+}
+
+START_TEST(a_process_record_removed_while_its_status_is_read_goes_whole)
+{
+    volatile bool stop = false;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, status_hammer, (void *)&stop), 0);
+    for (int i = 0; i < 30; i++) {
+        char *argv[] = {"sh", "-c", "echo out; echo err >&2", NULL};
+        spawn_in(shared_dir, "removed", argv, false, 0, 0);
+        ck_assert_int_eq(wait_exit(shared_dir, "removed").exit_code, 0);
+        struct err err = {0};
+        int rc = drv->proc_remove(ctx, "", shared_dir, "removed", &err);
+        if (rc < 0) {
+            stop = true;
+            pthread_join(t, NULL);
+            ck_abort_msg("round %d: %s", i, err.msg);
+        }
+    }
+    stop = true;
+    pthread_join(t, NULL);
+}
+END_TEST
+
+/*
  * A daemon killed between writing a spawn's spec and sending "spawn" to
  * the init (found by the crash campaign) left a process directory that
  * nothing will ever start: it must read as never started (exit 127 with
@@ -928,6 +987,8 @@ main(void)
     tcase_add_test(tc, delete_leaves_no_runtime_state_or_cgroup);
     tcase_add_test(tc, create_reports_the_runtime_error);
     tcase_add_test(tc, a_spawn_cut_before_its_command_reads_as_not_started);
+    tcase_add_test(tc, a_spawn_cut_before_its_spec_reads_as_not_started);
+    tcase_add_test(tc, a_process_record_removed_while_its_status_is_read_goes_whole);
     tcase_add_test(tc, statuses_read_during_a_spawn_do_not_settle_it);
     tcase_add_test(tc, open_waits_for_runtime_calls_a_killed_daemon_left_on_its_root);
     tcase_add_test(tc, a_status_never_shows_an_exit_without_the_start_before_it);

@@ -339,8 +339,16 @@ START_TEST(blob_store_clean_tmp_removes_leftovers)
     struct err err = {0};
     char path[1024];
     char *staging = NULL;
+#ifdef _WIN32
+    /* Windows keeps the name of an open file until it is closed, and a
+     * crash closes it: the writer's leftover is a closed file here. */
+    struct blob_writer *w = NULL;
+    snprintf(path, sizeof(path), "%s/tmp/blob-leftover", root);
+    tu_write(path, "abc", 3);
+#else
     struct blob_writer *w = blob_writer_new(bs, NULL, NULL, -1, -1, &err);
     ck_assert_int_eq(blob_writer_write(w, "abc", 3, &err), 0);
+#endif
     ck_assert_int_eq(blob_staging_dir_new(bs, &staging, &err), 0);
     snprintf(path, sizeof(path), "%s/sub/file", staging);
     tu_write(path, "x", 1);
