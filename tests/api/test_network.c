@@ -846,6 +846,8 @@ START_TEST(network_eight_containers_created_at_once_all_get_addresses)
     enum { N = 8 };
     struct bg_req bg[N];
     char bodies[N][PATH_MAX + 256];
+    /* The requests' threads read these after the loop: not a compound literal of its body. */
+    static const char *json_headers[] = {"Content-Type: application/json", NULL};
     for (int i = 0; i < N; i++) {
         char h[16];
         snprintf(h, sizeof(h), "many-%d", i);
@@ -856,7 +858,7 @@ START_TEST(network_eight_containers_created_at_once_all_get_addresses)
                  &(struct hreq){.method = "POST",
                                 .path = "/v1/containers",
                                 .body = bodies[i],
-                                .headers = (const char *[]){"Content-Type: application/json", NULL},
+                                .headers = json_headers,
                                 .timeout_ms = 60000});
     }
     char ips[N][32];
@@ -916,8 +918,11 @@ START_TEST(network_operators_cni_config_attaches_forwards_and_guards_the_api)
     wait_network_usable(&b);
     struct hresp r;
     create_net(&b, "ops", "{\"ports\":[{\"container\":8080}]}", &r);
-    const char *ip = json_object_get_string(json_at(r.json, "network.ip"));
-    ck_assert_msg(ip && strncmp(ip, n.net3, strlen(n.net3)) == 0, "%s not in %s", r.body, n.pool);
+    char ip[32];
+    const char *got_ip = json_object_get_string(json_at(r.json, "network.ip"));
+    ck_assert_msg(got_ip && strncmp(got_ip, n.net3, strlen(n.net3)) == 0, "%s not in %s", r.body,
+                  n.pool);
+    snprintf(ip, sizeof(ip), "%s", got_ip); /* used after r is freed */
     ck_assert_str_eq(json_object_get_string(json_at(r.json, "network.gateway")), n.gw);
     int host = json_object_get_int(
         json_at(json_object_array_get_idx(json_at(r.json, "network.ports"), 0), "host"));
