@@ -18,6 +18,7 @@
 #include "common/pctdecode.h"
 #include "common/strv.h"
 #include "daemon/daemon.h"
+#include "daemon/net.h"
 #include "daemon/svc_containers.h"
 #include "jsonutil/jsonutil.h"
 
@@ -67,6 +68,31 @@ strv_json(char *const *v)
     for (size_t i = 0; v && v[i]; i++)
         json_object_array_add(a, json_object_new_string(v[i]));
     return a;
+}
+
+json_object *
+api_network_to_json(const struct net_attachment *a)
+{
+    json_object *o = json_object_new_object();
+    if (a->disabled) {
+        json_object_object_add(o, "disabled", json_object_new_boolean(true));
+        json_object_object_add(o, "ports", json_object_new_array());
+        return o;
+    }
+    json_object_object_add(o, "ip", json_object_new_string(a->ip));
+    json_object_object_add(o, "prefix", json_object_new_int((int)a->prefix));
+    json_object_object_add(o, "gateway", json_object_new_string(a->gateway));
+    json_object *ports = json_object_new_array();
+    for (size_t i = 0; i < a->nports; i++) {
+        json_object *p = json_object_new_object();
+        json_object_object_add(p, "host", json_object_new_int(a->ports[i].host));
+        json_object_object_add(p, "container", json_object_new_int(a->ports[i].container));
+        json_object_object_add(p, "protocol",
+                               json_object_new_string(net_proto_name(a->ports[i].proto)));
+        json_object_array_add(ports, p);
+    }
+    json_object_object_add(o, "ports", ports);
+    return o;
 }
 
 json_object *
@@ -120,6 +146,9 @@ api_container_to_json(const struct container *c, const struct ctr_usage *usage)
         json_object_object_add(u, "cpu_ns", json_object_new_int64((int64_t)usage->cpu_ns));
         json_object_object_add(o, "usage", u);
     }
+    const struct net_attachment *net = container_network(c);
+    if (net)
+        json_object_object_add(o, "network", api_network_to_json(net));
     json_object *procs = json_object_new_array();
     for (const struct ctr_proc *pr = c->procs; pr; pr = pr->next)
         json_object_array_add(procs, api_proc_to_json(pr));
@@ -231,6 +260,54 @@ parse_properties(json_object *o, struct ctr_params *p, struct err *err)
     return 0;
 }
 
+/* {"disabled": bool, "ports": [{"host", "container", "protocol"}]}; ranges are checked here. */
+static int
+parse_network(json_object *o, struct ctr_params *p, struct err *err)
+{
+    static const char *const fields[] = {"disabled", "ports", NULL};
+    static const char *const port_fields[] = {"host", "container", "protocol", NULL};
+    json_object *ports = NULL;
+    if (jsonutil_check_fields(o, "network", fields, err) < 0 ||
+        jsonutil_get_bool(o, "network", "disabled", false, &p->net_disabled, err) < 0 ||
+        jsonutil_get_array(o, "network", "ports", false, &ports, err) < 0)
+        return -EINVAL;
+    size_t n = ports ? json_object_array_length(ports) : 0;
+    if (n > CTR_PORTS_MAX)
+        return err_set(err, EINVAL, "field \"network.ports\": more than %d entries", CTR_PORTS_MAX);
+    p->ports = n ? calloc(n, sizeof(*p->ports)) : NULL;
+    if (n && !p->ports)
+        return err_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char where[JSONUTIL_FIELD_MAX];
+        jsonutil_field_index(where, "network.ports", i);
+        json_object *pt = json_object_array_get_idx(ports, i);
+        int64_t host = 0, ctr = 0;
+        const char *proto = NULL;
+        if (!json_object_is_type(pt, json_type_object))
+            return err_set(err, EINVAL, "field \"%s\": expected an object", where);
+        if (jsonutil_check_fields(pt, where, port_fields, err) < 0 ||
+            jsonutil_get_int64(pt, where, "host", false, &host, err) < 0 ||
+            jsonutil_get_int64(pt, where, "container", true, &ctr, err) < 0 ||
+            jsonutil_get_string(pt, where, "protocol", false, &proto, err) < 0)
+            return -EINVAL;
+        if (host < 0 || host > 65535)
+            return err_set(err, EINVAL,
+                           "field \"%s.host\": %lld is out of range 0..65535 (0: pick a free one)",
+                           where, (long long)host);
+        if (ctr < 1 || ctr > 65535)
+            return err_set(err, EINVAL, "field \"%s.container\": %lld is out of range 1..65535",
+                           where, (long long)ctr);
+        if (proto && strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0)
+            return err_set(err, EINVAL, "field \"%s.protocol\": %.32s is not tcp or udp", where,
+                           proto);
+        p->ports[i] = (struct ctr_port){.host = (uint16_t)host,
+                                        .container = (uint16_t)ctr,
+                                        .udp = proto && strcmp(proto, "udp") == 0};
+        p->nports = i + 1;
+    }
+    return 0;
+}
+
 /* "raw:///percent-encoded/dir" to the host directory; NULL if malformed. */
 static char *
 raw_rootfs_decode(const char *uri)
@@ -245,10 +322,11 @@ int
 api_body_container_create(const char *text, size_t len, struct ctr_params **out,
                           char **isolation_out, struct err *err)
 {
-    static const char *const fields[] = {"handle",       "image",       "rootfs", "limits",
-                                         "env",          "working_dir", "mounts", "properties",
-                                         "grace_time_s", "isolation",   NULL};
-    json_object *body = NULL, *limits = NULL, *env = NULL, *mounts = NULL, *props = NULL;
+    static const char *const fields[] = {"handle",       "image",       "rootfs",  "limits",
+                                         "env",          "working_dir", "mounts",  "properties",
+                                         "grace_time_s", "isolation",   "network", NULL};
+    json_object *body = NULL, *limits = NULL, *env = NULL, *mounts = NULL, *props = NULL,
+                *network = NULL;
     const char *handle = NULL, *image = NULL, *rootfs = NULL, *wd = NULL, *isolation = NULL;
     int64_t grace = CTR_GRACE_DEFAULT_S;
     *isolation_out = NULL;
@@ -267,7 +345,8 @@ api_body_container_create(const char *text, size_t len, struct ctr_params **out,
         jsonutil_get_array(body, "", "mounts", false, &mounts, err) < 0 ||
         jsonutil_get_object(body, "", "properties", false, &props, err) < 0 ||
         jsonutil_get_int64(body, "", "grace_time_s", false, &grace, err) < 0 ||
-        jsonutil_get_string(body, "", "isolation", false, &isolation, err) < 0)
+        jsonutil_get_string(body, "", "isolation", false, &isolation, err) < 0 ||
+        jsonutil_get_object(body, "", "network", false, &network, err) < 0)
         rc = -EINVAL;
     if (rc == 0 && handle && (strlen(handle) > CTR_HANDLE_MAX || !*handle))
         rc = err_set(err, EINVAL,
@@ -287,6 +366,8 @@ api_body_container_create(const char *text, size_t len, struct ctr_params **out,
         rc = parse_mounts(mounts, p, err);
     if (rc == 0 && props)
         rc = parse_properties(props, p, err);
+    if (rc == 0 && network)
+        rc = parse_network(network, p, err);
     if (rc == 0) {
         snprintf(p->handle, sizeof(p->handle), "%s", handle ? handle : "");
         p->image_ref = image ? strdup(image) : NULL;

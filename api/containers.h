@@ -18,6 +18,10 @@ json_object *api_json_time_ms(int64_t ms);
 json_object *api_json_time_s(int64_t s);
 
 json_object *api_proc_to_json(const struct ctr_proc *pr);
+struct net_attachment;
+/* {"ip", "prefix", "gateway", "ports": [{"host", "container", "protocol"}]}, or
+ * {"disabled": true, "ports": []} for a loopback-only container. */
+json_object *api_network_to_json(const struct net_attachment *a);
 /* usage NULL leaves it out. */
 json_object *api_container_to_json(const struct container *c, const struct ctr_usage *usage);
 

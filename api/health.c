@@ -7,6 +7,7 @@
  */
 #include "api/handlers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "api/api.h"
@@ -31,6 +32,17 @@ health_get(struct api_req *req)
         json_object_array_add(reasons, json_object_new_string(daemon_storage_problem(d)));
     if (!snap.runtime_usable)
         json_object_array_add(reasons, json_object_new_string(snap.runtime_error));
+    /* The network: off (--network none) is no fault; until the start-up
+     * reconciliation has set it up and the probe has run, it is not usable
+     * yet but not broken either (creates wait for the setup). */
+    bool net_off = d->cfg->network_disabled;
+    bool net_probed = d->net_reconciled && snap.network_probed;
+    bool net_usable = net_off || (net_probed && snap.network_usable);
+    if (!net_off && net_probed && !snap.network_usable) {
+        char why[ERR_MSG_MAX + 16];
+        snprintf(why, sizeof(why), "network: %s", snap.network_error);
+        json_object_array_add(reasons, json_object_new_string(why));
+    }
     if (d->shutting_down)
         json_object_array_add(reasons, json_object_new_string("the daemon is shutting down"));
     bool ok = json_object_array_length(reasons) == 0;
@@ -69,6 +81,17 @@ health_get(struct api_req *req)
         json_object_object_add(rt, "isolations", isos);
     }
     json_object_object_add(body, "runtime", rt);
+
+    json_object *net = json_object_new_object();
+    json_object_object_add(net, "usable", json_object_new_boolean(net_usable));
+    if (net_off)
+        json_object_object_add(net, "disabled", json_object_new_boolean(true));
+    else if (!net_probed)
+        json_object_object_add(net, "reason",
+                               json_object_new_string("the network is being set up (start-up)"));
+    else if (!net_usable)
+        json_object_object_add(net, "reason", json_object_new_string(snap.network_error));
+    json_object_object_add(body, "network", net);
 
     json_object *store = json_object_new_object();
     json_object_object_add(store, "root", json_object_new_string(d->cfg->root));

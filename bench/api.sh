@@ -44,7 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --runtime host \
+"$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --runtime host --network none \
     --log-level warn --pool-threads "$((njobs + 2))" 2>"$tmp/log" &
 pid=$!
 port=
@@ -177,7 +177,7 @@ PY
 # Starts a berthd with the given extra flags; sets dport and dpid.
 start_berthd() {
     local log=$tmp/log.$#.$RANDOM
-    "$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root.$RANDOM" --runtime host \
+    "$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root.$RANDOM" --runtime host --network none \
         --log-level info "$@" 2>"$log" &
     dpid=$!
     pids+=("$dpid")

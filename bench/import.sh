@@ -114,7 +114,7 @@ echo "floor: sha256sum ${floor_hash} s + tar -xzf ${floor_tar} s = ${floor} s"
 
 # ---- berth ------------------------------------------------------------------------
 start_berthd() {  # $1: root; sets bpid, url
-    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host 2>"$1.log" &
+    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host --network none 2>"$1.log" &
     bpid=$!
     pids+=("$bpid")
     local port=

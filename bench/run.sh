@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Container benchmark: on a stored busybox image, create + run `true` +
-# wait + delete through the API, against `runc run` of an equivalent
-# bundle in the same run (the floor) and `podman run --rm` and
-# `ctr run --rm` as peers (installed with apt-get only when missing, and
-# skipped when they cannot be installed or started). Then 50 idle
-# containers (each running `sleep`): the daemon's RSS growth per
-# container and any helper process per container outside the containers.
+# wait + delete through the API, with a network (CNI bridge + host-local
+# on a bridge of the bench's own) and with "network": {"disabled": true},
+# against `runc run` of an equivalent bundle in the same run (the floor)
+# and `podman run --rm` and `ctr run --rm` as peers (installed with
+# apt-get only when missing, and skipped when they cannot be installed or
+# started). Then where the network's time goes (the create's phases from
+# berthd's debug log, and the bridge plugin's ADD and DEL alone, in a
+# namespace of their own, wall and CPU time), 8 containers created at
+# once (each must get an address), and 50 idle containers (each running
+# `sleep`): the daemon's RSS growth per container and any helper process
+# per container outside the containers.
 #
 # Builds berthd (Release) into build-bench-run, starts it on a free port
-# with a temporary root, and stops only what it started (by PID and by
-# the handles and IDs it created).
+# with a temporary root and a network of its own (a bridge name and a /24
+# no route covers, locked as the network test suites lock theirs; a guard
+# counts any packet from the pool that would leave the machine: the
+# containers only run `true` and `sleep`), and stops and removes only
+# what it started (by PID, by the handles and IDs it created, by the
+# bridge's name).
 #
 #   bench/run.sh                  # 30 rounds of each, 50 idle containers
 #   ROUNDS=50 IDLE=50 PEERS=0 bench/run.sh
@@ -44,6 +53,9 @@ pid= cpid=
 fid=floor-$$
 fcg=berth-bench-floor-$$
 handles=()
+netname=bb$(printf %04x $(($$ & 0xffff)))
+pool=
+guard=BBG-$netname
 cleanup() {
     set +e
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -70,9 +82,41 @@ cleanup() {
         podman "${podman_opts[@]}" rmi -af >/dev/null 2>&1
         umount -R "$tmp/podman" >/dev/null 2>&1
     fi
+    for m in $(grep -o " $tmp/root/network/netns/[^ ]*" /proc/self/mountinfo); do umount -l "$m"; done
+    if [ -n "$pool" ]; then
+        for t in filter nat; do
+            for c in $(iptables-save -t $t 2>/dev/null | grep -E "^:BERTH-[A-Z]+-$netname " | cut -d' ' -f1 | tr -d :); do
+                iptables-save -t $t | grep -- "-j $c\$" | sed 's/^-A /-D /' |
+                    while read -r l; do eval iptables -w -t $t "$l"; done
+                iptables -w -t $t -F "$c"
+                iptables -w -t $t -X "$c"
+            done
+        done
+        ip link del "$netname" >/dev/null 2>&1
+        iptables -w -t mangle -D FORWARD -s "$pool" -j "$guard" 2>/dev/null
+        iptables -w -t mangle -F "$guard" 2>/dev/null
+        iptables -w -t mangle -X "$guard" 2>/dev/null
+    fi
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+# ---- a network of the bench's own ----------------------------------------------
+for o in $(seq 200 250); do
+    # No route but the default one may cover it, and no test suite may hold it.
+    [ -z "$(ip -4 route show match "10.$o.250.0/24" | grep -v '^default')" ] || continue
+    exec {lockfd}>"/tmp/berth-nt-octet-$o.lock"
+    if flock -n "$lockfd"; then
+        pool=10.$o.250.0/24
+        break
+    fi
+    exec {lockfd}>&-
+done
+[ -n "$pool" ] || { echo "no free 10.x.250.0/24 for the bench's network"; exit 1; }
+iptables -w -t mangle -N "$guard"
+iptables -w -t mangle -A "$guard" -o "$netname" -j RETURN
+iptables -w -t mangle -A "$guard" -j DROP
+iptables -w -t mangle -I FORWARD 1 -s "$pool" -j "$guard"
 
 ms() { date +%s%N; }
 # Median and mean of the numbers on stdin (milliseconds, 2 decimals).
@@ -89,7 +133,8 @@ echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
     umoci repack --image layout:latest ub >/dev/null && rm -rf ub)
 
 # ---- berthd -------------------------------------------------------------------
-"$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --log-level info 2>"$tmp/log" &
+"$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --log-level debug \
+    --network-name "$netname" --network-pool "$pool" --dns 192.0.2.53 2>"$tmp/log" &
 pid=$!
 port=
 for _ in $(seq 100); do
@@ -101,17 +146,24 @@ done
 url=http://127.0.0.1:$port
 curl -sf -XPOST "$url/v1/images?name=busybox" -H 'Content-Type: application/json' \
     -d "{\"source\":{\"layout\":\"$tmp/layout\"}}" >/dev/null
+for _ in $(seq 300); do
+    curl -s "$url/v1/health" | grep -q '"network":{"usable":true' && break
+    sleep 0.1
+done
 echo "berthd $("$build/berthd" --version | cut -d' ' -f2) on $url; $(runc --version | head -1);" \
-    "$(nproc) cores; $(uname -r); $(date -u +%F)"
+    "$(nproc) cores; $(uname -r); $(date -u '+%F %H:%M'); load $(cut -d' ' -f1-3 /proc/loadavg);" \
+    "network $netname $pool; CNI plugins $(dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null)"
 
 # One round through the API on one keep-alive connection (curl --next):
-# the sum of the four requests' times as curl measured them, in ms.
+# the sum of the four requests' times as curl measured them, then each
+# of them (create, start, wait, delete), in ms. $2: more fields of the
+# create ("network":{...},) or nothing.
 api_round() {
     local h=$1
     handles+=("$h")
     curl -s -o /dev/null -w '%{http_code} %{time_total}\n' \
         -XPOST "$url/v1/containers" -H 'Content-Type: application/json' \
-        -d "{\"handle\":\"$h\",\"image\":\"busybox\"}" --next \
+        -d "{${2:-}\"handle\":\"$h\",\"image\":\"busybox\"}" --next \
         -o /dev/null -w '%{http_code} %{time_total}\n' \
         -XPOST "$url/v1/containers/$h/processes" -H 'Content-Type: application/json' \
         -d '{"id":"task","path":"true"}' --next \
@@ -125,7 +177,7 @@ api_round() {
         tail -5 "$tmp/log" >&2
         exit 1
     fi
-    awk '{s+=$2} END {printf "%.2f\n", s*1000}' "$tmp/round.$h"
+    awk '{s+=$2; t[NR]=$2*1000} END {printf "%.2f %.2f %.2f %.2f %.2f\n", s*1000, t[1], t[2], t[3], t[4]}' "$tmp/round.$h"
     rm -f "$tmp/round.$h"
 }
 
@@ -141,7 +193,11 @@ python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["process"]["args"] = ["/bin/true"]
-c["mounts"] = [m for m in c["mounts"] if m["destination"] not in ("/.berth-init", "/.berth")]
+# Neither berth's init nor its network: the floor is runc making a namespace with lo.
+c["mounts"] = [m for m in c["mounts"] if m["destination"] not in
+               ("/.berth-init", "/.berth", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")]
+for ns in c["linux"]["namespaces"]:
+    ns.pop("path", None)
 c["root"]["path"] = sys.argv[3]
 c["linux"]["cgroupsPath"] = sys.argv[4] + "/floor"
 json.dump(c, open(sys.argv[2], "w"))
@@ -161,32 +217,162 @@ floor_round() {
 
 # warm-up
 api_round warm0 >/dev/null
+api_round warm1 '"network":{"disabled":true},' >/dev/null
 floor_round "$tmp/bundle" >/dev/null
 
 : >"$tmp/api.txt"
+: >"$tmp/off.txt"
+: >"$tmp/port.txt"
 : >"$tmp/floor.txt"
 : >"$tmp/bare.txt"
+# Interleaved, so that the machine's load falls on each alike.
 for i in $(seq "$rounds"); do
     api_round "r$i" >>"$tmp/api.txt"
+    api_round "d$i" '"network":{"disabled":true},' >>"$tmp/off.txt"
+    api_round "p$i" '"network":{"ports":[{"container":80}]},' >>"$tmp/port.txt"
     floor_round "$tmp/bundle" >>"$tmp/floor.txt"
     floor_round "$tmp/bare" >>"$tmp/bare.txt"
 done
-read -r api_med api_mean < <(stats <"$tmp/api.txt")
+col() { cut -d' ' -f"$1" "$2" | stats; }
+read -r api_med api_mean < <(col 1 "$tmp/api.txt")
+read -r off_med off_mean < <(col 1 "$tmp/off.txt")
+read -r port_med port_mean < <(col 1 "$tmp/port.txt")
 read -r floor_med floor_mean < <(stats <"$tmp/floor.txt")
 read -r bare_med bare_mean < <(stats <"$tmp/bare.txt")
 # The API figure leaves out curl's own start; the floor includes runc's (it is the tool).
-printf '%-44s median %8.2f ms  mean %8.2f ms\n' "berth API create+run true+wait+delete" "$api_med" "$api_mean"
+printf '%-44s median %8.2f ms  mean %8.2f ms\n' "berth API create+run true+wait+delete, network" "$api_med" "$api_mean"
+printf '%-44s median %8.2f ms  mean %8.2f ms\n' "same, \"network\": {\"disabled\": true}" "$off_med" "$off_mean"
+printf '%-44s median %8.2f ms  mean %8.2f ms\n' "same, with a forwarded port (portmap)" "$port_med" "$port_mean"
 printf '%-44s median %8.2f ms  mean %8.2f ms\n' "floor: runc run (berth's config, true)" "$floor_med" "$floor_mean"
 printf '%-44s median %8.2f ms  mean %8.2f ms\n' "reference: runc run (runc spec default)" "$bare_med" "$bare_mean"
-printf '%-44s %.2fx (goal <= 1.25x)\n' "ratio berth / floor (medians)" \
-    "$(awk -v a="$api_med" -v b="$floor_med" 'BEGIN {print a/b}')"
+printf '%-44s %.2fx networked, %.2fx disabled (goal <= 1.5x)\n' "ratio berth / floor (medians)" \
+    "$(awk -v a="$api_med" -v b="$floor_med" 'BEGIN {print a/b}')" \
+    "$(awk -v a="$off_med" -v b="$floor_med" 'BEGIN {print a/b}')"
+for k in 2:create 3:start 4:wait 5:delete; do
+    read -r n_med _ < <(col "${k%%:*}" "$tmp/api.txt")
+    read -r d_med _ < <(col "${k%%:*}" "$tmp/off.txt")
+    read -r p_med _ < <(col "${k%%:*}" "$tmp/port.txt")
+    printf '%-44s network %7.2f ms  disabled %7.2f ms  (%+.2f)  port %7.2f ms\n' \
+        "  median of the ${k#*:} request" "$n_med" "$d_med" \
+        "$(awk -v a="$n_med" -v b="$d_med" 'BEGIN {print a-b}')" "$p_med"
+done
+printf '%-44s %+.2f ms on create+run+wait+delete (goal < 15 ms on the start)\n' \
+    "what the network adds (medians)" "$(awk -v a="$api_med" -v b="$off_med" 'BEGIN {print a-b}')"
+
+# ---- where the network's time goes -----------------------------------------------
+# The create's phases, from berthd's debug log, for the networked rounds:
+# the ends of the prepare job (record, image, overlay) and of the
+# namespace with its files, of the runtime's job (runc, started once both
+# are there), of CNI ADD and the hosts file, and of the whole create.
+for k in r:network d:disabled p:port; do
+    grep -E "create ${k%%:*}[0-9]+: prepared at" "$tmp/log" |
+        sed -E 's/.*prepared at ([0-9.-]+) ms, namespace ready at ([0-9.-]+), runtime done at ([0-9.-]+), attached at ([0-9.-]+), done at ([0-9.-]+).*/\1 \2 \3 \4 \5/' \
+            >"$tmp/phases.txt"
+    [ -s "$tmp/phases.txt" ] || continue
+    printf '%-44s' "  create phases (${k#*:}), median ms"
+    for f in 1:prepared 2:ns-ready 3:runtime 4:attached 5:done; do
+        printf ' %s %s' "${f#*:}" "$(cut -d' ' -f"${f%%:*}" "$tmp/phases.txt" | stats | cut -d' ' -f1)"
+    done
+    echo
+done
+# Each plugin run berth made, from the debug log (exited: the plugin's
+# own time from spawn to exit; done: once its pipes closed and berth had
+# its answer), and each detach (DEL, then the namespace and files).
+for c in ADD DEL; do
+    for t in bridge portmap; do
+        grep -E "net: cni $t $c [rp][0-9]+: exited at" "$tmp/log" |
+            sed -E 's/.*exited at ([0-9.]+) ms, done at ([0-9.]+) ms.*/\1 \2/' >"$tmp/cni.txt"
+        [ -s "$tmp/cni.txt" ] || continue
+        printf '%-44s exited %7.2f ms  answered %7.2f ms (medians of %d)\n' \
+            "  berth's $t $c" "$(cut -d' ' -f1 "$tmp/cni.txt" | stats | cut -d' ' -f1)" \
+            "$(cut -d' ' -f2 "$tmp/cni.txt" | stats | cut -d' ' -f1)" "$(wc -l <"$tmp/cni.txt")"
+    done
+done
+grep -E "net: detach r[0-9]+: DEL done at" "$tmp/log" |
+    sed -E 's/.*DEL done at ([0-9.-]+) ms, done at ([0-9.]+) ms.*/\1 \2/' >"$tmp/det.txt"
+if [ -s "$tmp/det.txt" ]; then
+    printf '%-44s DEL %7.2f ms  namespace and files removed %7.2f ms (medians)\n' \
+        "  berth's detach (networked rounds)" "$(cut -d' ' -f1 "$tmp/det.txt" | stats | cut -d' ' -f1)" \
+        "$(cut -d' ' -f2 "$tmp/det.txt" | stats | cut -d' ' -f1)"
+fi
+# The bridge plugin (with host-local) alone: ADD and DEL into namespaces
+# of their own, in a network and mount namespace of the bench's own (its
+# bridge is not the host's), wall and CPU time from wait4's rusage.
+cat >"$tmp/plugin.py" <<'PY'
+import json, os, subprocess, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run("ip link add pb0 type bridge && ip addr add 10.99.0.1/24 dev pb0 && ip link set pb0 up",
+               shell=True, check=True)
+conf = json.dumps({"cniVersion": "1.0.0", "name": "pb0", "type": "bridge", "bridge": "pb0",
+                   "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.99.0.0/24", "gateway": "10.99.0.1"}]],
+                            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": d + "/ipam"}}).encode()
+def run(cmd, i, plugin="bridge", cid="c"):
+    env = dict(os.environ, CNI_COMMAND=cmd, CNI_CONTAINERID="%s%d" % (cid, i), CNI_NETNS="%s/ns%d" % (d, i),
+               CNI_IFNAME="eth0", CNI_PATH="/usr/lib/cni")
+    t0 = time.monotonic()
+    p = subprocess.Popen(["/usr/lib/cni/" + plugin], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    p.stdin.write(conf); p.stdin.close()
+    _, st, ru = os.wait4(p.pid, 0)
+    p.returncode = 0
+    if st != 0:
+        sys.exit("bridge %s failed: %d" % (cmd, st))
+    return (time.monotonic() - t0) * 1000, (ru.ru_utime + ru.ru_stime) * 1000
+for i in range(n):
+    open("%s/ns%d" % (d, i), "w").close()
+    subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up; mount --bind /proc/self/ns/net %s/ns%d" % (d, i)], check=True)
+for cmd in ("ADD", "DEL"):
+    for i in range(n):
+        print(cmd, "%.2f %.2f" % run(cmd, i))
+# The parts: a Go plugin's bare start (VERSION), and host-local's own ADD and DEL.
+for i in range(n):
+    print("VERSION", "%.2f %.2f" % run("VERSION", i))
+for cmd in ("ADD", "DEL"):
+    for i in range(n):
+        print("IPAM-" + cmd, "%.2f %.2f" % run(cmd, i, "host-local", "h"))
+PY
+mkdir -p "$tmp/plugin"
+if unshare -n -m --propagation private python3 "$tmp/plugin.py" "$tmp/plugin" 10 >"$tmp/plugin.txt" 2>"$tmp/plugin.err"; then
+    for c in ADD:"bridge plugin ADD alone (host-local inside)" DEL:"bridge plugin DEL alone (host-local inside)" \
+        VERSION:"a Go plugin's bare start (bridge VERSION)" IPAM-ADD:"host-local ADD alone" \
+        IPAM-DEL:"host-local DEL alone"; do
+        read -r w_med _ < <(grep "^${c%%:*} " "$tmp/plugin.txt" | cut -d' ' -f2 | stats)
+        read -r c_med _ < <(grep "^${c%%:*} " "$tmp/plugin.txt" | cut -d' ' -f3 | stats)
+        printf '%-44s wall %7.2f ms  CPU %6.2f ms (medians of 10)\n' "  ${c#*:}" "$w_med" "$c_med"
+    done
+else
+    echo "  bridge plugin alone: failed: $(tail -1 "$tmp/plugin.err")"
+fi
+
+# ---- 8 containers created at once -----------------------------------------------
+t0=$(ms)
+cpids=()
+for i in $(seq 8); do
+    handles+=("many$i")
+    curl -s -o "$tmp/many$i" -w '%{http_code}\n' -XPOST "$url/v1/containers" \
+        -H 'Content-Type: application/json' -d "{\"handle\":\"many$i\",\"image\":\"busybox\"}" \
+        >"$tmp/many$i.code" &
+    cpids+=($!)
+done
+wait "${cpids[@]}"
+t1=$(ms)
+ok=0
+for i in $(seq 8); do
+    [ "$(cat "$tmp/many$i.code")" = 201 ] && grep -o '"ip":"[0-9.]*"' "$tmp/many$i" >>"$tmp/many.ips" && ok=$((ok + 1))
+done
+distinct=$(sort -u "$tmp/many.ips" 2>/dev/null | wc -l)
+printf '%-44s %d of 8 created with an address, %d distinct, in %.0f ms (goal: all, no error)\n' \
+    "8 containers created at once" "$ok" "$distinct" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print (b-a)/1e6}')"
+for i in $(seq 8); do curl -sf -o /dev/null -XDELETE "$url/v1/containers/many$i"; done
+handles=("${handles[@]:0:${#handles[@]}-8}")
 # Spread: the quartiles of each, and the median of the per-round ratios
 # (each round's berth over the floor measured right after it).
 quart() { sort -n | awk '{a[NR]=$1} END {printf "%.1f / %.1f / %.1f", a[int(NR/4)+1], a[int((NR+1)/2)], a[int(3*NR/4)+1]}'; }
 printf '%-44s berth %s, floor %s ms\n' "quartiles (q1 / median / q3)" \
-    "$(quart <"$tmp/api.txt")" "$(quart <"$tmp/floor.txt")"
+    "$(cut -d' ' -f1 "$tmp/api.txt" | quart)" "$(quart <"$tmp/floor.txt")"
 printf '%-44s %s\n' "per-round ratio berth/floor q1 / median / q3" \
-    "$(paste "$tmp/api.txt" "$tmp/floor.txt" | awk '{print $1/$2}' | quart)"
+    "$(cut -d' ' -f1 "$tmp/api.txt" | paste - "$tmp/floor.txt" | awk '{print $1/$2}' | quart)"
 
 # ---- many at once: PAR containers started together -------------------------------
 # PAR (8) API rounds started at the same moment, against PAR `runc run` of
@@ -351,3 +537,5 @@ t1=$(ms)
 printf '%-44s %.1f ms each\n' "delete of an idle container (TERM, exit)" \
     "$(awk -v a="$t0" -v b="$t1" -v n="$idle" 'BEGIN {print (b-a)/1e6/n}')"
 handles=()
+drops=$(iptables -w -t mangle -L "$guard" -v -n -x | awk '$3 == "DROP" {print $1}')
+printf '%-44s %s (must be 0)\n' "packets from the pool that tried to leave" "$drops"

@@ -566,7 +566,9 @@ def bucket_p99(before, after):
 
 def start_daemon(a):
     log = open(a.log, "w")
-    p = subprocess.Popen([a.berthd, "--listen", "127.0.0.1:0", "--root", a.root, "--log-level", a.log_level],
+    # --network none: no soak makes the host's berth0 (bench/run.sh measures the network).
+    p = subprocess.Popen([a.berthd, "--listen", "127.0.0.1:0", "--root", a.root, "--network", "none",
+                          "--log-level", a.log_level],
                          stdout=subprocess.DEVNULL, stderr=log)
     with open(os.path.join(os.path.dirname(a.root), "berthd.pid"), "w") as f:
         f.write("%d\n" % p.pid)

@@ -26,7 +26,7 @@ if [ ! -x "$BERTHD" ]; then
     cmake --build "$BUILD_DIR" -j"$(nproc)" --target berthd >/dev/null
 fi
 [ -x "$BERTHD" ] || { echo "could not build berthd in $BUILD_DIR" >&2; exit 1; }
-"$BERTHD" --listen 127.0.0.1:$PORT --root "$T/root" --log-level warn 2> "$T/berthd.log" &
+"$BERTHD" --listen 127.0.0.1:$PORT --root "$T/root" --network none --log-level warn 2> "$T/berthd.log" &
 PID=$!
 for _ in $(seq 50); do curl -sf "$B/v1/health" >/dev/null 2>&1 && break; sleep 0.1; done
 

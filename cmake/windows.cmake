@@ -214,6 +214,7 @@ berth_win_skip(daemon/svc_image_tag.c "compiles as it is; links the store's meta
 berth_win_skip(api/listen_unix.c "AF_UNIX listening sockets with chown to a group: the Linux Docker socket")
 berth_win_skip(api/docker "the Docker API front end: links the API object and every service")
 berth_win_skip(daemon/svc_pull.c "registry pulls on the loop: drives store/pull.c, skipped above with libcurl")
+berth_win_skip(daemon/ctr_create.c "the container create: the registry, the runtime driver and the Linux network")
 berth_win_skip(daemon/net.c "the Linux network (CNI plugins, bridges, iptables); Windows networks are HCN's (issue 15)")
 berth_win_skip(daemon/net_attach.c "CNI ADD/DEL per container: Linux only; HCN endpoints on Windows")
 berth_win_skip(daemon/net_cni.c "runs CNI plugins with uv_spawn: Linux only")

@@ -77,6 +77,7 @@ ctr_params_free(struct ctr_params *p)
     }
     free(p->prop_keys);
     free(p->prop_values);
+    free(p->ports);
     free(p);
 }
 
@@ -130,6 +131,15 @@ ctr_params_dup(const struct ctr_params *p)
     q->grace_time_s = p->grace_time_s;
     memcpy(q->isolation, p->isolation, sizeof(q->isolation));
     q->created_at = p->created_at;
+    q->net_disabled = p->net_disabled;
+    if (p->nports) {
+        q->ports = calloc(p->nports, sizeof(*q->ports));
+        fail |= !q->ports;
+        if (q->ports) {
+            memcpy(q->ports, p->ports, p->nports * sizeof(*q->ports));
+            q->nports = p->nports;
+        }
+    }
     q->image_ref = dup_or_null(p->image_ref, &fail);
     q->image_digest = dup_or_null(p->image_digest, &fail);
     q->image_config = dup_or_null(p->image_config, &fail);

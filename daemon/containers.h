@@ -74,6 +74,15 @@ struct ctr_main {
 
 struct ctr_main *ctr_main_dup(const struct ctr_main *m);
 void ctr_main_free(struct ctr_main *m);
+/* A host port forwarded to the container (host 0: the network picks one). */
+struct ctr_port {
+    uint16_t host;
+    uint16_t container;
+    bool udp; /* else tcp */
+};
+
+/* At most this many forwarded ports per container (the network's own limit). */
+#define CTR_PORTS_MAX 32
 
 /* Everything a container was created with; owned, plain C (copied into jobs). */
 struct ctr_params {
@@ -113,6 +122,10 @@ struct ctr_params {
     /* What a front end keeps with the container (Docker's Config and
      * HostConfig as given): stored in the record, never read by the service. */
     char *front_meta;
+    /* Its network, as asked for: loopback only, or the ports to forward. */
+    bool net_disabled;
+    struct ctr_port *ports;
+    size_t nports;
 };
 
 void ctr_params_free(struct ctr_params *p);
@@ -258,13 +271,51 @@ void ctr_unlisten(struct ctr_proc *pr, struct ctr_listener *l);
 /* ---- blocking steps, for pool jobs ------------------------------------------ */
 
 /*
- * Creates the container described by p in dir: the record, the image's
- * use (resolving p->image_ref into p->image_digest), the overlay mount,
- * the runtime's container. On failure every step made is undone and err
- * says why.
+ * A create's first half: the record, the image's use (resolving
+ * p->image_ref into p->image_digest and the image's run defaults), the
+ * volumes' use, the overlay mount; *rootfs gets where the root filesystem
+ * is (caller frees). On failure every step made is undone and err says
+ * why.
  */
-int containers_create_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
-                               const char *dir, struct err *err);
+int containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
+                                const char *dir, char **rootfs, struct err *err);
+
+/* What the network gives the runtime (daemon/net.h's attachment, copied). */
+struct ctr_net_spec {
+    const char *netns_path;        /* the namespace to join; NULL: a new one with only lo */
+    const struct rt_mount *mounts; /* /etc/hosts, /etc/hostname, /etc/resolv.conf */
+    size_t nmounts;
+};
+
+/*
+ * The mounts the runtime gets: the container's own (nown, targets in
+ * normal form), then each of net's files that none of them replaces (a
+ * mount of its own at the same target, or at /etc, their directory: berth
+ * never writes into a volume or a host directory, and a mount inside
+ * another is refused by the runtime). out has room for nown + nnet; the
+ * entries are shallow copies. Returns how many. Pure.
+ */
+size_t ctr_mounts_merge(const struct rt_mount *own, size_t nown, const struct rt_mount *net,
+                        size_t nnet, struct rt_mount *out);
+
+/*
+ * The second half, once the first succeeded: the runtime's container on
+ * rootfs, in net's namespace with its files mounted (net NULL: none),
+ * then the record says "running". On failure every step of both halves
+ * is undone.
+ */
+int containers_start_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
+                              const char *dir, const char *rootfs, const struct ctr_net_spec *net,
+                              struct err *err);
+
+/*
+ * Undoes a create whose first half succeeded, and whose second may have
+ * (the network failed meanwhile): as containers_delete_blocking, with a
+ * runtime that cannot be run not stopping the rest.
+ */
+int containers_undo_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
+                             const char *dir, struct err *err);
+
 /*
  * Removes the container: the runtime's container (which kills what is
  * left), the mount, the files, the image's use. Idempotent: every step

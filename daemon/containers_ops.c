@@ -191,6 +191,19 @@ record_write(const struct ctr_params *p, const char *dir, const char *state, str
     if (p->image_user)
         json_object_object_add(o, "image_user", json_object_new_string(p->image_user));
     record_write_main(o, p);
+    json_object *net = json_object_new_object();
+    json_object_object_add(net, "disabled", json_object_new_boolean(p->net_disabled));
+    json_object *ports = json_object_new_array();
+    for (size_t i = 0; i < p->nports; i++) {
+        json_object *pt = json_object_new_object();
+        json_object_object_add(pt, "host", json_object_new_int(p->ports[i].host));
+        json_object_object_add(pt, "container", json_object_new_int(p->ports[i].container));
+        json_object_object_add(pt, "protocol",
+                               json_object_new_string(p->ports[i].udp ? "udp" : "tcp"));
+        json_object_array_add(ports, pt);
+    }
+    json_object_object_add(net, "ports", ports);
+    json_object_object_add(o, "network", net);
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
     cleanup_free char *path = fs_path_join(dir, RECORD_NAME);
@@ -273,6 +286,27 @@ record_read(const char *dir, struct ctr_params **out, char **state, struct err *
         snprintf(p->isolation, sizeof(p->isolation), "%s", isolation);
     p->created_at = jsonutil_int64_or0(o, "created_at");
     record_read_main(o, p);
+    json_object *net = NULL;
+    if (json_object_object_get_ex(o, "network", &net) &&
+        json_object_is_type(net, json_type_object)) {
+        p->net_disabled =
+            json_object_object_get_ex(net, "disabled", &v) && json_object_get_boolean(v);
+        if (json_object_object_get_ex(net, "ports", &a) &&
+            json_object_is_type(a, json_type_array)) {
+            size_t n = json_object_array_length(a);
+            if (n > CTR_PORTS_MAX)
+                n = CTR_PORTS_MAX;
+            p->ports = n ? calloc(n, sizeof(*p->ports)) : NULL;
+            for (size_t i = 0; p->ports && i < n; i++) {
+                json_object *pt = json_object_array_get_idx(a, i);
+                cleanup_free char *proto = jsonutil_strdup(pt, "protocol");
+                p->ports[i].host = (uint16_t)jsonutil_int64_or0(pt, "host");
+                p->ports[i].container = (uint16_t)jsonutil_int64_or0(pt, "container");
+                p->ports[i].udp = proto && strcmp(proto, "udp") == 0;
+                p->nports = i + 1;
+            }
+        }
+    }
     json_object_put(o);
     *out = p;
     return 0;
@@ -389,8 +423,8 @@ mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
 }
 
 int
-containers_create_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
-                           const char *dir, struct err *err)
+containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
+                            const char *dir, char **rootfs, struct err *err)
 {
     if (!reg->drv) {
         err_copy(err, &reg->drv_err);
@@ -457,29 +491,10 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
     uint64_t t_meta = uv_hrtime();
     if (ret == 0)
         ret = mount_rootfs(st, p, dir, img, &m, err);
-    uint64_t t_mount = uv_hrtime();
-    if (ret == 0) {
-        struct rt_container_spec spec = {
-            .handle = p->handle,
-            .dir = dir,
-            .rootfs = mounted_layers_rootfs(m),
-            .env = p->env,
-            .cwd = p->working_dir,
-            .limits = p->limits,
-            .mounts = p->mounts,
-            .nmounts = p->nmounts,
-            .readonly_rootfs = p->readonly_rootfs,
-            .hostname = p->hostname,
-            .isolation = p->isolation[0] ? p->isolation : NULL,
-        };
-        ret = reg->drv->container_create(reg->drv_ctx, &spec, err);
-    }
-    uint64_t t_rt = uv_hrtime();
-    if (ret == 0)
-        ret = record_write(p, dir, "running", err);
-    log_debug("create %s: record and image %.1f ms, mount %.1f ms, runtime %.1f ms, record %.1f ms",
-              p->handle, (t_meta - t_start) / 1e6, (t_mount - t_meta) / 1e6, (t_rt - t_mount) / 1e6,
-              (uv_hrtime() - t_rt) / 1e6);
+    if (ret == 0 && !(*rootfs = strdup(mounted_layers_rootfs(m))))
+        ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+    log_debug("create %s: record and image %.1f ms, mount %.1f ms", p->handle,
+              (t_meta - t_start) / 1e6, (uv_hrtime() - t_meta) / 1e6);
     mounted_layers_free(m);
     meta_image_free(img);
     if (ret < 0) {
@@ -489,6 +504,73 @@ containers_create_blocking(struct containers *reg, struct store *st, struct ctr_
         return err_wrap(err, "create container %s", p->handle);
     }
     return 0;
+}
+
+size_t
+ctr_mounts_merge(const struct rt_mount *own, size_t nown, const struct rt_mount *net, size_t nnet,
+                 struct rt_mount *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nown; i++)
+        out[n++] = own[i];
+    for (size_t j = 0; j < nnet; j++) {
+        bool replaced = false;
+        for (size_t i = 0; i < nown && !replaced; i++)
+            replaced =
+                strcmp(own[i].target, net[j].target) == 0 || strcmp(own[i].target, "/etc") == 0;
+        if (!replaced)
+            out[n++] = net[j];
+    }
+    return n;
+}
+
+int
+containers_start_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
+                          const char *dir, const char *rootfs, const struct ctr_net_spec *net,
+                          struct err *err)
+{
+    uint64_t t_start = uv_hrtime();
+    size_t nnet = net ? net->nmounts : 0;
+    cleanup_free struct rt_mount *mounts = calloc(p->nmounts + nnet + 1, sizeof(*mounts));
+    int ret = mounts ? 0 : err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+    if (ret == 0) {
+        size_t nmounts =
+            ctr_mounts_merge(p->mounts, p->nmounts, net ? net->mounts : NULL, nnet, mounts);
+        struct rt_container_spec spec = {
+            .handle = p->handle,
+            .dir = dir,
+            .rootfs = rootfs,
+            .env = p->env,
+            .cwd = p->working_dir,
+            .limits = p->limits,
+            .mounts = mounts,
+            .nmounts = nmounts,
+            .netns_path = net ? net->netns_path : NULL,
+            .readonly_rootfs = p->readonly_rootfs,
+            .hostname = p->hostname,
+            .isolation = p->isolation[0] ? p->isolation : NULL,
+        };
+        ret = reg->drv->container_create(reg->drv_ctx, &spec, err);
+    }
+    uint64_t t_rt = uv_hrtime();
+    if (ret == 0)
+        ret = record_write(p, dir, "running", err);
+    log_debug("create %s: runtime %.1f ms, record %.1f ms", p->handle, (t_rt - t_start) / 1e6,
+              (uv_hrtime() - t_rt) / 1e6);
+    if (ret < 0) {
+        struct err uerr = {0};
+        if (delete_steps(reg, st, p, dir, true, &uerr) < 0)
+            log_warn("undo the failed create of %s: %s", p->handle, uerr.msg);
+        return err_wrap(err, "create container %s", p->handle);
+    }
+    return 0;
+}
+
+int
+containers_undo_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
+                         const char *dir, struct err *err)
+{
+    return delete_steps(reg, st, p, dir, true, err);
 }
 
 /*

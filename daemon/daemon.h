@@ -20,6 +20,7 @@ struct store;
 struct containers;
 struct volume_ttl;
 struct image_pulls;
+struct net;
 
 struct daemon {
     uv_loop_t *loop;
@@ -43,6 +44,12 @@ struct daemon {
     struct volume_ttl *volume_ttl;
     /* Registry pulls and their client (daemon/svc_pull.h), made at start. */
     struct image_pulls *pulls;
+    /* The network service (daemon/net.h), made before the loop runs (also
+     * with --network none: containers then get a namespace with lo only). */
+    struct net *net;
+    /* The start-up reconciliation of the network has finished (health
+     * says the network is being set up until then). */
+    bool net_reconciled;
 };
 
 /* Seconds since the daemon started. */

@@ -25,6 +25,7 @@
 #include "daemon/config.h"
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
+#include "daemon/net.h"
 #include "daemon/runtime_probe.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_images.h"
@@ -51,6 +52,7 @@ struct berthd {
     uv_async_t stop_async;
     pthread_mutex_t stop_mu;
     bool stop_ready, stop_asked;
+    struct net_probe *net_probe; /* the monitor's, once the network is reconciled */
 };
 
 static void
@@ -80,7 +82,9 @@ static void
 shutdown_poll_cb(uv_timer_t *t)
 {
     struct berthd *b = t->data;
-    if (!job_queue_idle(b->d.jobs))
+    /* The network's plugins are children, not jobs: a create waiting on
+     * ADD ends (and undoes itself) before the connections close. */
+    if (!job_queue_idle(b->d.jobs) || !net_idle(b->d.net))
         return;
     uv_timer_stop(t);
     log_info("all jobs finished; closing connections");
@@ -102,8 +106,60 @@ stop_begin(struct berthd *b, const char *why)
     api_begin_shutdown(b->api);
     containers_shutdown(b->d.containers);
     image_pulls_shutdown(b->d.pulls);
+    net_shutdown(b->d.net);
     job_queue_shutdown(b->d.jobs);
     uv_timer_start(&b->shutdown_timer, shutdown_poll_cb, 0, SHUTDOWN_POLL_MS);
+}
+
+/* The monitor's network probe: a monitor_probe_fn over net_probe_run. */
+static int
+net_probe_fn(void *ctx, struct err *err)
+{
+    struct net_health h;
+    net_probe_run(ctx, &h);
+    if (h.usable)
+        return 0;
+    return err_set(err, ERR_UNAVAILABLE, "%s", h.reason);
+}
+
+static void
+net_reconciled_cb(void *arg, const struct net_reconcile_stats *st, const struct err *err)
+{
+    struct berthd *b = arg;
+    (void)st; /* the network logged them */
+    if (err)
+        log_error("network: start-up reconciliation: %s", err->msg);
+    b->d.net_reconciled = true;
+    if (b->cfg.network_disabled || b->d.shutting_down)
+        return;
+    /* Made now: it copies the rules with the API's port. */
+    b->net_probe = net_probe_new(b->d.net);
+    if (b->net_probe)
+        monitor_set_network_probe(b->d.monitor, net_probe_fn, b->net_probe);
+    else
+        log_error("network: health probe: out of memory");
+}
+
+/* Gives the network the API's address and the containers that exist. */
+static void
+net_start(struct berthd *b)
+{
+    struct daemon *d = &b->d;
+    net_set_api(d->net, b->cfg.listen_host, api_port(b->api));
+    size_t n = d->containers ? d->containers->count : 0, k = 0;
+    const char **live = calloc(n + 1, sizeof(char *));
+    struct err err = {0};
+    if (!live) {
+        log_error("network: out of memory");
+        return;
+    }
+    for (struct container *c = d->containers ? d->containers->list : NULL; c && k < n; c = c->next)
+        live[k++] = c->p->handle;
+    if (net_reconcile(d->net, live, k, net_reconciled_cb, b, &err) < 0) {
+        log_error("network: start-up reconciliation: %s", err.msg);
+        d->net_reconciled = true;
+    }
+    free(live);
 }
 
 /*
@@ -261,10 +317,33 @@ berthd_run(void *arg)
     if (containers_open(d, &d->containers, &serr) < 0)
         log_error("containers: %s", serr.msg);
 
-    struct runtime_probe *probe = runtime_probe_new(&b->cfg);
+    /* The network reads the host's resolv.conf and the operator's list
+     * here; its host side is made once the loop runs (net_start). */
+    int exit_code = 0;
+    struct runtime_probe *probe = NULL;
+    cleanup_free char *net_dir = fs_path_join(b->cfg.root, "network");
+    struct net_opts nopts = {.state_dir = net_dir,
+                             .disabled = b->cfg.network_disabled,
+                             .name = b->cfg.network_name,
+                             .pool = b->cfg.network_pool,
+                             .gateway = b->cfg.network_gateway,
+                             .dns = (const char *const *)b->cfg.dns,
+                             .cni_config_dir = b->cfg.cni_config};
+    if (!net_dir || net_new(&loop, d->jobs, &nopts, &d->net, &err) < 0) {
+        if (!net_dir)
+            err_set(&err, ENOMEM, "network: out of memory");
+        log_error("%s", err.msg);
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        containers_close(d->containers);
+        lag_monitor_close(&d->lag, handle_closed_cb);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        exit_code = 2;
+        goto teardown;
+    }
+
+    probe = runtime_probe_new(&b->cfg);
     if (d->containers && d->containers->drv)
         runtime_probe_set_driver(probe, d->containers->drv, d->containers->drv_ctx);
-    int exit_code = 0;
     if (monitor_start(b->cfg.root, runtime_probe_run, probe, 1000, &d->monitor, &err) < 0 ||
         api_start(d, &b->api, &err) < 0) {
         /* Cannot serve (the address is taken, say): undo what started, so
@@ -304,6 +383,7 @@ berthd_run(void *arg)
 
     /* Auto-remove containers whose main process exited while berthd was down. */
     containers_main_resume(d);
+    net_start(b);
     if (volume_ttl_start(d) < 0)
         log_error("volume TTLs: out of memory");
     /* What a crash during a prune left goes now, in a job: health is
@@ -314,6 +394,8 @@ berthd_run(void *arg)
 
 teardown:
     monitor_stop(d->monitor);
+    net_probe_free(b->net_probe);
+    net_free(d->net);
     containers_free(d->containers);
     image_pulls_free(d->pulls);
     store_close(d->store);

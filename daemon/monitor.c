@@ -21,8 +21,11 @@ struct monitor {
     char *root;
     monitor_probe_fn runtime_probe;
     void *probe_ctx;
+    monitor_probe_fn network_probe; /* guarded by mu */
+    void *network_ctx;
     struct monitor_snapshot snap;  /* guarded by mu */
     unsigned rounds_since_runtime; /* monitor thread only */
+    unsigned rounds_since_network; /* monitor thread only */
     bool poked_now;                /* this round was asked for by monitor_poke */
 };
 
@@ -56,10 +59,33 @@ probe_store(const char *root, struct monitor_snapshot *s)
     s->root_writable = true;
 }
 
-/* The runtime probe runs a child (runc --version): every few rounds is
- * enough while it succeeds; while it fails, every round, so a fix shows
- * at once. */
+/* The runtime probe runs a child (runc --version), the network's a few
+ * (iptables): every few rounds is enough while they succeed; while one
+ * fails, every round, so a fix shows at once. */
 #define RUNTIME_PROBE_EVERY 10
+
+static void
+probe_network(struct monitor *m, const struct monitor_snapshot *prev, struct monitor_snapshot *s)
+{
+    pthread_mutex_lock(&m->mu);
+    monitor_probe_fn probe = m->network_probe;
+    void *ctx = m->network_ctx;
+    pthread_mutex_unlock(&m->mu);
+    if (!probe)
+        return;
+    s->network_probed = true;
+    if (prev->network_probed && prev->network_usable &&
+        m->rounds_since_network + 1 < RUNTIME_PROBE_EVERY && !m->poked_now) {
+        s->network_usable = true;
+        m->rounds_since_network++;
+        return;
+    }
+    struct err err = {0};
+    s->network_usable = probe(ctx, &err) == 0;
+    if (!s->network_usable)
+        snprintf(s->network_error, sizeof(s->network_error), "%s", err.msg);
+    m->rounds_since_network = 0;
+}
 
 static void
 probe_round(struct monitor *m)
@@ -68,7 +94,9 @@ probe_round(struct monitor *m)
     probe_store(m->root, &s);
     pthread_mutex_lock(&m->mu);
     bool was_usable = m->snap.probed && m->snap.runtime_usable;
+    struct monitor_snapshot prev = m->snap;
     pthread_mutex_unlock(&m->mu);
+    probe_network(m, &prev, &s);
     if (!m->runtime_probe) {
         s.runtime_usable = true;
     } else if (was_usable && m->rounds_since_runtime + 1 < RUNTIME_PROBE_EVERY && !m->poked_now) {
@@ -140,6 +168,17 @@ monitor_start(const char *store_root, monitor_probe_fn runtime_probe, void *prob
     }
     *out = m;
     return 0;
+}
+
+void
+monitor_set_network_probe(struct monitor *m, monitor_probe_fn probe, void *ctx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->network_probe = probe;
+    m->network_ctx = ctx;
+    m->poked = true;
+    pthread_cond_signal(&m->cond);
+    pthread_mutex_unlock(&m->mu);
 }
 
 void

@@ -26,6 +26,9 @@ struct monitor_snapshot {
     char root_error[ERR_MSG_MAX];
     bool runtime_usable;
     char runtime_error[ERR_MSG_MAX];
+    bool network_probed; /* the network probe is set and has run */
+    bool network_usable;
+    char network_error[ERR_MSG_MAX];
 };
 
 struct monitor;
@@ -34,6 +37,13 @@ struct monitor;
  * first health answer already has real figures. */
 int monitor_start(const char *store_root, monitor_probe_fn runtime_probe, void *probe_ctx,
                   unsigned interval_ms, struct monitor **out, struct err *err);
+/*
+ * Sets the second probe, the network's (daemon/net.h's net_probe_run
+ * behind a monitor_probe_fn), and asks for a round now. Until it is set
+ * the snapshot's network_probed is false. ctx must outlive monitor_stop.
+ * Any thread.
+ */
+void monitor_set_network_probe(struct monitor *m, monitor_probe_fn probe, void *ctx);
 /* Copies the latest results. Any thread; never blocks on a probe. */
 void monitor_read(struct monitor *m, struct monitor_snapshot *out);
 /* Asks for a new round now (after a change the health answer should see). */

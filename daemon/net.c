@@ -33,7 +33,8 @@ set_paths(struct net *n, const char *state_dir)
     n->netns_dir = fs_path_join(state_dir, "netns");
     n->attach_dir = fs_path_join(state_dir, "attach");
     n->ipam_dir = fs_path_join(state_dir, "ipam");
-    if (!n->state_dir || !n->netns_dir || !n->attach_dir || !n->ipam_dir)
+    n->files_root = fs_path_join(state_dir, "files");
+    if (!n->state_dir || !n->netns_dir || !n->attach_dir || !n->ipam_dir || !n->files_root)
         return -ENOMEM;
     return 0;
 }
@@ -53,6 +54,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
     n->disabled = o->disabled;
     n->timeout_ms = o->plugin_timeout_ms;
     n->waiters_tail = &n->waiters;
+    n->deferred_attaches_tail = &n->deferred_attaches;
     int ret = set_paths(n, o->state_dir);
     n->plugin_dir = strdup(o->plugin_dir ? o->plugin_dir : NET_PLUGIN_DIR_DEFAULT);
     if (ret < 0 || !n->plugin_dir) {
@@ -101,6 +103,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
         n->rules.pools[0] = n->pool;
         n->rules.npools = 1;
         n->rules.nat = true;
+        n->rules.forward = true;
         if (n->name)
             n->lease_dir = fs_path_join(n->ipam_dir, n->name);
     }
@@ -125,7 +128,7 @@ entry_free(struct net_entry *e)
 {
     free(e->netns_path);
     free(e->record_path);
-    free(e->dir);
+    free(e->files_dir);
     free(e->ports);
     json_object_put(e->list);
     json_object_put(e->result);
@@ -144,11 +147,19 @@ net_free(struct net *n)
         n->entries = e->next;
         entry_free(e);
     }
+    while (n->deferred_attaches) {
+        struct attach_deferred *d = n->deferred_attaches;
+        n->deferred_attaches = d->next;
+        free(d->hostname);
+        free(d->ports);
+        free(d);
+    }
     free(n->state_dir);
     free(n->netns_dir);
     free(n->attach_dir);
     free(n->ipam_dir);
     free(n->lease_dir);
+    free(n->files_root);
     free(n->plugin_dir);
     free(n->name);
     json_object_put(n->operator_list);
@@ -206,7 +217,8 @@ net_entry_add(struct net *n, const char *handle, enum net_entry_state state)
         rec_name = NULL;
     e->netns_path = fs_path_join(n->netns_dir, handle);
     e->record_path = rec_name ? fs_path_join(n->attach_dir, rec_name) : NULL;
-    if (!e->netns_path || !e->record_path) {
+    e->files_dir = fs_path_join(n->files_root, handle);
+    if (!e->netns_path || !e->record_path || !e->files_dir || net_entry_set_files(e) < 0) {
         entry_free(e);
         return NULL;
     }
@@ -241,8 +253,8 @@ net_entry_publish(struct net_entry *e)
         .mac = e->res.mac,
         .ports = e->ports,
         .nports = e->nports,
-        .mounts = e->files[0] ? e->mounts : NULL,
-        .nmounts = e->files[0] ? 3 : 0,
+        .mounts = e->mounts,
+        .nmounts = 3,
     };
 }
 
@@ -277,9 +289,9 @@ setup_work(void *ctx)
     if (j->rc < 0 || j->disabled)
         return;
     if (j->generated) {
-        /* The firewall plugin's chain and jump are there from the first
-         * container on: gone, the host's rules were flushed under them. */
-        j->rules_missing = !nethost_cni_firewall_present();
+        /* berth's own jump from FORWARD is there from the first setup on:
+         * gone, the host's rules were flushed (portmap's with them). */
+        j->rules_missing = !nethost_forward_present(&j->rules);
         j->rc = nethost_bridge_ensure(j->name, &j->pool, j->gw, &j->bridge_created, &j->err);
         if (j->rc == 0 && !nethost_ip_forward())
             j->rc = nethost_ip_forward_enable(&j->err);

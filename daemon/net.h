@@ -24,9 +24,9 @@
  *                          result afterwards, so that a DEL after a
  *                          restart (or kill -9) undoes exactly what ADD did
  *   ipam/                  host-local's leases (generated configuration)
- *
- * and in each container's private directory: net/hosts, net/hostname,
- * net/resolv.conf (the sources of the mounts the runtime makes).
+ *   files/<handle>/        the container's hosts, hostname and resolv.conf
+ *                          (the sources of the read-only mounts the runtime
+ *                          makes at /etc/hosts, /etc/hostname, /etc/resolv.conf)
  */
 #ifndef BERTH_DAEMON_NET_H
 #define BERTH_DAEMON_NET_H
@@ -68,18 +68,27 @@ struct net_attachment {
     size_t nmounts;
 };
 
+typedef void (*net_done_cb)(void *arg, const struct err *err);
+/* a is valid until the container is detached; NULL with err on failure. */
+typedef void (*net_attach_cb)(void *arg, const struct net_attachment *a, const struct err *err);
+
 struct net_attach_req {
     const char *handle;   /* the container's handle (CNI's container ID) */
-    const char *dir;      /* the container's private directory: the files go in dir/net */
     const char *hostname; /* NULL: the handle, cut to 63 characters */
     bool disabled;        /* loopback only (also for every container with --network none) */
     const struct net_port *ports;
     size_t nports;
+    /*
+     * When set, called (with the attach's arg and a NULL error) once the
+     * namespace and the three files exist, before CNI ADD runs: the
+     * runtime may start the container in that namespace while ADD
+     * attaches it (a is valid until the attach's callback; its address
+     * is not known yet, and the hosts file gets it in place later). The
+     * attach's callback follows in every case; an attach that fails
+     * before this point never calls it.
+     */
+    net_attach_cb ready;
 };
-
-typedef void (*net_done_cb)(void *arg, const struct err *err);
-/* a is valid until the container is detached; NULL with err on failure. */
-typedef void (*net_attach_cb)(void *arg, const struct net_attachment *a, const struct err *err);
 
 struct net_reconcile_stats {
     unsigned kept;     /* live containers whose network was kept */
@@ -140,7 +149,10 @@ int net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reco
  * has a network), ERR_CONFLICT (a host port in use), ERR_UNAVAILABLE (a
  * plugin missing, the setup failed), ENOTSUP (ports with a list that
  * cannot forward them), EIO (a plugin failed: its own message),
- * ETIMEDOUT (a plugin did not answer), ECANCELED (shutting down).
+ * ETIMEDOUT (a plugin did not answer), ECANCELED (shutting down). While
+ * a reconciliation runs, a valid request waits for its end (which may be
+ * releasing the same handle's old network) and its errors come through
+ * cb.
  */
 int net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
                struct err *err);

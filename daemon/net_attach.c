@@ -3,8 +3,9 @@
  * namespace, files: net_record.c's steps) and the plugin chains
  * (net_cni.c) one after the other. Loop thread.
  *
- * An attach goes: ports chosen and the entry made (loop) -> record and
- * namespace (job) -> CNI ADD (children) -> files and record (job). When
+ * An attach goes: ports chosen and the entry made (loop) -> record,
+ * namespace and files (job) -> the caller told it may start the runtime
+ * -> CNI ADD (children) -> the hosts file and the record (job). When
  * anything after the namespace fails, DEL runs with whatever ADD left,
  * then the namespace and the files go (job), and the caller gets the
  * first error. A detach goes: DEL -> namespace, files, record (job).
@@ -118,9 +119,6 @@ validate_req(const struct net_attach_req *req, struct err *err)
     if (!req->handle || !rt_handle_valid(req->handle))
         return err_set(err, EINVAL, "network: container handle %s is invalid",
                        req->handle ? req->handle : "(null)");
-    if (!req->dir || req->dir[0] != '/')
-        return err_set(err, EINVAL, "network: container directory %s is not absolute",
-                       req->dir ? req->dir : "(null)");
     if (req->hostname) {
         /* It goes into /etc/hosts: nothing but a name. */
         size_t len = strlen(req->hostname);
@@ -179,23 +177,27 @@ step_new(struct net *n, struct net_entry *e, const char *state)
     s->netns_dir = strdup(n->netns_dir);
     s->netns_path = strdup(e->netns_path);
     s->attach_dir = strdup(n->attach_dir);
-    if (e->dir && asprintf(&s->files_dir, "%s/net", e->dir) < 0)
-        s->files_dir = NULL;
+    s->files_dir = strdup(e->files_dir);
     for (size_t i = 0; i < 3; i++)
         s->file_paths[i] = e->files[i] ? strdup(e->files[i]) : NULL;
     if (!s->record_path || (state && !s->record_text) || !s->netns_dir || !s->netns_path ||
-        !s->attach_dir || (e->dir && !s->files_dir)) {
+        !s->attach_dir || !s->files_dir) {
         net_step_free(s);
         return NULL;
     }
     return s;
 }
 
-/* The /etc files' contents for e (with its address when it has one). */
+/*
+ * The /etc files' contents for e: all three before ADD (the hosts file
+ * without an address yet), only the hosts file with its address after.
+ */
 static int
-step_set_texts(struct net *n, struct net_step *s, const struct net_entry *e)
+step_set_texts(struct net *n, struct net_step *s, const struct net_entry *e, bool after_add)
 {
-    s->file_texts[0] = net_hosts_render(e->hostname, e->disabled ? NULL : e->res.ip);
+    s->file_texts[0] = net_hosts_render(e->hostname, after_add ? e->res.ip : NULL);
+    if (after_add)
+        return s->file_texts[0] ? 0 : -ENOMEM;
     if (asprintf(&s->file_texts[1], "%s\n", e->hostname) < 0)
         s->file_texts[1] = NULL;
     s->file_texts[2] = net_resolv_render(&n->dns, e->disabled);
@@ -224,9 +226,11 @@ prepare_done(void *ctx, bool cancelled)
         return;
     }
     net_step_free(s);
+    net_entry_publish(e);
+    if (w->ready)
+        w->ready(w->arg, &e->pub, NULL);
     if (e->disabled) {
         e->state = NE_ATTACHED;
-        net_entry_publish(e);
         n->inflight--;
         w->cb(w->arg, &e->pub, NULL);
         waiter_free(w);
@@ -262,8 +266,11 @@ net_attach_begin(struct net_waiter *w)
 {
     struct net *n = w->n;
     struct net_entry *e = w->e;
-    struct net_step *s = step_new(n, e, "attaching");
-    if (s && e->disabled && step_set_texts(n, s, e) < 0) {
+    /* A loopback-only container is attached once the prepare step is done
+     * (no ADD follows to rewrite the record): its record says so at once,
+     * or a restart would release the network of a container that lives. */
+    struct net_step *s = step_new(n, e, e->disabled ? "attached" : "attaching");
+    if (s && step_set_texts(n, s, e, false) < 0) {
         net_step_free(s);
         s = NULL;
     }
@@ -297,6 +304,58 @@ net_attach_begin(struct net_waiter *w)
     }
 }
 
+static int
+attach_defer(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
+             struct err *err)
+{
+    struct attach_deferred *d = calloc(1, sizeof(*d));
+    bool oom = !d || (req->hostname && !(d->hostname = strdup(req->hostname))) ||
+               (req->nports && !(d->ports = calloc(req->nports, sizeof(*d->ports))));
+    if (oom) {
+        if (d)
+            free(d->hostname);
+        free(d);
+        return err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
+    }
+    snprintf(d->handle, sizeof(d->handle), "%s", req->handle);
+    d->disabled = req->disabled;
+    if (req->nports)
+        memcpy(d->ports, req->ports, req->nports * sizeof(*d->ports));
+    d->nports = req->nports;
+    d->ready = req->ready;
+    d->cb = cb;
+    d->arg = arg;
+    *n->deferred_attaches_tail = d;
+    n->deferred_attaches_tail = &d->next;
+    n->inflight++;
+    return 0;
+}
+
+void
+net_attach_resume_deferred(struct net *n)
+{
+    struct attach_deferred *list = n->deferred_attaches;
+    n->deferred_attaches = NULL;
+    n->deferred_attaches_tail = &n->deferred_attaches;
+    while (list) {
+        struct attach_deferred *d = list;
+        list = d->next;
+        n->inflight--;
+        struct net_attach_req req = {.handle = d->handle,
+                                     .hostname = d->hostname,
+                                     .disabled = d->disabled,
+                                     .ports = d->ports,
+                                     .nports = d->nports,
+                                     .ready = d->ready};
+        struct err err = {0};
+        if (net_attach(n, &req, d->cb, d->arg, &err) < 0)
+            d->cb(d->arg, NULL, &err);
+        free(d->hostname);
+        free(d->ports);
+        free(d);
+    }
+}
+
 int
 net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, void *arg,
            struct err *err)
@@ -305,12 +364,16 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
         return err_set(err, ECANCELED, "network: shutting down");
     if (validate_req(req, err) < 0)
         return -err->code;
-    if (net_entry_find(n, req->handle))
-        return err_set(err, EEXIST, "network of %s: exists already", req->handle);
     bool disabled = req->disabled || n->disabled;
     if (!disabled && req->nports && !n->generated && !net_conflist_has_portmap(n->operator_list))
         return err_set(err, ENOTSUP, "ports: no plugin of the network %s (%s) takes port mappings",
                        n->name, n->operator_path);
+    /* The reconciliation may be releasing this handle's old network (its
+     * address, its namespace's path): the attach waits for it. */
+    if (n->reconciling)
+        return attach_defer(n, req, cb, arg, err);
+    if (net_entry_find(n, req->handle))
+        return err_set(err, EEXIST, "network of %s: exists already", req->handle);
     struct net_waiter *w = calloc(1, sizeof(*w));
     struct net_entry *e = w ? net_entry_add(n, req->handle, NE_ATTACHING) : NULL;
     if (!e) {
@@ -320,15 +383,13 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
     w->n = n;
     w->e = e;
     w->cb = cb;
+    w->ready = req->ready;
     w->arg = arg;
     e->disabled = disabled;
     if (req->hostname)
         snprintf(e->hostname, sizeof(e->hostname), "%s", req->hostname);
-    e->dir = strdup(req->dir);
-    int rc = e->dir && net_entry_set_files(e) == 0
-                 ? 0
-                 : err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
-    if (rc == 0 && !disabled)
+    int rc = 0;
+    if (!disabled)
         rc = ports_choose(n, e, req->ports, req->nports, err);
     if (rc == 0 && !disabled && !(e->list = net_list_for(n, e->nports > 0)))
         rc = err_set(err, ENOMEM, "network of %s: out of memory", req->handle);
@@ -472,7 +533,7 @@ chain_add_done(void *arg, struct json_object *result, const struct err *err)
         return;
     }
     struct net_step *s = step_new(n, e, "attached");
-    if (!s || step_set_texts(n, s, e) < 0) {
+    if (!s || step_set_texts(n, s, e, true) < 0) {
         net_step_free(s);
         err_set(&w->err, ENOMEM, "network for %s: out of memory", e->handle);
         attach_undo(w);
@@ -492,6 +553,7 @@ chain_add_done(void *arg, struct json_object *result, const struct err *err)
 /* ---- detach ----------------------------------------------------------------- */
 
 struct detach_op {
+    struct detach_op *next_deferred; /* while it waits for the reconciliation */
     struct net *n;
     struct net_entry *e; /* NULL while the record is looked up */
     char handle[NET_HANDLE_MAX + 1];
@@ -503,6 +565,8 @@ struct detach_op {
     char *netns_path; /* the namespace it would have */
     bool netns_gone;
     struct err err;
+    /* uv_hrtime when it was asked for and when its DEL ended (debug log). */
+    uint64_t t_start, t_del;
 };
 
 static void
@@ -510,6 +574,10 @@ detach_end(struct detach_op *op, const struct err *err)
 {
     struct net *n = op->n;
     n->inflight--;
+    uint64_t now = uv_hrtime();
+    log_debug("net: detach %s: DEL done at %.1f ms, done at %.1f ms%s", op->handle,
+              op->t_del ? (double)(op->t_del - op->t_start) / 1e6 : -1,
+              (double)(now - op->t_start) / 1e6, err ? " (failed)" : "");
     op->cb(op->arg, err);
     net_step_free(op->step);
     free(op->lookup_path);
@@ -570,6 +638,7 @@ static void
 detach_del_done(void *arg, struct json_object *result, const struct err *err)
 {
     struct detach_op *op = arg;
+    op->t_del = uv_hrtime();
     json_object_put(result);
     if (err) {
         struct err e = {0};
@@ -644,10 +713,8 @@ lookup_done(void *ctx, bool cancelled)
     struct net_entry *e = NULL;
     if (op->lookup_text && net_rec_parse(op->lookup_text, &rec, &err) == 0) {
         e = net_entry_add(n, op->handle, NE_DETACHING);
-        if (e) {
+        if (e)
             net_rec_to_entry(&rec, e);
-            net_entry_set_files(e);
-        }
         net_rec_close(&rec);
     }
     if (!e) {
@@ -668,6 +735,51 @@ lookup_done(void *ctx, bool cancelled)
     detach_del(op);
 }
 
+/* Goes on with a detach: the entry's DEL, or the record looked up first. */
+static void
+detach_start(struct detach_op *op)
+{
+    struct net *n = op->n;
+    struct net_entry *e = net_entry_find(n, op->handle);
+    struct err err = {0};
+    if (e && e->state != NE_ATTACHED) {
+        err_set(&err, EBUSY, "network of %s: an attach or detach is running", op->handle);
+        detach_end(op, &err);
+        return;
+    }
+    if (e) {
+        op->e = e;
+        e->state = NE_DETACHING;
+        detach_del(op);
+        return;
+    }
+    int rc = job_submit(n->jobs, "net.detach", lookup_work, lookup_done, op);
+    if (rc < 0) {
+        err_set(&err, -rc, "network of %s: %s", op->handle,
+                rc == -ECANCELED ? "shutting down" : "cannot queue the job");
+        detach_end(op, &err);
+    }
+}
+
+void
+net_detach_resume_deferred(struct net *n)
+{
+    /* Oldest first, as they were asked for. */
+    struct detach_op *list = NULL;
+    while (n->deferred) {
+        struct detach_op *op = n->deferred;
+        n->deferred = op->next_deferred;
+        op->next_deferred = list;
+        list = op;
+    }
+    while (list) {
+        struct detach_op *op = list;
+        list = op->next_deferred;
+        op->next_deferred = NULL;
+        detach_start(op);
+    }
+}
+
 int
 net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct err *err)
 {
@@ -677,7 +789,7 @@ net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct 
         return err_set(err, EINVAL, "network: container handle %s is invalid",
                        handle ? handle : "(null)");
     struct net_entry *e = net_entry_find(n, handle);
-    if (e && e->state != NE_ATTACHED)
+    if (e && e->state != NE_ATTACHED && !n->reconciling)
         return err_set(err, EBUSY, "network of %s: an attach or detach is running", handle);
     struct detach_op *op = calloc(1, sizeof(*op));
     if (!op)
@@ -685,19 +797,36 @@ net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct 
     op->n = n;
     op->cb = cb;
     op->arg = arg;
+    op->t_start = uv_hrtime();
     snprintf(op->handle, sizeof(op->handle), "%s", handle);
+    if (asprintf(&op->lookup_path, "%s/%s.json", n->attach_dir, handle) < 0) {
+        op->lookup_path = NULL;
+        free(op);
+        return err_set(err, ENOMEM, "network of %s: out of memory", handle);
+    }
+    if (asprintf(&op->netns_path, "%s/%s", n->netns_dir, handle) < 0) {
+        op->netns_path = NULL;
+        free(op->lookup_path);
+        free(op);
+        return err_set(err, ENOMEM, "network of %s: out of memory", handle);
+    }
     n->inflight++;
+    if (n->reconciling && (!e || e->state != NE_ATTACHED)) {
+        /* The reconciliation may be releasing it, or about to keep it. */
+        op->next_deferred = n->deferred;
+        n->deferred = op;
+        return 0;
+    }
     if (e) {
         op->e = e;
         e->state = NE_DETACHING;
         detach_del(op);
         return 0;
     }
-    if (asprintf(&op->lookup_path, "%s/%s.json", n->attach_dir, handle) < 0 ||
-        asprintf(&op->netns_path, "%s/%s", n->netns_dir, handle) < 0 ||
-        job_submit(n->jobs, "net.detach", lookup_work, lookup_done, op) < 0) {
+    if (job_submit(n->jobs, "net.detach", lookup_work, lookup_done, op) < 0) {
         n->inflight--;
         free(op->lookup_path);
+        free(op->netns_path);
         free(op);
         return err_set(err, ENOMEM, "network of %s: cannot queue the job", handle);
     }

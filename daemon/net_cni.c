@@ -4,7 +4,8 @@
  * stdout (the result, at most CNI_OUT_MAX) and the tail of stderr are
  * read until EOF; the run is over when all five handles are closed, and
  * only then does the chain look at the exit status and the output. A
- * plugin that outlives its timeout gets SIGKILL. Loop thread only.
+ * plugin that outlives its timeout gets SIGKILL. Each run's time (to its
+ * exit, to its pipes' end) goes to the debug log. Loop thread only.
  */
 #include "daemon/net_cni.h"
 
@@ -41,6 +42,8 @@ struct cni_proc {
     bool exited, timed_out;
     int64_t exit_status;
     int term_signal;
+    /* uv_hrtime at the spawn, at the exit, and once its pipes closed (debug log). */
+    uint64_t t_spawn, t_exit;
 };
 
 struct cni_chain {
@@ -114,6 +117,10 @@ proc_done(struct cni_proc *p)
     struct cni_chain *ch = p->chain;
     struct err e = {0};
     bool ok = false;
+    if (!p->spawn_error)
+        log_debug("net: cni %s %s %s: exited at %.1f ms, done at %.1f ms", p->type,
+                  cmd_name(ch->cmd), ch->id, (double)(p->t_exit - p->t_spawn) / 1e6,
+                  (double)(uv_hrtime() - p->t_spawn) / 1e6);
     if (p->spawn_error == UV_ENOENT || p->spawn_error == UV_EACCES) {
         if (ch->cmd == CNI_DEL) {
             /* Nothing of it to delete if it is not there (any more). */
@@ -192,6 +199,7 @@ static void
 exit_cb(uv_process_t *proc, int64_t status, int term_signal)
 {
     struct cni_proc *p = proc->data;
+    p->t_exit = uv_hrtime();
     p->exited = true;
     p->exit_status = status;
     p->term_signal = term_signal;
@@ -365,6 +373,7 @@ proc_start(struct cni_chain *ch, size_t i)
         .stdio_count = 3,
         .stdio = stdio,
     };
+    p->t_spawn = uv_hrtime();
     int rc = oom ? UV_ENOMEM : uv_spawn(ch->loop, &p->proc, &opts);
     free(path);
     free(env_cmd);

@@ -125,8 +125,8 @@ struct net_gen {
 
 /*
  * The list berth generates: bridge (with host-local IPAM on g->pool, the
- * gateway on the bridge, a default route), portmap when asked, firewall.
- * New object (caller puts it).
+ * gateway on the bridge, a default route), and portmap when asked. New
+ * object (caller puts it).
  */
 struct json_object *net_conflist_generate(const struct net_gen *g);
 

@@ -49,11 +49,15 @@ bool nethost_netns_mounted(const char *path);
 /* The firewall rules berth owns for one network. */
 struct nethost_rules {
     char in_chain[NETHOST_CHAIN_MAX + 1];  /* filter: the guard, jumped to first from INPUT */
+    char fwd_chain[NETHOST_CHAIN_MAX + 1]; /* filter: the pool forwarded, jumped to first from
+                                            * FORWARD */
     char nat_chain[NETHOST_CHAIN_MAX + 1]; /* nat: the pool's masquerade */
     char bridge[NET_NAME_MAX + 1];         /* "" when the network has none */
     struct net_cidr pools[8];              /* container source subnets */
     size_t npools;
     bool nat;          /* masquerade pools[0] to everything outside it */
+    bool forward;      /* accept pools[0]'s traffic in FORWARD (in place of the CNI
+                        * firewall plugin's rules per container) */
     unsigned api_port; /* with guard_v4/guard_v6: refuse container traffic to it */
     bool guard_v4, guard_v6;
 };
@@ -68,8 +72,9 @@ int nethost_rules_remove(const struct nethost_rules *r, struct err *err);
 int nethost_rules_check(const struct nethost_rules *r, struct err *err);
 /* Does the chain exist in table (iptables, IPv4)? */
 bool nethost_chain_exists(const char *table, const char *chain);
-/* Are the CNI firewall plugin's chain and its jump from FORWARD there? */
-bool nethost_cni_firewall_present(void);
+/* Is the jump from FORWARD to r's forward chain there (a flush of the host's rules
+ * removes it)? */
+bool nethost_forward_present(const struct nethost_rules *r);
 
 /*
  * Makes the bridge name exist, up, with gw/pool->prefix as its address

@@ -27,7 +27,7 @@ struct net_entry {
     char hostname[64];
     char *netns_path;
     char *record_path;
-    char *dir; /* the container's private directory */
+    char *files_dir; /* <state>/files/<handle>: hosts, hostname, resolv.conf */
     bool disabled;
     bool netns_gone; /* its namespace file is no longer bound (a reboot) */
     struct net_result res;
@@ -46,8 +46,23 @@ struct net_waiter {
     struct net_entry *e;
     net_attach_cb cb;
     void *arg;
+    net_attach_cb ready;   /* told once the namespace and the files exist */
     struct net_step *step; /* the job's, while it runs */
     struct err err;        /* the failure reported after the undo */
+};
+
+struct detach_op;
+
+/* An attach asked for while the reconciliation runs: a copy of its request. */
+struct attach_deferred {
+    struct attach_deferred *next;
+    char handle[NET_HANDLE_MAX + 1];
+    char *hostname;
+    bool disabled;
+    struct net_port *ports;
+    size_t nports;
+    net_attach_cb ready, cb;
+    void *arg;
 };
 
 enum net_setup_state { NET_SETUP_NONE, NET_SETUP_RUNNING, NET_SETUP_DONE, NET_SETUP_FAILED };
@@ -57,7 +72,7 @@ struct net_setup_cb;
 struct net {
     uv_loop_t *loop;
     struct job_queue *jobs;
-    char *state_dir, *netns_dir, *attach_dir, *ipam_dir, *lease_dir;
+    char *state_dir, *netns_dir, *attach_dir, *ipam_dir, *lease_dir, *files_root;
     char *plugin_dir;
     bool disabled;  /* --network none */
     bool generated; /* berth's list, not the operator's */
@@ -81,6 +96,13 @@ struct net {
     struct net_entry *entries;
     unsigned inflight; /* jobs, chains and setups not finished */
     bool shutting_down;
+    /* A start-up reconciliation is running: detaches of handles it has
+     * not registered yet wait for it (it may be releasing them), and so
+     * do attaches (it may be releasing the same handle's old network, its
+     * address and namespace path). */
+    unsigned reconciling;
+    struct detach_op *deferred;
+    struct attach_deferred *deferred_attaches, **deferred_attaches_tail;
 };
 
 /* ---- entries (net.c) -------------------------------------------------------- */
@@ -97,6 +119,10 @@ struct json_object *net_list_for(struct net *n, bool ports);
 /* Runs the first (or a new) setup; cb (may be NULL) when it ends. */
 int net_setup_start(struct net *n, net_done_cb cb, void *arg, struct err *err);
 
+/* The reconciliation ended: the detaches and attaches that waited for it go on (net_attach.c). */
+void net_detach_resume_deferred(struct net *n);
+void net_attach_resume_deferred(struct net *n);
+
 /* An attach that waited for the setup goes on (net_attach.c)... */
 void net_attach_begin(struct net_waiter *w);
 /* ...or ends with err (its entry goes). */
@@ -111,7 +137,7 @@ char *net_rec_render(const struct net_entry *e, const char *state);
 struct net_rec {
     char handle[NET_HANDLE_MAX + 1];
     char state[16];
-    char *netns, *dir;
+    char *netns;
     char hostname[64];
     bool disabled;
     struct net_port *ports;
@@ -123,16 +149,22 @@ void net_rec_close(struct net_rec *r);
 int net_rec_parse(const char *text, struct net_rec *out, struct err *err);
 /* Moves r into a new entry's fields (r is left empty). */
 void net_rec_to_entry(struct net_rec *r, struct net_entry *e);
-/* Fills e->files and e->mounts from e->dir. Returns -ENOMEM. */
+/* Fills e->files and e->mounts from e->files_dir. Returns -ENOMEM. */
 int net_entry_set_files(struct net_entry *e);
 
 /*
  * The blocking steps, on owned copies (pool threads):
- *  prepare: the record (as attaching), the namespace, and for a disabled
- *           container its files; plugins checked first;
- *  commit:  the files and the record (as attached);
- *  remove:  the namespace, the files, the record.
- * Each undoes its own half-done work when it fails.
+ *  prepare: the record (as attaching), the namespace, and the files (the
+ *           hosts file without the address yet, for a container that gets
+ *           one); plugins checked first;
+ *  commit:  the hosts file rewritten in place (the runtime may have
+ *           bind-mounted it already: a new file would not be seen) and the
+ *           record (as attached);
+ *  remove:  the namespace, the files and their directory, the record.
+ * Each undoes its own half-done work when it fails. Records and files are
+ * replaced atomically but not fsynced: what they describe (a namespace,
+ * links, rules) does not outlive a reboot either, and host-local's leases,
+ * which do, are released at start-up also without a record.
  */
 struct net_step {
     char *record_path, *record_text;

@@ -52,17 +52,18 @@ struct reconcile {
     bool scanning;    /* scan_done is still handing out work */
 
     /* scan inputs and results (the job's) */
-    char *attach_dir, *netns_dir, *lease_dir;
+    char *attach_dir, *netns_dir, *lease_dir, *files_root;
     struct scanned *recs;
     size_t nrecs;
-    char **netns_names;
-    size_t nnetns;
+    char **netns_names, **files_names;
+    size_t nnetns, nfiles;
     struct nethost_lease *leases;
     size_t nleases;
 
-    /* cleanup (the last job's): paths to unmount and remove, files to unlink */
-    char **netns_remove, **files_remove;
-    size_t nnetns_remove, nfiles_remove;
+    /* cleanup (the last job's): paths to unmount and remove, files to
+     * unlink, directories of /etc files to remove */
+    char **netns_remove, **files_remove, **dirs_remove;
+    size_t nnetns_remove, nfiles_remove, ndirs_remove;
     /* repair: veths to put back on the bridge */
     char **veths;
     size_t nveths;
@@ -106,15 +107,18 @@ reconcile_free(struct reconcile *r)
     free(r->attach_dir);
     free(r->netns_dir);
     free(r->lease_dir);
+    free(r->files_root);
     for (size_t i = 0; i < r->nrecs; i++) {
         free(r->recs[i].path);
         net_rec_close(&r->recs[i].rec);
     }
     free(r->recs);
     strv_free(r->netns_names, r->nnetns);
+    strv_free(r->files_names, r->nfiles);
     free(r->leases);
     strv_free(r->netns_remove, r->nnetns_remove);
     strv_free(r->files_remove, r->nfiles_remove);
+    strv_free(r->dirs_remove, r->ndirs_remove);
     strv_free(r->veths, r->nveths);
     free(r->bridge);
     free(r);
@@ -143,6 +147,11 @@ cleanup_work(void *ctx)
     for (size_t i = 0; i < r->nfiles_remove; i++)
         if (unlink(r->files_remove[i]) < 0 && errno != ENOENT)
             log_warn("net: reconcile: remove %s: %s", r->files_remove[i], strerror(errno));
+    for (size_t i = 0; i < r->ndirs_remove; i++) {
+        struct err e = {0};
+        if (fs_remove_tree(r->dirs_remove[i], &e) < 0)
+            log_warn("net: reconcile: %s", e.msg);
+    }
     for (size_t i = 0; i < r->nveths; i++) {
         char master[NET_NAME_MAX + 1];
         bool exists, up;
@@ -171,6 +180,9 @@ cleanup_done(void *ctx, bool cancelled)
     n->inflight--;
     log_info("net: reconciled: %u kept, %u released, %u orphans removed, %u repaired", r->st.kept,
              r->st.released, r->st.orphans, r->st.repaired);
+    n->reconciling--;
+    net_detach_resume_deferred(n);
+    net_attach_resume_deferred(n);
     r->cb(r->arg, &r->st, r->failed ? &r->err : NULL);
     reconcile_free(r);
 }
@@ -233,11 +245,10 @@ release_del_done(void *arg, struct json_object *result, const struct err *err)
     if (s) {
         s->netns_path = strdup(e->netns_path);
         s->record_path = rel->del_failed ? NULL : strdup(e->record_path);
-        if (e->dir && asprintf(&s->files_dir, "%s/net", e->dir) < 0)
-            s->files_dir = NULL;
+        s->files_dir = strdup(e->files_dir);
         for (size_t i = 0; i < 3; i++)
             s->file_paths[i] = e->files[i] ? strdup(e->files[i]) : NULL;
-        oom = !s->netns_path || (!rel->del_failed && !s->record_path);
+        oom = !s->netns_path || !s->files_dir || (!rel->del_failed && !s->record_path);
     }
     rel->step = s;
     if (oom || job_submit(r->n->jobs, "net.reconcile", release_remove_work, release_remove_done,
@@ -265,7 +276,6 @@ release_start(struct reconcile *r, struct scanned *sc)
         return;
     }
     net_rec_to_entry(&sc->rec, e);
-    net_entry_set_files(e);
     rel->r = r;
     rel->e = e;
     r->pending++;
@@ -369,7 +379,8 @@ static void
 repair_rules(struct reconcile *r, struct net_entry *e)
 {
     struct net *n = r->n;
-    static const char *const idempotent[] = {"portmap", "firewall", NULL};
+    /* portmap's ADD is idempotent; the bridge's would make a second veth. */
+    static const char *const idempotent[] = {"portmap", NULL};
     struct repair *rp = calloc(1, sizeof(*rp));
     if (!rp)
         return;
@@ -406,6 +417,13 @@ scan_work(void *ctx)
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         size_t len = strlen(de->d_name);
+        /* A record's write a kill cut short (fs_write_file_atomic's
+         * temporary): no attach or detach writes one while this runs. */
+        if (de->d_name[0] != '.' && strstr(de->d_name, ".json.tmp.")) {
+            if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+                r->st.orphans++;
+            continue;
+        }
         if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
             continue;
         struct scanned *nv = realloc(r->recs, (r->nrecs + 1) * sizeof(*nv));
@@ -443,6 +461,15 @@ scan_work(void *ctx)
     }
     if (d)
         closedir(d);
+    d = opendir(r->files_root);
+    while (d && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (strv_add(&r->files_names, &r->nfiles, de->d_name) < 0)
+            break;
+    }
+    if (d)
+        closedir(d);
     if (r->lease_dir) {
         struct err e = {0};
         if (nethost_leases_list(r->lease_dir, &r->leases, &r->nleases, &e) < 0)
@@ -474,7 +501,6 @@ keep(struct reconcile *r, struct scanned *sc)
         return;
     }
     net_rec_to_entry(&sc->rec, e);
-    net_entry_set_files(e);
     e->netns_gone = !sc->netns_mounted;
     if (!e->disabled && e->result &&
         net_result_parse(e->result, n->generated ? n->name : NULL, &e->res, NULL) < 0)
@@ -486,7 +512,7 @@ keep(struct reconcile *r, struct scanned *sc)
     if (n->setup_bridge_created && e->res.host_ifname[0] &&
         strv_add(&r->veths, &r->nveths, e->res.host_ifname) < 0)
         log_warn("net: reconcile: out of memory");
-    if (n->setup_rules_missing)
+    if (n->setup_rules_missing && e->nports)
         repair_rules(r, e);
 }
 
@@ -500,6 +526,9 @@ scan_done(void *ctx, bool cancelled)
         err_set(&e, ECANCELED, "cancelled (shutting down)");
         fail(r, &e);
         n->inflight--;
+        n->reconciling--;
+        net_detach_resume_deferred(n);
+        net_attach_resume_deferred(n);
         r->cb(r->arg, &r->st, &r->err);
         reconcile_free(r);
         return;
@@ -515,6 +544,13 @@ scan_done(void *ctx, bool cancelled)
         cleanup_free char *path = fs_path_join(r->netns_dir, r->netns_names[i]);
         if (path && strv_add(&r->netns_remove, &r->nnetns_remove, path) == 0)
             r->st.orphans++;
+    }
+    for (size_t i = 0; i < r->nfiles; i++) {
+        if (claimed(r, r->files_names[i]))
+            continue;
+        cleanup_free char *path = fs_path_join(r->files_root, r->files_names[i]);
+        if (path && strv_add(&r->dirs_remove, &r->ndirs_remove, path) < 0)
+            log_warn("net: reconcile: out of memory");
     }
     struct json_object *list = n->generated ? net_list_for(n, false) : NULL;
     for (size_t i = 0; list && i < r->nleases; i++)
@@ -567,7 +603,9 @@ net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcil
     r->attach_dir = strdup(n->attach_dir);
     r->netns_dir = strdup(n->netns_dir);
     r->lease_dir = n->lease_dir ? strdup(n->lease_dir) : NULL;
-    if (oom || !r->attach_dir || !r->netns_dir || (n->lease_dir && !r->lease_dir)) {
+    r->files_root = strdup(n->files_root);
+    if (oom || !r->attach_dir || !r->netns_dir || !r->files_root ||
+        (n->lease_dir && !r->lease_dir)) {
         reconcile_free(r);
         return err_set(err, ENOMEM, "network reconcile: out of memory");
     }
@@ -577,5 +615,6 @@ net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcil
         return rc;
     }
     n->inflight++;
+    n->reconciling++;
     return 0;
 }

@@ -11,6 +11,7 @@
  */
 #include "daemon/net_internal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,6 @@ net_rec_render(const struct net_entry *e, const char *state)
     json_object_object_add(o, "handle", json_object_new_string(e->handle));
     json_object_object_add(o, "state", json_object_new_string(state));
     json_object_object_add(o, "netns", json_object_new_string(e->netns_path));
-    json_object_object_add(o, "dir", json_object_new_string(e->dir ? e->dir : ""));
     json_object_object_add(o, "hostname", json_object_new_string(e->hostname));
     json_object_object_add(o, "disabled", json_object_new_boolean(e->disabled));
     struct json_object *ports = json_object_new_array();
@@ -57,7 +57,6 @@ void
 net_rec_close(struct net_rec *r)
 {
     free(r->netns);
-    free(r->dir);
     free(r->ports);
     json_object_put(r->list);
     json_object_put(r->result);
@@ -83,7 +82,7 @@ net_rec_parse(const char *text, struct net_rec *out, struct err *err)
         return err_set(err, ERR_INVALID_CONTENT, "network record: not a JSON object");
     }
     const char *handle = get_str(o, "handle"), *state = get_str(o, "state");
-    const char *netns = get_str(o, "netns"), *dir = get_str(o, "dir");
+    const char *netns = get_str(o, "netns");
     const char *hostname = get_str(o, "hostname");
     if (!handle || !rt_handle_valid(handle) || !state || !netns || netns[0] != '/') {
         json_object_put(o);
@@ -93,7 +92,6 @@ net_rec_parse(const char *text, struct net_rec *out, struct err *err)
     snprintf(out->state, sizeof(out->state), "%s", state);
     snprintf(out->hostname, sizeof(out->hostname), "%s", hostname ? hostname : handle);
     out->netns = strdup(netns);
-    out->dir = dir && *dir ? strdup(dir) : NULL;
     struct json_object *v;
     if (json_object_object_get_ex(o, "disabled", &v))
         out->disabled = json_object_get_boolean(v);
@@ -136,9 +134,6 @@ net_rec_to_entry(struct net_rec *r, struct net_entry *e)
     free(e->netns_path);
     e->netns_path = r->netns;
     r->netns = NULL;
-    free(e->dir);
-    e->dir = r->dir;
-    r->dir = NULL;
     e->disabled = r->disabled;
     free(e->ports);
     e->ports = r->ports;
@@ -159,7 +154,7 @@ net_entry_set_files(struct net_entry *e)
     for (size_t i = 0; i < 3; i++) {
         free(e->files[i]);
         e->files[i] = NULL;
-        if (e->dir && asprintf(&e->files[i], "%s/net/%s", e->dir, file_names[i]) < 0) {
+        if (asprintf(&e->files[i], "%s/%s", e->files_dir, file_names[i]) < 0) {
             e->files[i] = NULL;
             return -ENOMEM;
         }
@@ -194,17 +189,43 @@ net_step_free(struct net_step *s)
     free(s);
 }
 
+/*
+ * Writes a file in place (created when missing): the runtime bind-mounts
+ * it, and a file renamed over it would not be what the container sees.
+ */
+static int
+write_in_place(const char *path, const char *text, struct err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_errno(err, errno, "write %s", path);
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            int e = errno;
+            close(fd);
+            return err_errno(err, e, "write %s", path);
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) < 0)
+        return err_errno(err, errno, "write %s", path);
+    return 0;
+}
+
 static int
 write_files(struct net_step *s)
 {
     if (!s->files_dir)
         return 0;
-    int ret = fs_mkdir_p(s->files_dir, 0755, &s->err);
+    int ret = fs_mkdir_p(s->files_dir, 0700, &s->err);
     for (size_t i = 0; ret == 0 && i < 3; i++) {
         if (!s->file_paths[i] || !s->file_texts[i])
             continue;
-        ret = fs_write_file_atomic(s->file_paths[i], s->file_texts[i], strlen(s->file_texts[i]),
-                                   0644, &s->err);
+        ret = write_in_place(s->file_paths[i], s->file_texts[i], &s->err);
     }
     return ret;
 }
@@ -235,8 +256,8 @@ net_step_prepare(struct net_step *s)
     if (s->rc == 0)
         s->rc = fs_mkdir_p(s->attach_dir, 0700, &s->err);
     if (s->rc == 0)
-        s->rc = fs_write_file_atomic(s->record_path, s->record_text, strlen(s->record_text), 0600,
-                                     &s->err);
+        s->rc = fs_write_file_volatile(s->record_path, s->record_text, strlen(s->record_text), 0600,
+                                       &s->err);
     if (s->rc < 0)
         return;
     /* A namespace file left by a crash before its record was rewritten. */
@@ -257,8 +278,8 @@ net_step_commit(struct net_step *s)
 {
     s->rc = write_files(s);
     if (s->rc == 0)
-        s->rc = fs_write_file_atomic(s->record_path, s->record_text, strlen(s->record_text), 0600,
-                                     &s->err);
+        s->rc = fs_write_file_volatile(s->record_path, s->record_text, strlen(s->record_text), 0600,
+                                       &s->err);
 }
 
 void

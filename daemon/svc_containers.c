@@ -19,8 +19,10 @@
 #include "common/path.h"
 #include "common/randid.h"
 #include "common/strv.h"
+#include "daemon/ctr_create.h"
 #include "daemon/ctr_events.h"
 #include "daemon/daemon.h"
+#include "daemon/net.h"
 #include "daemon/svc_main.h"
 #include "store/scratch.h"
 #include "store/store.h"
@@ -191,6 +193,34 @@ check_isolation(const struct containers *reg, const char *isolation, struct err 
                    isolation, reg->drv->name, list);
 }
 
+/* The network asked for: a forwarded port needs the network, and a port to forward. */
+static int
+check_network(const struct daemon *d, const struct ctr_params *p, struct err *err)
+{
+    if (p->nports > CTR_PORTS_MAX)
+        return err_set(err, EINVAL, "field \"network.ports\": more than %d entries", CTR_PORTS_MAX);
+    if (p->nports && p->net_disabled)
+        return err_set(err, EINVAL,
+                       "field \"network.ports\": a container with \"disabled\": true has no "
+                       "network to forward ports to");
+    for (size_t i = 0; i < p->nports; i++) {
+        const struct ctr_port *pt = &p->ports[i];
+        if (pt->container == 0)
+            return err_set(err, EINVAL,
+                           "field \"network.ports[%zu].container\": 0 is out of range 1..65535", i);
+        for (size_t j = 0; j < i && pt->host; j++)
+            if (p->ports[j].host == pt->host && p->ports[j].udp == pt->udp)
+                return err_set(err, EINVAL,
+                               "field \"network.ports[%zu].host\": %u/%s is given twice", i,
+                               pt->host, pt->udp ? "udp" : "tcp");
+    }
+    if (p->nports && d->cfg->network_disabled)
+        return err_set(err, ENOTSUP,
+                       "field \"network.ports\": networking is off on this daemon (--network "
+                       "none): no port can be forwarded");
+    return 0;
+}
+
 static int
 check_create(const struct containers *reg, struct ctr_params *p, const char *isolation,
              struct err *err)
@@ -252,62 +282,6 @@ containers_isolations(struct daemon *d, struct ctr_isolation *out, size_t max)
 
 /* ---- create ---------------------------------------------------------------- */
 
-struct create_job {
-    struct svc_call call;
-    container_create_cb cb;
-    void *arg;
-    struct container *c; /* a reference */
-    struct containers *reg;
-    struct store *st;
-    struct ctr_params *p; /* the job's copy */
-    char *dir;
-    int rc;
-    struct err err;
-    int init_pidfd; /* watched once the create is done */
-};
-
-static void
-create_work(void *ctx)
-{
-    struct create_job *j = ctx;
-    j->rc = containers_create_blocking(j->reg, j->st, j->p, j->dir, &j->err);
-    if (j->rc == 0)
-        j->init_pidfd = container_init_pidfd(j->reg, j->p->handle);
-}
-
-static void
-create_done(void *ctx, bool cancelled)
-{
-    struct create_job *j = ctx;
-    struct container *c = j->c;
-    if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "create container %s: the daemon is shutting down",
-                        c->p->handle);
-    if (j->rc == 0) {
-        c->state = CTR_RUNNING;
-        container_watch_init(c, j->init_pidfd);
-        j->init_pidfd = -1;
-        /* The job resolved the image: its digest and its run defaults. */
-        ctr_params_free(c->p);
-        c->p = j->p;
-        j->p = NULL;
-        log_info("container %s: created", c->p->handle);
-        ctr_events_emit(c, CTR_CHANGE_CREATE, -1, 0);
-    } else {
-        if (j->call.detached) /* else the caller reports it */
-            log_info("%s", j->err.msg);
-        containers_remove(c);
-    }
-    if (!j->call.detached)
-        j->cb(j->arg, j->rc < 0 ? &j->err : NULL, c);
-    if (j->init_pidfd >= 0)
-        close(j->init_pidfd);
-    container_unref(c);
-    ctr_params_free(j->p);
-    free(j->dir);
-    free(j);
-}
-
 int
 container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
                  container_create_cb cb, void *arg, struct svc_call **call, struct err *err)
@@ -316,6 +290,8 @@ container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
     int ret = containers_registry(d, &reg, err);
     if (ret == 0)
         ret = check_create(reg, p, isolation, err);
+    if (ret == 0)
+        ret = check_network(d, p, err);
     if (ret < 0) {
         ctr_params_free(p);
         return ret;
@@ -328,42 +304,27 @@ container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
              isolation           ? isolation
              : d->cfg->isolation ? d->cfg->isolation
                                  : "process");
-    struct create_job *j = calloc(1, sizeof(*j));
-    struct ctr_params *copy = j ? ctr_params_dup(p) : NULL;
+    struct ctr_params *copy = ctr_params_dup(p);
     if (!copy) {
-        free(j);
         ctr_params_free(p);
         return err_set(err, ENOMEM, "create container: out of memory");
     }
-    j->init_pidfd = -1; /* a cancelled job never sets it */
     struct container *c = NULL;
     if ((ret = containers_add(reg, p, &c, err)) < 0) {
-        free(j);
         ctr_params_free(copy);
         ctr_params_free(p);
         return ret;
     }
-    container_ref(c);
-    j->c = c;
-    j->reg = reg;
-    j->st = d->store;
-    j->p = copy;
-    j->cb = cb;
-    j->arg = arg;
-    j->dir = strdup(c->dir);
-    ret = j->dir ? job_submit_prompt(d->jobs, "container.create", create_work, create_done, j)
-                 : -ENOMEM;
-    if (ret < 0) {
+    if ((ret = ctr_create_start(d, c, copy, cb, arg, call, err)) < 0)
         containers_remove(c);
-        container_unref(c);
-        ctr_params_free(copy);
-        free(j->dir);
-        free(j);
-        return err_set(err, -ret == ENOMEM ? ENOMEM : ECANCELED,
-                       "create container: cannot start the job: %s", strerror(-ret));
-    }
-    svc_call_give(&j->call, call);
-    return 0;
+    return ret;
+}
+
+const struct net_attachment *
+container_network(const struct container *c)
+{
+    struct net *n = c->reg->d->net;
+    return n ? net_attachment_find(n, c->p->handle) : NULL;
 }
 
 /* ---- usage ------------------------------------------------------------------ */
@@ -451,6 +412,10 @@ struct ctr_delete {
     uv_timer_t *grace_timer;
     int rc;
     struct err err;
+    /* The undo job and the network's detach run side by side. */
+    bool job_running, net_running;
+    int net_rc;
+    struct err net_err;
 };
 
 static void
@@ -493,15 +458,20 @@ delete_work(void *ctx)
     op->rc = containers_delete_blocking(op->reg, op->st, op->p, op->dir, &op->err);
 }
 
+/* The delete's last step, once the undo job and the detach both ended:
+ * the container goes, or stays "deleting" with the first error. */
 static void
-delete_done(void *ctx, bool cancelled)
+delete_settle(struct ctr_delete *op)
 {
-    struct ctr_delete *op = ctx;
+    if (op->job_running || op->net_running)
+        return;
     struct container *c = op->c;
-    if (cancelled && op->rc == 0)
-        op->rc = err_set(&op->err, ECANCELED, "delete container %s: the daemon is shutting down",
-                         c->p->handle);
     c->removing = false;
+    if (op->rc == 0 && op->net_rc < 0) {
+        op->rc = op->net_rc;
+        err_copy(&op->err, &op->net_err);
+        err_wrap(&op->err, "delete container %s", op->p->handle);
+    }
     if (op->rc == 0) {
         log_info("container %s: deleted", c->p->handle);
         ctr_events_emit(c, CTR_CHANGE_DESTROY, c->main_proc ? container_main_exit_code(c) : -1, 0);
@@ -511,6 +481,53 @@ delete_done(void *ctx, bool cancelled)
     if (op->rc < 0 && op->call.detached)
         log_warn("%s", op->err.msg);
     delete_end(op, op->rc < 0 ? &op->err : NULL);
+}
+
+static void
+delete_net_done(void *arg, const struct err *err)
+{
+    struct ctr_delete *op = arg;
+    op->net_running = false;
+    if (err) {
+        op->net_rc = -err->code;
+        err_copy(&op->net_err, err);
+    }
+    delete_settle(op);
+}
+
+/*
+ * The network's detach (CNI DEL, the namespace, the files), beside the
+ * undo job: its processes had their TERM and their grace time, and the
+ * runtime's delete kills whatever is left, so nothing needs the network
+ * any more, and DEL's time (a Go plugin's start-up, the veth's removal)
+ * need not add to the runtime's. The address is free at once; the old
+ * namespace, whose veth DEL removed, holds no conflict with a container
+ * that gets it next.
+ */
+static void
+delete_start_net(struct ctr_delete *op)
+{
+    struct net *n = op->reg->d->net;
+    if (!n)
+        return;
+    op->net_running = true;
+    int rc = net_detach(n, op->p->handle, delete_net_done, op, &op->net_err);
+    if (rc < 0) {
+        op->net_running = false;
+        op->net_rc = rc;
+    }
+}
+
+static void
+delete_done(void *ctx, bool cancelled)
+{
+    struct ctr_delete *op = ctx;
+    struct container *c = op->c;
+    op->job_running = false;
+    if (cancelled && op->rc == 0)
+        op->rc = err_set(&op->err, ECANCELED, "delete container %s: the daemon is shutting down",
+                         c->p->handle);
+    delete_settle(op);
 }
 
 static void
@@ -529,7 +546,10 @@ delete_finish(struct ctr_delete *op)
         err_set(&err, ECANCELED, "delete container %s: cannot start the job: %s", op->p->handle,
                 strerror(-rc));
         delete_end(op, &err);
+        return;
     }
+    op->job_running = true;
+    delete_start_net(op);
 }
 
 static void
@@ -660,6 +680,10 @@ container_delete_grace(struct daemon *d, const char *handle, int64_t grace_s,
     }
     c->state = CTR_DELETING;
     c->deleting = op;
+    if (op->finishing) {
+        op->job_running = true;
+        delete_start_net(op);
+    }
     svc_call_give(&op->call, call);
     return 0;
 }

@@ -68,12 +68,26 @@ typedef void (*container_create_cb)(void *arg, const struct err *err, struct con
  * Creates a container from p (taken, also on error): checks it (an empty
  * handle gets a generated one; exactly one of image_ref and rootfs_dir;
  * absolute paths; limits, grace time; isolation, when not NULL, must be
- * offered by the driver), registers it as "creating" and runs the create
- * job. The callback gets the container, running, or the error (the
- * container is then gone again).
+ * offered by the driver; ports: at most CTR_PORTS_MAX, a container port
+ * from 1, a host port given once, none with net_disabled, ENOTSUP with
+ * --network none), registers it as "creating" and runs the create: its
+ * jobs and its network's attach (daemon/ctr_create.c). The callback gets
+ * the container, running and attached, or the error (the container is
+ * then gone again, with everything made for it). A host port in use is
+ * ERR_CONFLICT at once; a CNI plugin's failure reaches the callback with
+ * the plugin's own message (EIO, ERR_UNAVAILABLE for a plugin missing,
+ * ETIMEDOUT).
  */
 int container_create(struct daemon *d, struct ctr_params *p, const char *isolation,
                      container_create_cb cb, void *arg, struct svc_call **call, struct err *err);
+
+struct net_attachment;
+/*
+ * The container's network (daemon/net.h: its address, gateway, forwarded
+ * ports, or disabled), or NULL when it has none (no network service, or
+ * a container from before there was one). Valid until the loop runs on.
+ */
+const struct net_attachment *container_network(const struct container *c);
 
 typedef void (*container_stats_cb)(void *arg, const struct err *err, struct container *c,
                                    const struct ctr_usage *usage);
@@ -89,9 +103,11 @@ int container_stats(struct daemon *d, const char *handle, container_stats_cb cb,
 typedef void (*container_delete_cb)(void *arg, const struct err *err);
 /*
  * Deletes the container: TERM to its running processes, then after they
- * exited or its grace time passed, the undo job. ERR_CONFLICT at once
- * while it is being created, deleted, or a process is being started.
- * A failed delete leaves it "deleting"; deleting again retries.
+ * exited or its grace time passed, the undo job (whose runtime delete
+ * kills what is left) and, beside it, its network's detach (CNI DEL, the
+ * namespace). ERR_CONFLICT at once while it is being created, deleted,
+ * or a process is being started. A failed delete (the undo, or a
+ * plugin's DEL) leaves it "deleting"; deleting again retries every step.
  */
 int container_delete(struct daemon *d, const char *handle, container_delete_cb cb, void *arg,
                      struct svc_call **call, struct err *err);

@@ -2,10 +2,10 @@
  * The crash campaign's look at the host and the store root from outside
  * (see crash_campaign.h): what a volume's tar stream holds, and what is
  * left that nothing listed explains: mounts under the root (each listed
- * container's rootfs and scratch, each listed volume's overlay, each at
- * most once), loop devices on files under the root (a listed container's
+ * container's rootfs, scratch and network namespace, each listed
+ * volume's overlay, each at most once), loop devices on files under the root (a listed container's
  * scratch image), cgroups under this root's cgroup parent in every
- * hierarchy, runc state, container and volume directories, staging
+ * hierarchy, runc state, container, network and volume directories, staging
  * directories and temporaries, and processes of a dead daemon still at
  * work on the root.
  *
@@ -253,6 +253,8 @@ check_mounts(struct lctx *v, const char *when)
                       (strcmp(what, "rootfs") == 0 || strcmp(what, "scratch") == 0);
         else if (sscanf(rel, "volumes/%255[^/]/%31s", h, what) == 2)
             allowed = cc_names_has(v->volumes, h) && strcmp(what, "fs") == 0;
+        else if (sscanf(rel, "network/netns/%255[^/]%31s", h, what) == 1)
+            allowed = true; /* a network namespace: check_network's */
         if (!allowed)
             ok = lfail(v, "%s: a mount nothing listed explains: %s", when, tok);
         else if (cc_names_has(&seen, rel))
@@ -440,6 +442,68 @@ check_dirs(struct lctx *v, const char *when)
     return true;
 }
 
+/*
+ * What the network keeps of each listed container only: its namespace
+ * (a file and a mount), its record (<handle>.json) and its /etc files.
+ * The daemon's start-up reconciliation releases those of containers that
+ * are gone after it starts listening, so what is left is given 10 s.
+ */
+static bool
+network_clean(struct lctx *v, char *why, size_t len)
+{
+    static const char *const subs[] = {"netns", "attach", "files"};
+    char p[PATH_MAX + 64];
+    struct cc_names n;
+    for (int k = 0; k < 3; k++) {
+        snprintf(p, sizeof(p), "%s/network/%s", v->c->root, subs[k]);
+        cc_dir_names(p, NULL, &n);
+        for (int i = 0; i < n.n; i++) {
+            char h[CC_NAME_LEN];
+            snprintf(h, sizeof(h), "%s", n.v[i]);
+            size_t hl = strlen(h);
+            if (k == 1 && hl > 5 && strcmp(h + hl - 5, ".json") == 0)
+                h[hl - 5] = '\0';
+            if (!cc_names_has(v->containers, h)) {
+                snprintf(why, len, "%s/%s of a container that is not listed", p, n.v[i]);
+                return false;
+            }
+        }
+    }
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[8192], prefix[PATH_MAX + 32];
+    snprintf(prefix, sizeof(prefix), "%s/network/netns/", v->c->root);
+    bool ok = true;
+    while (ok && f && fgets(line, sizeof(line), f)) {
+        char *save = NULL, *tok = strtok_r(line, " ", &save);
+        for (int i = 0; tok && i < 4; i++)
+            tok = strtok_r(NULL, " ", &save);
+        if (!tok)
+            continue;
+        unescape(tok);
+        if (strncmp(tok, prefix, strlen(prefix)) != 0)
+            continue;
+        if (!cc_names_has(v->containers, tok + strlen(prefix))) {
+            snprintf(why, len, "a network namespace of a container that is not listed: %s", tok);
+            ok = false;
+        }
+    }
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+static bool
+check_network(struct lctx *v, const char *when)
+{
+    char why[PATH_MAX + 128];
+    for (int round = 0; round < 200; round++) {
+        if (network_clean(v, why, sizeof(why)))
+            return true;
+        sleep_ms(50);
+    }
+    return lfail(v, "%s: after 10 s: %s", when, why);
+}
+
 bool
 cc_check_leaks(const struct cc_campaign *c, const struct cc_names *containers,
                const struct cc_names *volumes, const char *when, char *why, size_t len)
@@ -456,5 +520,5 @@ cc_check_leaks(const struct cc_campaign *c, const struct cc_names *containers,
         return lfail(v, "%s: process %d still at work on the root after 10 s: %s", when, (int)pid,
                      cmd);
     return check_mounts(v, when) && check_loops(v, when) && check_cgroups(v, when) &&
-           check_dirs(v, when);
+           check_dirs(v, when) && check_network(v, when);
 }

@@ -297,8 +297,22 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
         argv[argc++] = "--docker-listen";
         argv[argc++] = "none";
     }
-    for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++)
+    /* No test makes the host's berth0: without a network flag of its own,
+     * a daemon gets none (harness_net_opts gives a test a network of its
+     * own). */
+    bool net_flag = false;
+    for (int i = 0; opts->args[i] && i < HARNESS_MAX_ARGS; i++) {
         argv[argc++] = opts->args[i];
+        net_flag |= strncmp(opts->args[i], "--network", 9) == 0 ||
+                    strncmp(opts->args[i], "--cni-config", 12) == 0;
+    }
+    for (int i = 0; opts->env[i]; i++)
+        net_flag |= strncmp(opts->env[i], "BERTH_NETWORK", 13) == 0 ||
+                    strncmp(opts->env[i], "BERTH_CNI_CONFIG", 16) == 0;
+    if (!net_flag) {
+        argv[argc++] = "--network";
+        argv[argc++] = "none";
+    }
     argv[argc] = NULL;
 
     int logfd = open(b->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -324,6 +338,12 @@ berthd_start(struct berthd *b, const struct berthd_opts *opts)
                                            "BERTH_CONNECTION_TIMEOUT",
                                            "BERTH_POOL_THREADS",
                                            "BERTH_DOCKER_LISTEN",
+                                           "BERTH_NETWORK",
+                                           "BERTH_NETWORK_NAME",
+                                           "BERTH_NETWORK_POOL",
+                                           "BERTH_NETWORK_GATEWAY",
+                                           "BERTH_DNS",
+                                           "BERTH_CNI_CONFIG",
                                            NULL};
         for (const char *const *e = ours; *e; e++)
             unsetenv(*e);
@@ -832,13 +852,25 @@ berthd_run(const char *const *args, const char *const *env, int timeout_ms, char
     int ofd = open(opath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int efd = open(epath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ck_assert(ofd >= 0 && efd >= 0);
-    const char *argv[HARNESS_MAX_ARGS + 3];
+    const char *argv[HARNESS_MAX_ARGS + 5];
     int argc = 0;
     if (harness_wine())
         argv[argc++] = harness_wine();
     argv[argc++] = harness_berthd_path();
-    for (int i = 0; args && args[i] && argc < HARNESS_MAX_ARGS; i++)
+    bool net_flag = false;
+    for (int i = 0; args && args[i] && argc < HARNESS_MAX_ARGS; i++) {
         argv[argc++] = args[i];
+        net_flag |=
+            strncmp(args[i], "--network", 9) == 0 || strncmp(args[i], "--cni-config", 12) == 0;
+    }
+    for (int i = 0; env && env[i]; i++)
+        net_flag |= strncmp(env[i], "BERTH_NETWORK", 13) == 0 ||
+                    strncmp(env[i], "BERTH_CNI_CONFIG", 16) == 0;
+    /* As berthd_start: never the host's berth0, should one start. */
+    if (!net_flag) {
+        argv[argc++] = "--network";
+        argv[argc++] = "none";
+    }
     argv[argc] = NULL;
     pid_t pid = fork();
     ck_assert(pid >= 0);
@@ -848,6 +880,12 @@ berthd_run(const char *const *args, const char *const *env, int timeout_ms, char
         unsetenv("BERTH_LISTEN");
         unsetenv("BERTH_LOG_LEVEL");
         unsetenv("BERTH_RUNTIME");
+        unsetenv("BERTH_NETWORK");
+        unsetenv("BERTH_NETWORK_NAME");
+        unsetenv("BERTH_NETWORK_POOL");
+        unsetenv("BERTH_NETWORK_GATEWAY");
+        unsetenv("BERTH_DNS");
+        unsetenv("BERTH_CNI_CONFIG");
         for (int i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
         execv(argv[0], (char *const *)argv);

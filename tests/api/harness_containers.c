@@ -65,6 +65,8 @@ cleanup_at_exit(void)
                tracked[i].handle);
         ctr_sh("umount -l '%s/containers/%s/rootfs' >/dev/null 2>&1", tracked[i].root,
                tracked[i].handle);
+        ctr_sh("umount -l '%s/network/netns/%s' >/dev/null 2>&1", tracked[i].root,
+               tracked[i].handle);
     }
     if (base_dir[0])
         ctr_sh("rm -rf '%s'", base_dir);
@@ -109,6 +111,7 @@ fixture_teardown(void)
             kill(pid, SIGKILL);
         ctr_sh("runc --root '%s/runtime/runc' delete --force '%s' >/dev/null 2>&1", root, handle);
         ctr_sh("umount -l '%s/containers/%s/rootfs' >/dev/null 2>&1", root, handle);
+        ctr_sh("umount -l '%s/network/netns/%s' >/dev/null 2>&1", root, handle);
     }
     /* Only once every container is gone: a root holds the runtime state of all its containers. */
     if (f)

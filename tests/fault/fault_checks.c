@@ -183,7 +183,11 @@ check_volumes(struct berthd *b, const char *what, struct name_set *handles)
     }
 }
 
-/* Whether a mount point under the root belongs to a listed container or volume. */
+/*
+ * Whether a mount point under the root belongs to a listed container or
+ * volume: under its directory, or its network namespace (bound at
+ * <root>/network/netns/<handle>, daemon/net_host.c).
+ */
 static bool
 mount_owned(const struct berthd *b, const char *mnt, const struct name_set *ctrs,
             const struct name_set *vols)
@@ -192,6 +196,9 @@ mount_owned(const struct berthd *b, const char *mnt, const struct name_set *ctrs
     for (size_t i = 0; i < ctrs->n; i++) {
         snprintf(prefix, sizeof(prefix), "%s/containers/%s/", b->root, ctrs->names[i]);
         if (strncmp(mnt, prefix, strlen(prefix)) == 0)
+            return true;
+        snprintf(prefix, sizeof(prefix), "%s/network/netns/%s", b->root, ctrs->names[i]);
+        if (strcmp(mnt, prefix) == 0)
             return true;
     }
     for (size_t i = 0; i < vols->n; i++) {
@@ -330,6 +337,22 @@ check_containers(struct berthd *b, const char *what, const struct name_set *vols
         fault_check(b, what, set_has(&ctrs, have.names[i]),
                     "runc state runtime/runc/%s is left for a container that is not listed",
                     have.names[i]);
+    /* A container's network: its namespace, record and /etc files (daemon/net*.c). */
+    static const char *const net_subs[] = {"netns", "attach", "files"};
+    for (size_t k = 0; check_files && k < 3; k++) {
+        snprintf(dir, sizeof(dir), "%s/network/%s", b->root, net_subs[k]);
+        dir_entries(dir, &have);
+        for (size_t i = 0; i < have.n; i++) {
+            char name[160];
+            snprintf(name, sizeof(name), "%s", have.names[i]);
+            char *dot = k == 1 ? strrchr(name, '.') : NULL;
+            if (dot && strcmp(dot, ".json") == 0)
+                *dot = '\0';
+            fault_check(b, what, set_has(&ctrs, name),
+                        "network/%s/%s is left for a container that is not listed", net_subs[k],
+                        have.names[i]);
+        }
+    }
     check_mounts(b, what, &ctrs, vols);
     check_cgroups(b, what, &ctrs);
     check_loops(b, what, &ctrs);

@@ -88,7 +88,7 @@ static void
 sweep(void)
 {
     /* Rules that name our networks or pools, then the chains they left empty. */
-    tu_sh("for t in filter nat; do "
+    tu_sh("for t in filter nat mangle; do "
           "iptables-save -t $t 2>/dev/null | grep -E -- '%s|10\\.%u\\.' | grep '^-A' | "
           "sed 's/^-A /-D /' | while read -r l; do eval iptables -w -t $t $l 2>/dev/null; done; "
           "for c in $(iptables-save -t $t 2>/dev/null | grep -E '^:(BERTH-[A-Z]+-%s|BTG-%s)' | "
@@ -239,9 +239,12 @@ tnet_init(struct tnet *t, char id, bool open)
     snprintf(t->guard, sizeof(t->guard), "BTG-%s", t->name);
     struct err err = {0};
     ck_assert_msg(fs_mkdir_p(t->root, 0700, &err) == 0, "%s", err.msg);
-    /* Nothing from the pool may be forwarded anywhere but to the test's own links. */
-    ck_assert_int_eq(tu_sh("iptables -w -N %s && iptables -w -A %s -o %s -j RETURN && "
-                           "iptables -w -A %s -j DROP && iptables -w -I FORWARD 1 -s %s -j %s",
+    /* Nothing from the pool may be forwarded anywhere but to the test's own
+     * links. In mangle, which FORWARD traverses before filter: berth's own
+     * accept for the pool is first in filter's FORWARD. */
+    ck_assert_int_eq(tu_sh("iptables -w -t mangle -N %s && iptables -w -t mangle -A %s -o %s -j "
+                           "RETURN && iptables -w -t mangle -A %s -j DROP && "
+                           "iptables -w -t mangle -I FORWARD 1 -s %s -j %s",
                            t->guard, t->guard, t->name, t->guard, t->pool, t->guard),
                      0);
     if (open) {
@@ -257,8 +260,8 @@ static unsigned long
 guard_drops(struct tnet *t)
 {
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "iptables -w -L %s -v -n -x | awk '$3 == \"DROP\" {print $1}'",
-             t->guard);
+    snprintf(cmd, sizeof(cmd),
+             "iptables -w -t mangle -L %s -v -n -x | awk '$3 == \"DROP\" {print $1}'", t->guard);
     FILE *p = popen(cmd, "r");
     unsigned long n = 0;
     if (p) {
@@ -290,8 +293,9 @@ tnet_close(struct tnet *t)
     }
     ck_assert_msg(guard_drops(t) == 0, "%lu packets from %s tried to leave this machine",
                   guard_drops(t), t->pool);
-    tu_sh("iptables -w -D FORWARD -s %s -j %s; iptables -w -F %s; iptables -w -X %s", t->pool,
-          t->guard, t->guard, t->guard);
+    tu_sh("iptables -w -t mangle -D FORWARD -s %s -j %s; iptables -w -t mangle -F %s; "
+          "iptables -w -t mangle -X %s",
+          t->pool, t->guard, t->guard, t->guard);
     tu_sh("rm -rf %s", t->root);
 }
 
@@ -299,12 +303,8 @@ static int
 tnet_attach(struct tnet *t, const char *handle, bool disabled, const struct net_port *ports,
             size_t nports, const struct net_attachment **out, struct err *err)
 {
-    char dir[256];
-    snprintf(dir, sizeof(dir), "%s/containers/%s", t->root, handle);
-    struct err e = {0};
-    ck_assert_msg(fs_mkdir_p(dir, 0700, &e) == 0, "%s", e.msg);
     struct net_attach_req req = {
-        .handle = handle, .dir = dir, .disabled = disabled, .ports = ports, .nports = nports};
+        .handle = handle, .disabled = disabled, .ports = ports, .nports = nports};
     struct wait w = {0};
     int rc = net_attach(t->n, &req, attach_cb, &w, err);
     if (rc < 0)
@@ -750,6 +750,8 @@ START_TEST(net_twenty_attach_detach_cycles_leave_nothing)
     snprintf(attach_dir, sizeof(attach_dir), "%s/attach", t.state);
     ck_assert_uint_eq(count_entries(netns_dir, false), 0);
     ck_assert_uint_eq(count_entries(attach_dir, false), 0);
+    snprintf(attach_dir, sizeof(attach_dir), "%s/files", t.state);
+    ck_assert_uint_eq(count_entries(attach_dir, false), 0);
     ck_assert_uint_eq(leases(&t), 0);
     ck_assert_uint_eq(bridge_ports(&t), 0);
     ck_assert_int_eq(tu_sh("ip -o link show type veth | grep -q 'master %s'", t.name), 1);
@@ -813,6 +815,8 @@ check_nothing_left(struct tnet *t)
     snprintf(dir, sizeof(dir), "%s/netns", t->state);
     ck_assert_uint_eq(count_entries(dir, false), 0);
     snprintf(dir, sizeof(dir), "%s/attach", t->state);
+    ck_assert_uint_eq(count_entries(dir, false), 0);
+    snprintf(dir, sizeof(dir), "%s/files", t->state);
     ck_assert_uint_eq(count_entries(dir, false), 0);
     ck_assert_uint_eq(leases(t), 0);
     ck_assert_uint_eq(bridge_ports(t), 0);
@@ -918,7 +922,7 @@ START_TEST(net_outside_traffic_is_masqueraded)
     ck_assert_msg(nethost_netns_create(outns, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(tu_sh("ip link add %s type veth peer name eth0 netns %s && "
                            "ip addr add %s/24 dev %s && ip link set %s up && "
-                           "iptables -w -I %s 1 -o %s -j RETURN",
+                           "iptables -w -t mangle -I %s 1 -o %s -j RETURN",
                            hostif, outns, host_ip, hostif, hostif, t.guard, hostif),
                      0);
     char cmd[256];
@@ -1128,6 +1132,11 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     const struct net_attachment *a, *b;
     tnet_attach_ok(&t, "stays", ports, 1, &a);
     tnet_attach_ok(&t, "goes", ports, 1, &b);
+    const struct net_attachment *q = NULL;
+    struct err qerr = {0};
+    ck_assert_msg(tnet_attach(&t, "quiet", true, NULL, 0, &q, &qerr) == 0, "%s", qerr.msg);
+    char quiet_ns[256];
+    snprintf(quiet_ns, sizeof(quiet_ns), "%s", q->netns_path);
     char ip_a[24], ip_b[24];
     snprintf(ip_a, sizeof(ip_a), "%s", a->ip);
     snprintf(ip_b, sizeof(ip_b), "%s", b->ip);
@@ -1143,27 +1152,49 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     char path[512];
     snprintf(path, sizeof(path), "%s/ipam/%s/%s.200", t.state, t.name, t.net3);
     tu_write(path, "ghost\r\neth0", 11);
+    char tmp_rec[512];
+    snprintf(tmp_rec, sizeof(tmp_rec), "%s/attach/goes.json.tmp.4242", t.state);
+    tu_write(tmp_rec, "{\"hand", 6); /* a record's write the kill cut short */
     snprintf(path, sizeof(path), "%s/netns/ghost-ns", t.state);
     struct err err = {0};
     ck_assert_msg(nethost_netns_create(path, &err) == 0, "%s", err.msg);
-    /* And the host side lost under the containers: the bridge, the firewall jump. */
+    /* And the host side lost under the containers (a flush of the host's
+     * rules, for this network only): the bridge, berth's forward jump,
+     * portmap's DNAT jumps. */
     ck_assert_int_eq(tu_sh("ip link del %s", t.name), 0);
-    tu_sh("iptables -w -D FORWARD -m comment --comment 'CNI firewall plugin rules' -j "
-          "CNI-FORWARD");
+    ck_assert_int_eq(tu_sh("iptables -w -D FORWARD -j BERTH-FWD-%s", t.name), 0);
+    /* The masquerade's jump and the guard's rules too (its chain emptied). */
+    ck_assert_int_eq(
+        tu_sh("iptables -w -t nat -D POSTROUTING -s %s -j BERTH-NAT-%s", t.pool, t.name), 0);
+    ck_assert_int_eq(tu_sh("iptables -w -F BERTH-IN-%s", t.name), 0);
+    ck_assert_int_eq(tu_sh("iptables-save -t nat | grep '^-A CNI-HOSTPORT-DNAT' | grep -F -- "
+                           "'%s' | grep -q . && iptables-save -t nat | "
+                           "grep '^-A CNI-HOSTPORT-DNAT' | grep -F -- '%s' | "
+                           "sed 's/^-A /-D /' | while read -r l; do eval iptables -w -t nat $l; "
+                           "done",
+                           t.name, t.name),
+                     0);
 
     struct net_opts o;
     char resolv[256];
     opts_default(&t, &o, resolv);
     struct err e2 = {0};
     ck_assert_msg(net_new(&t.loop, t.jobs, &o, &t.n, &e2) == 0, "%s", e2.msg);
-    const char *live[] = {"stays"};
+    const char *live[] = {"stays", "quiet"};
     struct wait w = {0};
-    ck_assert_int_eq(net_reconcile(t.n, live, 1, reconcile_cb, &w, &err), 0);
+    ck_assert_int_eq(net_reconcile(t.n, live, 2, reconcile_cb, &w, &err), 0);
     run_until(&t, &w);
     ck_assert_msg(!w.failed, "%s", w.err.msg);
-    ck_assert_uint_eq(w.st.kept, 1);
+    ck_assert_uint_eq(w.st.kept, 2);
+    /* A loopback-only container is kept as it was, its namespace too. */
+    q = net_attachment_find(t.n, "quiet");
+    ck_assert_ptr_nonnull(q);
+    ck_assert(q->disabled);
+    ck_assert(nethost_netns_mounted(quiet_ns));
+    tnet_detach_ok(&t, "quiet");
     ck_assert_uint_eq(w.st.released, 1);
-    ck_assert_uint_ge(w.st.orphans, 2);
+    ck_assert_uint_ge(w.st.orphans, 3);
+    ck_assert_msg(access(tmp_rec, F_OK) != 0, "%s is left", tmp_rec);
     ck_assert_uint_ge(w.st.repaired, 1);
 
     a = net_attachment_find(t.n, "stays");
@@ -1174,11 +1205,13 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     ck_assert_uint_eq(leases(&t), 1);
     ck_assert_int_ne(access(path, F_OK), 0);
     ck_assert_int_eq(rules_naming(&t, ip_b), 0);
-    /* The kept container works again: its gateway, its port, the firewall. */
+    /* The kept container works again: its gateway, its port, the forward rule. */
     ck_assert_int_eq(ping_from(a->netns_path, t.gw), 0);
-    ck_assert_int_eq(tu_sh("iptables -w -C FORWARD -m comment --comment 'CNI firewall plugin "
-                           "rules' -j CNI-FORWARD"),
-                     0);
+    ck_assert_int_eq(tu_sh("iptables -w -C FORWARD -j BERTH-FWD-%s", t.name), 0);
+    ck_assert_int_eq(
+        tu_sh("iptables -w -t nat -C POSTROUTING -s %s -j BERTH-NAT-%s", t.pool, t.name), 0);
+    ck_assert_int_eq(
+        tu_sh("iptables -w -S BERTH-IN-%s | grep -q 'never reach host loopback'", t.name), 0);
     pid_t srv = serve(a->netns_path, "0.0.0.0", 8080);
     char got[64];
     ck_assert_int_eq(fetch(NULL, "127.0.0.1", hp, got, sizeof(got), 10000), 0);
@@ -1189,6 +1222,55 @@ START_TEST(net_reconcile_keeps_the_live_and_releases_the_gone)
     ck_assert_str_ne(c->ip, ip_a);
     tnet_detach_ok(&t, "new");
     tnet_detach_ok(&t, "stays");
+    check_nothing_left(&t);
+    tnet_close(&t);
+}
+END_TEST
+
+/*
+ * A client may create a container the moment the daemon answers, with
+ * the handle of one that is gone: its attach waits for the start-up
+ * reconciliation, which releases the old network first, instead of
+ * failing as "exists already" or racing the release of the old record.
+ */
+START_TEST(net_attach_during_the_reconciliation_waits_for_it)
+{
+    struct tnet t;
+    tnet_init(&t, 'r', true);
+    const struct net_attachment *a;
+    tnet_attach_ok(&t, "again", NULL, 0, &a);
+    tnet_attach_ok(&t, "other", NULL, 0, &a);
+    /* kill -9, and "again" deleted meanwhile. */
+    net_free(t.n);
+    t.n = NULL;
+    uv_run(&t.loop, UV_RUN_DEFAULT);
+    struct net_opts o;
+    char resolv[256];
+    opts_default(&t, &o, resolv);
+    struct err err = {0};
+    ck_assert_msg(net_new(&t.loop, t.jobs, &o, &t.n, &err) == 0, "%s", err.msg);
+    const char *live[] = {"other"};
+    struct wait rw = {0}, aw = {0}, pw = {0};
+    ck_assert_int_eq(net_reconcile(t.n, live, 1, reconcile_cb, &rw, &err), 0);
+    struct net_attach_req req = {.handle = "again"};
+    ck_assert_msg(net_attach(t.n, &req, attach_cb, &aw, &err) == 0, "%s", err.msg);
+    /* A request that is wrong is refused at once all the same. */
+    struct net_port bad[] = {{.host = 0, .container = 0, .proto = NET_PROTO_TCP}};
+    struct net_attach_req breq = {.handle = "bad", .ports = bad, .nports = 1};
+    ck_assert_int_lt(net_attach(t.n, &breq, attach_cb, &pw, &err), 0);
+    run_until(&t, &rw);
+    run_until(&t, &aw);
+    ck_assert_msg(!rw.failed, "%s", rw.err.msg);
+    ck_assert_msg(!aw.failed, "attach during the reconciliation: %s", aw.err.msg);
+    ck_assert_uint_eq(rw.st.kept, 1);
+    ck_assert_uint_eq(rw.st.released, 1);
+    a = net_attachment_find(t.n, "again");
+    ck_assert_ptr_nonnull(a);
+    ck_assert(nethost_netns_mounted(a->netns_path));
+    ck_assert_uint_eq(leases(&t), 2);
+    ck_assert_int_eq(ping_from(a->netns_path, t.gw), 0);
+    tnet_detach_ok(&t, "again");
+    tnet_detach_ok(&t, "other");
     check_nothing_left(&t);
     tnet_close(&t);
 }
@@ -1231,16 +1313,14 @@ START_TEST(net_eight_containers_at_once_all_get_addresses)
     /* No setup first: the attaches wait for the one the first of them starts. */
     enum { N = 8 };
     struct wait w[N];
-    char handles[N][16], dirs[N][256];
+    char handles[N][16];
     struct net_port ports[] = {{.host = 0, .container = 80, .proto = NET_PROTO_TCP}};
     for (int i = 0; i < N; i++) {
         memset(&w[i], 0, sizeof(w[i]));
         snprintf(handles[i], sizeof(handles[i]), "many-%d", i);
-        snprintf(dirs[i], sizeof(dirs[i]), "%s/containers/%s", t.root, handles[i]);
         struct err err = {0};
-        ck_assert_int_eq(fs_mkdir_p(dirs[i], 0700, &err), 0);
         struct net_attach_req req = {
-            .handle = handles[i], .dir = dirs[i], .ports = ports, .nports = (size_t)(i % 2)};
+            .handle = handles[i], .ports = ports, .nports = (size_t)(i % 2)};
         ck_assert_msg(net_attach(t.n, &req, attach_cb, &w[i], &err) == 0, "%s", err.msg);
     }
     for (int i = 0; i < N; i++)
@@ -1277,7 +1357,7 @@ START_TEST(net_bad_requests_are_refused_at_once)
     struct err err = {0};
     struct net_port zero[] = {{.host = 0, .container = 0, .proto = NET_PROTO_TCP}};
     ck_assert_int_eq(tnet_attach(&t, "../x", false, NULL, 0, NULL, &err), -EINVAL);
-    struct net_attach_req req = {.handle = "h", .dir = t.root, .hostname = "h\n10.0.0.1 api"};
+    struct net_attach_req req = {.handle = "h", .hostname = "h\n10.0.0.1 api"};
     ck_assert_int_eq(net_attach(t.n, &req, attach_cb, NULL, &err), -EINVAL);
     ck_assert_msg(strstr(err.msg, "expected 1 to 63 of [A-Za-z0-9_.-]"), "%s", err.msg);
     ck_assert_int_eq(tnet_attach(&t, "p", false, zero, 1, NULL, &err), -EINVAL);
@@ -1292,6 +1372,68 @@ START_TEST(net_bad_requests_are_refused_at_once)
     ck_assert_int_eq(tnet_attach(&t, "p", false, held, 1, NULL, &err), -ERR_CONFLICT);
     ck_assert_msg(strstr(err.msg, "in use on the host"), "%s", err.msg);
     close(s);
+    check_nothing_left(&t);
+    tnet_close(&t);
+}
+END_TEST
+
+/* What the ready callback saw, for the runtime that starts meanwhile. */
+struct ready_wait {
+    struct wait w; /* first: attach_cb takes it */
+    bool ready, ready_before_done, netns_bound, ip_empty;
+    unsigned nmounts;
+    ino_t hosts_ino;
+    char hosts[256];
+};
+
+static void
+ready_cb(void *arg, const struct net_attachment *a, const struct err *err)
+{
+    struct ready_wait *r = arg;
+    ck_assert_ptr_null(err);
+    r->ready = true;
+    r->ready_before_done = !r->w.done;
+    r->netns_bound = nethost_netns_mounted(a->netns_path);
+    r->ip_empty = a->ip[0] == '\0';
+    r->nmounts = (unsigned)a->nmounts;
+    struct stat st;
+    if (a->nmounts && stat(a->mounts[0].source, &st) == 0) {
+        r->hosts_ino = st.st_ino;
+        read_file(a->mounts[0].source, r->hosts, sizeof(r->hosts));
+    }
+}
+
+START_TEST(net_ready_comes_with_namespace_and_files_before_add)
+{
+    struct tnet t;
+    tnet_init(&t, 'q', true);
+    for (int disabled = 0; disabled < 2; disabled++) {
+        const char *h = disabled ? "rd" : "rn";
+        struct ready_wait r = {0};
+        struct net_attach_req req = {.handle = h, .disabled = disabled, .ready = ready_cb};
+        struct err err = {0};
+        ck_assert_msg(net_attach(t.n, &req, attach_cb, &r, &err) == 0, "%s", err.msg);
+        ck_assert(!r.ready); /* never inside the call */
+        run_until(&t, &r.w);
+        ck_assert_msg(!r.w.failed, "%s", r.w.err.msg);
+        ck_assert(r.ready && r.ready_before_done && r.netns_bound && r.ip_empty);
+        ck_assert_uint_eq(r.nmounts, 3);
+        char line[64];
+        snprintf(line, sizeof(line), "127.0.1.1\t%s\n", h);
+        ck_assert_msg(strstr(r.hosts, line), "%s", r.hosts);
+        /* The address goes into the same file, which a runtime may have
+         * bind-mounted by then. */
+        const struct net_attachment *a = r.w.a;
+        struct stat st;
+        ck_assert_int_eq(stat(a->mounts[0].source, &st), 0);
+        ck_assert_uint_eq(st.st_ino, r.hosts_ino);
+        char buf[256];
+        read_file(a->mounts[0].source, buf, sizeof(buf));
+        snprintf(line, sizeof(line), "%s\t%s\n", disabled ? "127.0.1.1" : a->ip, h);
+        ck_assert_msg(strstr(buf, line), "%s", buf);
+        ck_assert(disabled ? a->ip[0] == '\0' : a->ip[0] != '\0');
+        tnet_detach_ok(&t, h);
+    }
     check_nothing_left(&t);
     tnet_close(&t);
 }
@@ -1321,9 +1463,11 @@ main(void)
     tcase_add_test(tc, net_guard_refuses_the_api_port_on_ipv6_too);
     tcase_add_test(tc, net_guard_keeps_containers_off_host_loopback);
     tcase_add_test(tc, net_reconcile_keeps_the_live_and_releases_the_gone);
+    tcase_add_test(tc, net_attach_during_the_reconciliation_waits_for_it);
     tcase_add_test(tc, net_health_reports_what_is_missing);
     tcase_add_test(tc, net_eight_containers_at_once_all_get_addresses);
     tcase_add_test(tc, net_bad_requests_are_refused_at_once);
+    tcase_add_test(tc, net_ready_comes_with_namespace_and_files_before_add);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
