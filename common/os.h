@@ -130,6 +130,9 @@ int os_usage_read(struct os_usage *out, struct err *err);
  * Caller frees; NULL on OOM.
  */
 char *os_default_root(void);
+/* Whether berthd runs with the host's full privileges (root on Linux;
+ * never assumed on Windows). */
+bool os_is_superuser(void);
 
 /* The runtime driver when none is asked for: "oci" on Linux, "hcs" on Windows. */
 const char *os_default_runtime(void);

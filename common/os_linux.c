@@ -114,6 +114,12 @@ os_usage_read(struct os_usage *out, struct err *err)
     return 0;
 }
 
+bool
+os_is_superuser(void)
+{
+    return geteuid() == 0;
+}
+
 char *
 os_default_root(void)
 {

@@ -155,6 +155,12 @@ os_usage_read(struct os_usage *out, struct err *err)
 
 /* ---- paths and defaults ---------------------------------------------------- */
 
+bool
+os_is_superuser(void)
+{
+    return false;
+}
+
 char *
 os_default_root(void)
 {

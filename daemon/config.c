@@ -242,7 +242,7 @@ config_parse_docker_listen(struct config *cfg, const char *s, struct err *err)
 static int
 docker_listen_default(struct config *cfg)
 {
-    if (geteuid() == 0) {
+    if (os_is_superuser()) {
         cfg->docker_path = strdup(CONFIG_DOCKER_SOCKET_DEFAULT);
     } else {
         const char *xdg = getenv("XDG_RUNTIME_DIR");

@@ -65,7 +65,7 @@ struct ctr_main {
     bool has_entrypoint; /* (and then the image's Cmd is not used either, as in Docker) */
     char **cmd;          /* with has_cmd it replaces the image's Cmd */
     bool has_cmd;
-    bool stdin;       /* a stdin pipe (Docker's OpenStdin) */
+    bool open_stdin;  /* a stdin pipe (Docker's OpenStdin) */
     bool stdin_once;  /* kept for the front end's attach (Docker's StdinOnce) */
     bool tty;         /* kept; no terminal is given yet */
     int stop_signal;  /* what a stop sends first; 0: SIGTERM */

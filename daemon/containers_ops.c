@@ -95,7 +95,7 @@ record_write_main(json_object *o, const struct ctr_params *p)
         json_object_object_add(j, "entrypoint", strv_to_json(m->entrypoint));
     if (m->has_cmd)
         json_object_object_add(j, "cmd", strv_to_json(m->cmd));
-    json_object_object_add(j, "stdin", json_object_new_boolean(m->stdin));
+    json_object_object_add(j, "stdin", json_object_new_boolean(m->open_stdin));
     json_object_object_add(j, "stdin_once", json_object_new_boolean(m->stdin_once));
     json_object_object_add(j, "tty", json_object_new_boolean(m->tty));
     json_object_object_add(j, "stop_signal", json_object_new_int(m->stop_signal));
@@ -130,7 +130,7 @@ record_read_main(json_object *o, struct ctr_params *p)
     m->entrypoint = strv_of(j, "entrypoint");
     m->has_cmd = json_object_object_get_ex(j, "cmd", &v);
     m->cmd = strv_of(j, "cmd");
-    m->stdin = bool_of(j, "stdin");
+    m->open_stdin = bool_of(j, "stdin");
     m->stdin_once = bool_of(j, "stdin_once");
     m->tty = bool_of(j, "tty");
     m->stop_signal = (int)jsonutil_int64_or0(j, "stop_signal");

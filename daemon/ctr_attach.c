@@ -145,7 +145,7 @@ container_attach(struct daemon *d, const char *handle, const struct ctr_attach_o
         return ret;
     if (!c->p->main)
         return err_set(err, EINVAL, "attach to %s: the container has no main process", handle);
-    if (o->in && !c->p->main->stdin)
+    if (o->in && !c->p->main->open_stdin)
         return err_set(err, EINVAL, "attach to %s: the container was created without a stdin",
                        handle);
     if (c->state == CTR_DELETING)

@@ -42,7 +42,7 @@ container_main_spec(const struct ctr_main *m, struct process_spec *spec)
                                   .has_entrypoint = m->has_entrypoint,
                                   .args = m->cmd,
                                   .has_args = m->has_cmd,
-                                  .has_stdin = m->stdin};
+                                  .has_stdin = m->open_stdin};
 }
 
 /* The container, when it has a main process. */

@@ -212,7 +212,7 @@ docker_container_attach(struct api_req *req)
         return;
     }
     /* The engine ignores a stdin asked of a container without one. */
-    bool in = docker_query_bool(req, "stdin", false) && c->p->main->stdin;
+    bool in = docker_query_bool(req, "stdin", false) && c->p->main->open_stdin;
     struct err err = {0};
     if (docker_attach_hijack(req, c->p->handle, NULL, in, docker_query_bool(req, "stdout", false),
                              docker_query_bool(req, "stderr", false), &err) < 0)

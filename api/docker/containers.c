@@ -160,7 +160,7 @@ config_json(const struct container *c, json_object *meta)
     }
     json_object_object_add(o, "ExposedPorts", member(meta, "ExposedPorts"));
     json_object_object_add(o, "Tty", json_object_new_boolean(m->tty));
-    json_object_object_add(o, "OpenStdin", json_object_new_boolean(m->stdin));
+    json_object_object_add(o, "OpenStdin", json_object_new_boolean(m->open_stdin));
     json_object_object_add(o, "StdinOnce", json_object_new_boolean(m->stdin_once));
     json_object_object_add(o, "Env", docker_strv(p->env, false));
     json_object *ep = NULL, *cmd = NULL;

@@ -334,7 +334,7 @@ parse_create(struct create_ctx *cc, json_object *body, struct err *err)
         jsonutil_get_string(body, "", "Hostname", false, &hostname, err) < 0 ||
         jsonutil_get_int64(body, "", "StopTimeout", false, &stop_timeout, err) < 0 ||
         jsonutil_get_bool(body, "", "Tty", false, &tty, err) < 0 ||
-        jsonutil_get_bool(body, "", "OpenStdin", false, &m->stdin, err) < 0 ||
+        jsonutil_get_bool(body, "", "OpenStdin", false, &m->open_stdin, err) < 0 ||
         jsonutil_get_bool(body, "", "StdinOnce", false, &m->stdin_once, err) < 0 ||
         jsonutil_get_array(body, "", "Env", false, &env, err) < 0 ||
         jsonutil_get_object(body, "", "Labels", false, &labels, err) < 0 ||

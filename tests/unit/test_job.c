@@ -9,7 +9,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#ifndef _WIN32 /* thread priorities by nice value: Linux only */
 #include <sys/resource.h>
+#endif
 #include <unistd.h>
 
 #include "common/os.h"
@@ -218,6 +220,7 @@ START_TEST(job_shutdown_cancels_long_jobs_waiting_for_a_slot)
 }
 END_TEST
 
+#ifndef _WIN32
 struct nice_probe {
     pid_t tid;
     int nice;
@@ -267,6 +270,7 @@ START_TEST(job_prompt_jobs_run_at_the_daemons_priority_and_others_below_it)
     ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 END_TEST
+#endif
 
 int
 main(void)
@@ -280,7 +284,9 @@ main(void)
     tcase_add_test(tc, job_whose_client_disconnected_completes_safely);
     tcase_add_test(tc, job_long_jobs_are_capped_and_leave_threads_for_short_ones);
     tcase_add_test(tc, job_shutdown_cancels_long_jobs_waiting_for_a_slot);
+#ifndef _WIN32
     tcase_add_test(tc, job_prompt_jobs_run_at_the_daemons_priority_and_others_below_it);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* Loop tests share the process-wide pool; no fork per test needed. */
