@@ -491,7 +491,10 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
     uint64_t t_meta = uv_hrtime();
     if (ret == 0)
         ret = mount_rootfs(st, p, dir, img, &m, err);
-    if (ret == 0 && !(*rootfs = strdup(mounted_layers_rootfs(m))))
+    /* No rootfs path (Windows layers: the driver is given the layers
+     * instead) is the runtime's to judge, not a failure here. */
+    const char *mounted = ret == 0 ? mounted_layers_rootfs(m) : NULL;
+    if (mounted && !(*rootfs = strdup(mounted)))
         ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
     log_debug("create %s: record and image %.1f ms, mount %.1f ms", p->handle,
               (t_meta - t_start) / 1e6, (uv_hrtime() - t_meta) / 1e6);

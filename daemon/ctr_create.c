@@ -225,7 +225,8 @@ net_ready_cb(void *arg, const struct net_attachment *a, const struct err *err)
     struct ctr_create *op = arg;
     (void)err;
     op->t_ready = uv_hrtime();
-    bool oom = !(op->netns_path = strdup(a->netns_path));
+    /* No namespace (Windows, until HCN): the runtime makes the container's own. */
+    bool oom = a->netns_path && !(op->netns_path = strdup(a->netns_path));
     for (size_t i = 0; i < a->nmounts && i < 3; i++) {
         op->mount_src[i] = strdup(a->mounts[i].source);
         oom = oom || !op->mount_src[i];
