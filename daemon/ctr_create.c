@@ -357,6 +357,7 @@ ctr_create_start(struct daemon *d, struct container *c, struct ctr_params *copy,
                                   .container = copy->ports[i].container,
                                   .proto = copy->ports[i].udp ? NET_PROTO_UDP : NET_PROTO_TCP};
         struct net_attach_req req = {.handle = copy->handle,
+                                     .hostname = copy->hostname,
                                      .disabled = copy->net_disabled,
                                      .ports = ports,
                                      .nports = copy->nports,

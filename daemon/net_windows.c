@@ -20,11 +20,13 @@ struct attached {
     struct attached *next;
     struct net_attachment a;
     char handle[129];
+    bool pending; /* its attach's callbacks have not run yet */
 };
 
 struct net {
     uv_loop_t *loop;
     unsigned in_flight; /* timers not yet closed */
+    bool shutting_down;
     struct attached *attached;
 };
 
@@ -94,6 +96,8 @@ static void
 fire_cb(uv_timer_t *t)
 {
     struct deferred *d = t->data;
+    if (d->a)
+        d->a->pending = false;
     if (d->ready_cb)
         d->ready_cb(d->arg, &d->a->a, NULL);
     if (d->attach_cb)
@@ -159,6 +163,8 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
 {
     if (!req->handle || strlen(req->handle) >= sizeof(((struct attached *)0)->handle))
         return err_set(err, EINVAL, "network: a bad handle");
+    if (n->shutting_down)
+        return err_set(err, ECANCELED, "network of container %s: shutting down", req->handle);
     if (req->nports)
         return err_set(err, ENOTSUP, "ports of container %s: %s", req->handle, WHY);
     if (net_attachment_find(n, req->handle))
@@ -172,6 +178,7 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
     snprintf(a->handle, sizeof(a->handle), "%s", req->handle);
     a->a = (struct net_attachment){
         .handle = a->handle, .disabled = true, .ip = "", .gateway = "", .mac = ""};
+    a->pending = true;
     a->next = n->attached;
     n->attached = a;
     d->a = a;
@@ -183,6 +190,11 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
 int
 net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, struct err *err)
 {
+    if (n->shutting_down)
+        return err_set(err, ECANCELED, "network of container %s: shutting down", handle);
+    for (struct attached *a = n->attached; a; a = a->next)
+        if (a->pending && strcmp(a->handle, handle) == 0)
+            return err_set(err, EBUSY, "network of container %s: its attach is running", handle);
     struct deferred *d = defer(n, arg, err);
     if (!d)
         return -ENOMEM;
@@ -209,7 +221,8 @@ net_attachment_find(struct net *n, const char *handle)
 void
 net_shutdown(struct net *n)
 {
-    (void)n;
+    if (n)
+        n->shutting_down = true;
 }
 
 bool

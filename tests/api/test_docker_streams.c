@@ -118,6 +118,15 @@ START_TEST(docker_run_attaches_prints_the_output_and_exits_with_the_code)
         ck_assert_msg(st == 3, "docker %s run: exit %d: %s", cl->version, st, out);
         ck_assert_msg(strcmp(out, "o\ne\n") == 0, "docker %s run: %s", cl->version, out);
         free(out);
+        /* --hostname names the container everywhere: its UTS name, and the
+         * /etc/hostname and /etc/hosts berth writes (the merge of the network
+         * and the Docker API once gave the network the handle instead). */
+        out = dk_all(&b, cl,
+                     "\"$D\" run --rm --hostname web busybox sh -c 'hostname; cat /etc/hostname; "
+                     "grep -c web /etc/hosts'");
+        ck_assert_msg(strcmp(out, "web\nweb\n1\n") == 0, "docker %s run --hostname: %s",
+                      cl->version, out);
+        free(out);
         /* Stdin piped in: the container reads it to its end. */
         out = dk_all(&b, cl,
                      "printf 'line1\\nline2\\n' | \"$D\" run -i --rm busybox sh -c 'cat; echo "
