@@ -216,6 +216,7 @@ berth_win_skip(daemon/proc_logs.c "compiles as it is; needs the container regist
 berth_win_skip(runtime/outrec.c "openat with O_NOFOLLOW/O_CLOEXEC: the output records berth-init (Linux) writes")
 berth_win_skip(runtime/outrec_read.c "pread; reads the records of runtime/outrec.c, Linux only so far")
 berth_win_skip(api/logs.c "compiles as it is; links the API object and the log service")
+berth_win_skip(api/logs_stream.c "streams the log service (daemon/proc_logs.c), not built for Windows yet")
 berth_win_skip(api/logtime.c "gmtime_r; only the log routes use it")
 berth_win_skip(daemon/ctr_attach.c "Docker's attach: needs api/hijack.c, not on Windows yet")
 berth_win_skip(api/listen_unix.c "AF_UNIX listening sockets with chown to a group: the Linux Docker socket")

@@ -13,85 +13,12 @@
 
 #include "api/api.h"
 #include "api/docker/docker.h"
+#include "api/logs_stream.h"
 #include "api/logtime.h"
 #include "api/request.h"
 #include "api/stream.h"
 #include "daemon/containers.h"
 #include "daemon/proc_logs.h"
-
-struct dlogs {
-    struct api_req *req;
-    struct api_stream *stream;
-    struct proc_logs *l;
-    bool timestamps;
-};
-
-static void
-dlogs_free(void *ctx)
-{
-    struct dlogs *r = ctx;
-    process_logs_close(r->l);
-    api_stream_release(r->stream);
-    free(r);
-}
-
-static void
-dlogs_drained(void *ctx)
-{
-    struct dlogs *r = ctx;
-    if (r->l)
-        process_logs_next(r->l);
-}
-
-static void
-dlogs_data(void *arg, const struct proc_log_piece *p, size_t n)
-{
-    struct dlogs *r = arg;
-    if (n == 0) {
-        api_stream_end(r->stream);
-        process_logs_close(r->l);
-        r->l = NULL;
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char ts[API_LOGTIME_MAX + 1];
-        size_t tlen = 0;
-        if (r->timestamps && p[i].line_start) {
-            tlen = api_logtime_format(p[i].time_ns, ts);
-            ts[tlen++] = ' ';
-        }
-        size_t len = tlen + p[i].len;
-        unsigned char h[8] = {p[i].stream == PROC_STDERR ? 2 : 1,
-                              0,
-                              0,
-                              0,
-                              (unsigned char)(len >> 24),
-                              (unsigned char)(len >> 16),
-                              (unsigned char)(len >> 8),
-                              (unsigned char)len};
-        api_stream_write(r->stream, h, sizeof(h));
-        if (tlen)
-            api_stream_write(r->stream, ts, tlen);
-        api_stream_write(r->stream, p[i].data, p[i].len);
-    }
-}
-
-static void
-dlogs_opened(void *arg, const struct err *err, struct proc_logs *l)
-{
-    struct dlogs *r = arg;
-    struct api_req *req = r->req;
-    if (api_req_call_failed(req, err))
-        return;
-    r->l = l;
-    r->stream = api_stream_start(req, 200, "application/vnd.docker.multiplexed-stream");
-    if (!r->stream) {
-        api_req_resume(req);
-        return; /* freed with the request */
-    }
-    api_stream_on_drained(r->stream, dlogs_drained, r);
-    process_logs_next(l);
-}
 
 /* The engine's query: since and until unix seconds ("0": none), tail N or "all". */
 static int
@@ -137,21 +64,7 @@ docker_container_logs(struct api_req *req)
         api_reply_text(req, 200, "application/vnd.docker.multiplexed-stream", "", 0);
         return;
     }
-    struct dlogs *r = calloc(1, sizeof(*r));
-    if (!r) {
-        api_reply_fail(req, ENOMEM, "out of memory");
-        return;
-    }
-    r->req = req;
-    r->timestamps = docker_query_bool(req, "timestamps", false);
-    struct svc_call *call = NULL;
-    if (process_logs_open(api_daemon(req->api), c->p->handle, c->main_proc->id, &o, dlogs_opened,
-                          dlogs_data, r, &call, &err) < 0) {
-        free(r);
+    if (api_logs_stream(req, c->p->handle, c->main_proc->id, &o,
+                        docker_query_bool(req, "timestamps", false), API_LOGS_DOCKER, &err) < 0)
         api_reply_err(req, &err);
-        return;
-    }
-    req->ctx = r;
-    req->ctx_free = dlogs_free;
-    api_req_wait_call(req, call);
 }
