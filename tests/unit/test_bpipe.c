@@ -80,11 +80,11 @@ START_TEST(bpipe_upload_flows_with_back_pressure_and_ends)
     pthread_create(&t, NULL, reader_main, &r);
     pump(&u);
     ck_assert_uint_le(bpipe_buffered(u.p), 4096); /* never more than capacity */
-    while (u.sent < u.target || r.last != 0) {
+    /* The loop only until everything is written: after that the reader
+     * drains without it. (Waiting in the loop for the reader's last read
+     * could block for good: nothing wakes the loop once the pipe is closed.) */
+    while (u.sent < u.target)
         uv_run(&loop, UV_RUN_ONCE);
-        if (u.sent == u.target && r.total == u.target)
-            break;
-    }
     pthread_join(t, NULL);
     ck_assert_uint_eq(r.total, u.target);
     ck_assert_int_eq(r.last, 0);
