@@ -64,6 +64,7 @@
 
 #include "api/api.h"
 #include "api/http.h"
+#include "api/peer_unread.h"
 #include "api/request.h"
 #include "common/log.h"
 
@@ -71,6 +72,21 @@
 #define IOV_BATCH 64
 /* Bytes read and dropped at once while lingering. */
 #define LINGER_BUF 16384
+/*
+ * The stream's first bytes wait until the client has read the head (the
+ * 101, or the raw mode's status line and headers). docker-py parses the
+ * head with http.client, whose buffered reader takes whatever the socket
+ * holds, and then reads the stream from the raw socket: bytes that came
+ * with the head are lost to it (docker-py issue #3332: exec_run's output
+ * empty now and then). The engine starts an exec only after the 101, so
+ * its output usually comes too late to be caught; ours can be waiting
+ * already. For a unix socket or a TCP peer on this host the kernel says
+ * what the client has not read (api/peer_unread.h), checked every
+ * HEAD_CHECK_MS until it is nothing; for a peer elsewhere the stream
+ * waits HEAD_GRACE_MS, longer than an exec's start takes the engine.
+ */
+#define HEAD_CHECK_MS 1
+#define HEAD_GRACE_MS 50
 
 struct hj_chunk {
     struct hj_chunk *next;
@@ -112,12 +128,17 @@ struct hijack {
     uv_poll_t poll;
     uv_timer_t defer;    /* deferred work: callbacks never run inside our calls */
     uv_timer_t deadline; /* the flush and linger limits of a close */
+    uv_timer_t head;     /* the checks of head_hold */
     bool poll_open;      /* initialised and not closed */
     int poll_events;     /* what it is started with */
     unsigned handles;    /* open; h is freed when none are left */
     bool pending_mhd;    /* MHD still holds h as its upgrade handler's closure */
 
     bool reading, closing, eof_seen, eof_told, error_told, detached;
+    bool raw_head;         /* the raw mode's head is the first chunk, not all sent */
+    bool head_hold;        /* the head is sent; the stream waits for the client to read it */
+    bool peer_known;       /* the kernel can say what the peer has not read */
+    uint64_t head_sent_at; /* loop time the head was all sent */
     int error;             /* negative errno once the connection broke */
     uint64_t linger_until; /* loop time the linger ends at, at the latest */
 
@@ -167,6 +188,7 @@ hj_schedule(struct hijack *h)
 }
 
 static void poll_cb(uv_poll_t *p, int status, int events);
+static void head_check_cb(uv_timer_t *t);
 
 /* Starts the poll with what the stream needs now, or stops it. */
 static void
@@ -179,8 +201,10 @@ hj_update_poll(struct hijack *h)
         if (h->state == HJ_LINGER ||
             (h->state == HJ_OPEN && h->reading && !h->rx_len && !h->eof_seen))
             ev |= UV_READABLE;
-        if (h->wq_head)
+        if (h->wq_head && !h->head_hold)
             ev |= UV_WRITABLE;
+        if (h->head_hold && !uv_is_active((uv_handle_t *)&h->head))
+            uv_timer_start(&h->head, head_check_cb, HEAD_CHECK_MS, HEAD_CHECK_MS);
     }
     if (ev == h->poll_events)
         return;
@@ -296,14 +320,48 @@ flush_timeout_cb(uv_timer_t *t)
     hj_finish(h);
 }
 
+/* Whether the client has read the head: what it has not read is nothing,
+ * or, where that cannot be known, the grace is over. */
+static bool
+hj_head_read(struct hijack *h)
+{
+    long unread = h->peer_known && h->fd >= 0 ? peer_unread_bytes(h->fd) : -1;
+    if (unread >= 0)
+        return unread == 0;
+    return uv_now(h->set->loop) - h->head_sent_at >= HEAD_GRACE_MS;
+}
+
+/* The head is all sent: the stream waits for the client to read it. */
+static void
+hj_hold_after_head(struct hijack *h)
+{
+    h->head_hold = true;
+    h->head_sent_at = uv_now(h->set->loop);
+    h->peer_known = peer_unread_bytes(h->fd) >= 0;
+}
+
+static void
+head_check_cb(uv_timer_t *t)
+{
+    struct hijack *h = t->data;
+    if (h->state == HJ_DONE || !h->head_hold || h->error || hj_head_read(h)) {
+        h->head_hold = false;
+        uv_timer_stop(t);
+        hj_update_poll(h);
+    }
+}
+
 static void
 hj_flush(struct hijack *h)
 {
-    while (h->wq_head && !h->error && h->state != HJ_DONE) {
+    /* While aborting, what the socket takes goes out without waiting. */
+    while (h->wq_head && !h->error && h->state != HJ_DONE && (!h->head_hold || h->set->aborting)) {
         struct iovec iov[IOV_BATCH];
         int n = 0;
         size_t total = 0;
-        for (struct hj_chunk *c = h->wq_head; c && n < IOV_BATCH; c = c->next) {
+        /* The raw mode's head goes alone, so that the stream can wait. */
+        int batch = h->raw_head && !h->set->aborting ? 1 : IOV_BATCH;
+        for (struct hj_chunk *c = h->wq_head; c && n < batch; c = c->next) {
             if (c->len == c->off)
                 continue;
             iov[n].iov_base = c->data + c->off;
@@ -336,6 +394,10 @@ hj_flush(struct hijack *h)
             h->wq_head = c->next;
             if (!h->wq_head)
                 h->wq_tail = NULL;
+            if (h->raw_head) {
+                h->raw_head = false;
+                hj_hold_after_head(h);
+            }
             /* May write more or close: both only queue or schedule. */
             if (c->cb)
                 c->cb(c->arg, 0);
@@ -493,6 +555,7 @@ hj_finish(struct hijack *h)
     }
     uv_close((uv_handle_t *)&h->defer, handle_closed_cb);
     uv_close((uv_handle_t *)&h->deadline, handle_closed_cb);
+    uv_close((uv_handle_t *)&h->head, handle_closed_cb);
     hj_fail_writes(h, h->error ? h->error : -ECANCELED);
     if (h->cbs.closed)
         h->cbs.closed(h, h->ctx);
@@ -531,6 +594,7 @@ upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *ex
     http_server_conn_upgraded(h->set->http, conn);
     set_nodelay(sock);
     h->state = HJ_OPEN;
+    hj_hold_after_head(h); /* MHD has sent the 101 */
     if (extra_in_size > h->rx_cap) {
         char *n = realloc(h->rx, extra_in_size);
         if (!n) {
@@ -606,6 +670,7 @@ queue_raw_head(struct hijack *h, const char *const *hdrs)
     c->arg = NULL;
     h->wq_head = h->wq_tail = c;
     h->queued = len;
+    h->raw_head = true;
     return 0;
 }
 
@@ -697,8 +762,9 @@ hijack_start(struct api_req *req, const struct hijack_opts *opts, struct err *er
     }
     uv_timer_init(set->loop, &h->defer);
     uv_timer_init(set->loop, &h->deadline);
-    h->defer.data = h->deadline.data = h;
-    h->handles += 2;
+    uv_timer_init(set->loop, &h->head);
+    h->defer.data = h->deadline.data = h->head.data = h;
+    h->handles += 3;
     h->next = set->first;
     if (set->first)
         set->first->prev = h;

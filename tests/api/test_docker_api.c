@@ -583,6 +583,100 @@ START_TEST(docker_restart_kill_with_a_signal_wait_next_exit_and_list_filters)
 }
 END_TEST
 
+/*
+ * docker-py reads the 101 with http.client, whose buffered reader takes
+ * all the socket holds, then reads the frames from the raw socket: frames
+ * sent with the head were lost to it (exec_run's output empty now and
+ * then, docker-py issue #3332). The output waits until the client has
+ * read the head. Here the exec has exited and its output has long been
+ * ready before the client reads at all: its one read of the socket holds
+ * the head and nothing more, and the frames come after it. Over the unix
+ * socket (0) and loopback TCP (1): both let the kernel say what the
+ * client has not read.
+ */
+START_TEST(docker_exec_output_waits_until_the_client_has_read_the_101)
+{
+    struct berthd b = {0};
+    dk_start(&b, _i == 1, NULL);
+    dk_load_busybox(&b);
+    char *id = create(&b, "", "{\"Image\":\"busybox\",\"Cmd\":[\"sleep\",\"300\"]}");
+    char path[256];
+    snprintf(path, sizeof(path), "/containers/%s/start", id);
+    struct hresp r;
+    dk_req(&b, "POST", path, NULL, &r);
+    ck_assert_msg(r.status == 204, "start: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    for (int round = 0; round < 3; round++) {
+        snprintf(path, sizeof(path), "/containers/%s/exec", id);
+        dk_req(&b, "POST", path,
+               "{\"Cmd\":[\"sh\",\"-c\",\"echo ok; exit 2\"],\"AttachStdout\":true,"
+               "\"AttachStderr\":true}",
+               &r);
+        ck_assert_msg(r.status == 201, "exec create: %ld %s", r.status, r.body);
+        char eid[128];
+        snprintf(eid, sizeof(eid), "%s", json_object_get_string(json_at(r.json, "Id")));
+        hresp_free(&r);
+        int fd = dk_connect(&b);
+        ck_assert_int_ge(fd, 0);
+        static const char body[] = "{\"Detach\":false,\"Tty\":false}";
+        char req[512];
+        int n = snprintf(req, sizeof(req),
+                         "POST /v1.41/exec/%s/start HTTP/1.1\r\nHost: docker\r\n"
+                         "Content-Type: application/json\r\nConnection: Upgrade\r\n"
+                         "Upgrade: tcp\r\nContent-Length: %zu\r\n\r\n%s",
+                         eid, strlen(body), body);
+        ck_assert(raw_send(fd, req, (size_t)n));
+        /* The exec runs to its end while the client reads nothing. */
+        snprintf(path, sizeof(path), "/exec/%s/json", eid);
+        bool exited = false;
+        for (int i = 0; i < 300 && !exited; i++) {
+            dk_req(&b, "GET", path, NULL, &r);
+            exited = r.status == 200 && !json_object_get_boolean(json_at(r.json, "Running")) &&
+                     json_object_get_int(json_at(r.json, "ExitCode")) == 2;
+            hresp_free(&r);
+            if (!exited)
+                sleep_ms(20);
+        }
+        ck_assert_msg(exited, "the exec did not exit with 2");
+        sleep_ms(200); /* its output read and queued, on the old code */
+        char buf[65536];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ck_assert_int_eq(poll(&p, 1, 10000), 1);
+        ssize_t got = recv(fd, buf, sizeof(buf) - 1, 0);
+        ck_assert_int_gt(got, 0);
+        buf[got] = '\0';
+        char *end = strstr(buf, "\r\n\r\n");
+        ck_assert_msg(strncmp(buf, "HTTP/1.1 101", 12) == 0 && end, "head: %s", buf);
+        ck_assert_msg(end + 4 == buf + got,
+                      "round %d: %zd bytes of the stream came with the head, in the client's "
+                      "first read",
+                      round, (buf + got) - (end + 4));
+        /* Then the frame, and the end. */
+        size_t have = 0;
+        double deadline = now_ms() + 10000;
+        while (have < 11 && now_ms() < deadline) {
+            if (poll(&p, 1, 1000) != 1)
+                continue;
+            ssize_t m = recv(fd, buf + have, sizeof(buf) - have, 0);
+            if (m <= 0)
+                break;
+            have += (size_t)m;
+        }
+        ck_assert_msg(have == 11 && memcmp(buf, "\1\0\0\0\0\0\0\3ok\n", 11) == 0,
+                      "frames: %zu bytes", have);
+        ck_assert_int_eq(poll(&p, 1, 10000), 1);
+        ck_assert_int_eq(recv(fd, buf, sizeof(buf), 0), 0);
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "/containers/%s?force=1", id);
+    dk_req(&b, "DELETE", path, NULL, &r);
+    ck_assert_msg(r.status == 204, "delete: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_api_suite(void)
 {
@@ -599,6 +693,7 @@ docker_api_suite(void)
     tcase_add_test(tc, docker_images_pull_message_networks_and_volumes_routes);
     tcase_add_test(tc, docker_listen_flag_values_socket_mode_and_group_and_none);
     tcase_add_test(tc, docker_restart_kill_with_a_signal_wait_next_exit_and_list_filters);
+    tcase_add_loop_test(tc, docker_exec_output_waits_until_the_client_has_read_the_101, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
