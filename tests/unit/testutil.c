@@ -85,11 +85,14 @@ load_ops(const char *path, struct op *ops, size_t max)
 {
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "open %s", path);
-    char line[1024];
+    char line[4096];
     bool in_paths = false;
     char cur[256] = "";
     size_t n = 0;
     while (fgets(line, sizeof(line), f)) {
+        /* A longer line would be read as two, the second misparsed. */
+        ck_assert_msg(strchr(line, '\n') || feof(f), "%s: a line over %zu characters", path,
+                      sizeof(line) - 2);
         if (strncmp(line, "paths:", 6) == 0) {
             in_paths = true;
             continue;
