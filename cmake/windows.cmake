@@ -210,6 +210,7 @@ berth_win_skip(store/registry_http.c "curl/curl.h: libcurl is not among the Wind
 berth_win_skip(runtime/oci "runc, cgroups and namespaces: Linux only by design; runtime/oci_windows.c names it")
 berth_win_skip(runtime/init "the containers' static Linux init: Linux only by design")
 berth_win_skip(api/hijack.c "raw streams on upgraded connections over POSIX sockets (sendmsg, MSG_DONTWAIT); hijack_windows.c refuses upgrades until Docker's attach needs them there")
+berth_win_skip(api/hijack_stream.c "the byte stream of api/hijack.c, skipped with it")
 berth_win_skip(api/peer_unread.c "what a client has not read yet: SIOCOUTQ and sock_diag, for api/hijack.c only")
 berth_win_skip(api/bench_hijack.c "a benchmark route (BERTH_BENCH_ROUTES), not in the Windows build; it needs api/hijack.c")
 # The Docker API (issue 11), Linux only for now.
