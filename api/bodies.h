@@ -16,8 +16,10 @@
 
 #include "common/err.h"
 #include "daemon/containers.h"
+#include "daemon/svc_images.h"
 #include "daemon/svc_processes.h"
 #include "daemon/svc_volumes.h"
+#include "store/registry_auth.h"
 
 /* The body as one JSON object (allow_empty: no body is an empty object);
  * a refusal's message starts "request body". */
@@ -41,6 +43,20 @@ void api_body_process_clear(struct api_body_process *b);
 
 /* POST .../processes/{id}/signal: the signal number, 1 to 64. */
 int api_body_signal(const char *body, size_t len, int *sig, struct err *err);
+
+/* POST /v1/images with a JSON body: the source (exactly one of layout,
+ * volume with an optional path, registry), the platform asked for (NULL:
+ * the host's, checked when the import begins) and the registry
+ * credentials (source.creds points at creds when "auth" was given).
+ * Strings point into the parsed JSON, kept until api_body_image_clear. */
+struct api_body_image {
+    struct image_source source;
+    struct registry_creds creds;
+    const char *platform;
+    json_object *json;
+};
+int api_body_image(const char *body, size_t len, struct api_body_image *out, struct err *err);
+void api_body_image_clear(struct api_body_image *b);
 
 /* POST /v1/images/prune: -1 for a field not given. */
 int api_body_prune(const char *body, size_t len, int64_t *unused_for_s, int64_t *keep_bytes,

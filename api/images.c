@@ -367,48 +367,62 @@ pull_auth(json_object *body, struct registry_creds *c, struct err *err)
     return 1;
 }
 
+void
+api_body_image_clear(struct api_body_image *b)
+{
+    json_object_put(b->json);
+    memset(b, 0, sizeof(*b));
+}
+
+int
+api_body_image(const char *text, size_t len, struct api_body_image *out, struct err *err)
+{
+    memset(out, 0, sizeof(*out));
+    json_object *source = NULL;
+    int has_auth = 0;
+    static const char *const top[] = {"source", "platform", "auth", NULL};
+    static const char *const src_fields[] = {"layout", "volume", "path", "registry", NULL};
+    struct image_source *o = &out->source;
+    if (api_body_json(text, len, false, &out->json, err) < 0 ||
+        jsonutil_check_fields(out->json, "", top, err) < 0 ||
+        jsonutil_get_object(out->json, "", "source", true, &source, err) < 0 ||
+        jsonutil_check_fields(source, "source", src_fields, err) < 0 ||
+        jsonutil_get_string(source, "source", "layout", false, &o->layout_dir, err) < 0 ||
+        jsonutil_get_string(source, "source", "volume", false, &o->volume, err) < 0 ||
+        jsonutil_get_string(source, "source", "path", false, &o->volume_path, err) < 0 ||
+        jsonutil_get_string(source, "source", "registry", false, &o->registry, err) < 0 ||
+        jsonutil_get_string(out->json, "", "platform", false, &out->platform, err) < 0 ||
+        (has_auth = pull_auth(out->json, &out->creds, err)) < 0) {
+        api_body_image_clear(out);
+        return -err->code;
+    }
+    const char *bad = NULL;
+    if (o->volume_path && !o->volume)
+        bad = "field \"source.path\": only with \"source.volume\"";
+    else if (!!o->layout_dir + !!o->volume + !!o->registry != 1)
+        bad = "field \"source\": give either \"layout\" (a directory on the host), \"volume\" "
+              "(with an optional \"path\" inside it) or \"registry\" (a reference to pull)";
+    else if (has_auth && !o->registry)
+        bad = "field \"auth\": only with \"source.registry\"";
+    if (bad) {
+        api_body_image_clear(out);
+        return err_set(err, EINVAL, "%s", bad);
+    }
+    o->creds = has_auth ? &out->creds : NULL;
+    return 0;
+}
+
 static void
 images_post_json(struct api_req *req)
 {
     struct err err = {0};
-    json_object *body = NULL;
-    json_object *source = NULL;
-    const char *platform = NULL;
-    struct image_source o = {0};
-    struct registry_creds creds = {0};
-    int has_auth = 0;
-    static const char *const top[] = {"source", "platform", "auth", NULL};
-    static const char *const src_fields[] = {"layout", "volume", "path", "registry", NULL};
-    if (api_req_body_json(req, false, &body, &err) < 0 ||
-        jsonutil_check_fields(body, "", top, &err) < 0 ||
-        jsonutil_get_object(body, "", "source", true, &source, &err) < 0 ||
-        jsonutil_check_fields(source, "source", src_fields, &err) < 0 ||
-        jsonutil_get_string(source, "source", "layout", false, &o.layout_dir, &err) < 0 ||
-        jsonutil_get_string(source, "source", "volume", false, &o.volume, &err) < 0 ||
-        jsonutil_get_string(source, "source", "path", false, &o.volume_path, &err) < 0 ||
-        jsonutil_get_string(source, "source", "registry", false, &o.registry, &err) < 0 ||
-        jsonutil_get_string(body, "", "platform", false, &platform, &err) < 0 ||
-        (has_auth = pull_auth(body, &creds, &err)) < 0) {
-        json_object_put(body);
+    struct api_body_image b;
+    if (api_body_image(req->body, req->body_len, &b, &err) < 0) {
         api_reply_err(req, &err);
         return;
     }
-    const char *bad = NULL;
-    if (o.volume_path && !o.volume)
-        bad = "field \"source.path\": only with \"source.volume\"";
-    else if (!!o.layout_dir + !!o.volume + !!o.registry != 1)
-        bad = "field \"source\": give either \"layout\" (a directory on the host), \"volume\" "
-              "(with an optional \"path\" inside it) or \"registry\" (a reference to pull)";
-    else if (has_auth && !o.registry)
-        bad = "field \"auth\": only with \"source.registry\"";
-    if (bad) {
-        api_reply_fail(req, EINVAL, "%s", bad);
-        json_object_put(body);
-        return;
-    }
-    o.creds = has_auth ? &creds : NULL;
-    struct imp_reply *r = imp_begin(req, &o, platform);
-    json_object_put(body);
+    struct imp_reply *r = imp_begin(req, &b.source, b.platform);
+    api_body_image_clear(&b);
     if (r)
         imp_open_stream(req);
 }

@@ -1,7 +1,7 @@
 /*
  * Fuzzes the route-specific parsers of the /v1 JSON request bodies
  * (api/bodies.h): container create, process start, signal, image prune,
- * volume create and volume patch. fuzz_json covers the shared parsing
+ * volume create, volume patch and the image import's source. fuzz_json covers the shared parsing
  * step under them; this target covers what each route makes of the
  * parsed object.
  *
@@ -17,7 +17,9 @@
  *   a CPU quota within its range, arguments only when given, a signal
  *   of 1 to 64, prune figures of -1 (absent) or more, volume properties
  *   within the limit with a value except in a patch, a patch TTL of -1 or
- *   more.
+ *   more, an image source of exactly one kind (a path only with a
+ *   volume, credentials only for a registry, never a token with a
+ *   password).
  */
 #include "fuzz/fuzz.h"
 
@@ -26,7 +28,7 @@
 
 #include "api/bodies.h"
 
-enum which { CREATE, PROCESS, SIGNAL, PRUNE, VOLUME_CREATE, VOLUME_PATCH, NPARSERS };
+enum which { CREATE, PROCESS, SIGNAL, PRUNE, VOLUME_CREATE, VOLUME_PATCH, IMAGE, NPARSERS };
 
 static void
 check_refusal(int rc, const struct err *err, const char *body)
@@ -128,6 +130,30 @@ run_volume(const char *body, size_t len, bool patch)
 }
 
 static int
+run_image(const char *body, size_t len)
+{
+    struct api_body_image b;
+    struct err err = {0};
+    int rc = api_body_image(body, len, &b, &err);
+    if (rc < 0) {
+        check_refusal(rc, &err, body);
+        FUZZ_CHECK(!b.json && !b.source.creds, "a refusal left the body behind");
+        return rc;
+    }
+    const struct image_source *o = &b.source;
+    FUZZ_CHECK(!!o->layout_dir + !!o->volume + !!o->registry == 1, "a source of %d kinds",
+               !!o->layout_dir + !!o->volume + !!o->registry);
+    FUZZ_CHECK(!o->volume_path || o->volume, "a path without a volume");
+    FUZZ_CHECK(!o->creds || (o->registry && o->creds == &b.creds),
+               "credentials without a registry");
+    FUZZ_CHECK(!o->creds || !o->creds->token || (!o->creds->username && !o->creds->password),
+               "a token with a username or password");
+    FUZZ_CHECK(!o->upload, "an upload from a JSON body");
+    api_body_image_clear(&b);
+    return 0;
+}
+
+static int
 run(enum which w, const char *body, size_t len)
 {
     switch (w) {
@@ -143,6 +169,8 @@ run(enum which w, const char *body, size_t len)
         return run_volume(body, len, false);
     case VOLUME_PATCH:
         return run_volume(body, len, true);
+    case IMAGE:
+        return run_image(body, len);
     case NPARSERS:
         break;
     }
