@@ -101,9 +101,11 @@ set(BERTH_WIN_SOURCES
     store/platform.c
     store/platform_host_windows.c
     store/refname.c
+    store/rootfs_tar.c
     store/scratch_windows.c
     store/snapshot.c
     store/store.c
+    store/tree_tar.c
     store/unpack.c
     store/unpack_acl.c
     store/unpack_tree.c
@@ -134,6 +136,7 @@ set(BERTH_WIN_SOURCES
     daemon/proc_stdin.c
     daemon/runtime_probe.c
     daemon/status.c
+    daemon/svc_archive.c
     daemon/svc_containers.c
     daemon/svc_exec.c
     daemon/svc_image_tag.c
@@ -160,6 +163,7 @@ set(BERTH_WIN_SOURCES
     api/router.c
     api/routes.c
     api/stream.c
+    api/tar_download.c
     api/upload.c
     api/volumes.c
     runtime/hcs/admit.c
