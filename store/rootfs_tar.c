@@ -19,7 +19,6 @@
 #include "common/randid.h"
 #include "common/rootdir.h"
 #include "store/tree_tar.h"
-#include "store/unpack.h"
 #include "store/volume_merge.h"
 
 #define STAGING_PREFIX ".berth-cp-"
@@ -147,28 +146,10 @@ rootfs_open(const char *rootfs, struct err *err)
     return rfd;
 }
 
-int
-rootfs_path_stat(const char *rootfs, const char *path, struct rootfs_stat *st, struct err *err)
-{
-    struct cpath cp;
-    int ret = cpath_parse(path, &cp, err);
-    int rfd = ret < 0 ? -1 : rootfs_open(rootfs, err);
-    if (ret == 0 && rfd < 0)
-        ret = rfd;
-    int dfd = -1;
-    const char *name;
-    struct os_stat os;
-    if (ret == 0)
-        ret = path_open(rfd, path, &cp, &dfd, &name, &os, st, err);
-    rootdir_close(dfd);
-    rootdir_close(rfd);
-    cpath_clear(&cp);
-    return ret;
-}
-
-int
-rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
-                  const struct volume_tar_out *out, struct err *err)
+/* The stat of path, and with out a tar of it. */
+static int
+path_stat_or_export(const char *rootfs, const char *path, struct rootfs_stat *st,
+                    const struct volume_tar_out *out, struct err *err)
 {
     struct cpath cp;
     int ret = cpath_parse(path, &cp, err);
@@ -181,7 +162,7 @@ rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
     if (ret == 0)
         ret = path_open(rfd, path, &cp, &dfd, &name, &os, st, err);
     /* The engine's names: "name/..." for a directory, "./..." for "x/.". */
-    if (ret == 0)
+    if (ret == 0 && out)
         ret = tree_tar_export(dfd, name, &os, cp.dot || !cp.last ? "." : cp.last, out, err);
     rootdir_close(dfd);
     rootdir_close(rfd);
@@ -189,38 +170,20 @@ rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
     return ret;
 }
 
-/* ---- in -------------------------------------------------------------------- */
-
-/* Extracts in into the new directory staging of tfd (the target, shown as shown). */
-static int
-stage(int tfd, const char *staging, const char *shown, const struct volume_tar_in *in,
-      struct volume_tar_in_result *res, struct err *err)
+int
+rootfs_path_stat(const char *rootfs, const char *path, struct rootfs_stat *st, struct err *err)
 {
-    int sfd = rootdir_open_dir(tfd, staging);
-    if (sfd < 0)
-        return err_errno(err, -sfd, "open the staging directory");
-    const int lowers[] = {tfd, -1};
-    const char *mt = NULL;
-    if (in->encoding && strcmp(in->encoding, "gzip") == 0)
-        mt = "application/x-tar+gzip";
-    else if (in->encoding && strcmp(in->encoding, "zstd") == 0)
-        mt = "application/x-tar+zstd";
-    struct unpack_input uin = {.read = in->read, .ctx = in->ctx, .media_type = mt};
-    struct unpack_opts opts = {.target_fd = sfd,
-                               .shown_dir = shown,
-                               .lower_fds = lowers,
-                               .refuse_device_nodes = true,
-                               .no_whiteouts = true,
-                               .no_digests = true};
-    struct unpack_result ur = {0};
-    int ret = layer_unpack(&uin, &opts, &ur, err);
-    rootdir_close(sfd);
-    if (ret == 0 && res) {
-        res->entries = ur.entries;
-        res->bytes = ur.uncompressed_size;
-    }
-    return ret;
+    return path_stat_or_export(rootfs, path, st, NULL, err);
 }
+
+int
+rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
+                  const struct volume_tar_out *out, struct err *err)
+{
+    return path_stat_or_export(rootfs, path, st, out, err);
+}
+
+/* ---- in -------------------------------------------------------------------- */
 
 int
 rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_in *in,
@@ -257,8 +220,14 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
     if (r < 0)
         ret = path_fail(r, path, err);
     bool made = ret == 0;
+    int sfd = ret == 0 ? rootdir_open_dir(tfd, staging) : -1;
+    if (ret == 0 && sfd < 0)
+        ret = err_errno(err, -sfd, "open the staging directory");
+    struct volume_stage_opts so = {
+        .shown_dir = shown, .target_fd = tfd, .refuse_device_nodes = true};
     if (ret == 0)
-        ret = stage(tfd, staging, shown, in, res, err);
+        ret = volume_tar_stage(in, sfd, &so, res, err);
+    rootdir_close(sfd);
     if (ret == 0 && (r = rootdir_fd_sync_fs(tfd)) < 0)
         ret = err_errno(err, -r, "sync the upload");
     if (ret == 0 &&

@@ -167,6 +167,22 @@ int volume_tar_import(struct volume_store *vs, const char *handle, const char *p
 int volume_tar_export(struct volume_store *vs, const char *handle, const char *path,
                       const struct volume_tar_out *out, struct err *err);
 
+/* How volume_tar_stage extracts. */
+struct volume_stage_opts {
+    const char *shown_dir; /* where the entries will be once moved in (PATH_MAX counts from it) */
+    int target_fd; /* the existing target, whose symlinks an entry may not go through; -1: none */
+    bool allow_device_nodes;  /* else skipped, */
+    bool refuse_device_nodes; /* or with this refused (ERR_INVALID_CONTENT), FIFOs too */
+};
+
+/*
+ * The checked extraction of an upload (volume_tar_import's, and a
+ * container archive's: store/rootfs_tar.c) into the staging directory
+ * sfd: layer_unpack with whiteouts as plain names and no hashing.
+ */
+int volume_tar_stage(const struct volume_tar_in *in, int sfd, const struct volume_stage_opts *o,
+                     struct volume_tar_in_result *res, struct err *err);
+
 /* ---- for volume_tar.c -------------------------------------------------- */
 
 /*

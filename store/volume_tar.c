@@ -95,6 +95,33 @@ target_find(int fs_fd, const char *rel, char **base, size_t *have, int *fd, stru
     return 0;
 }
 
+int
+volume_tar_stage(const struct volume_tar_in *in, int sfd, const struct volume_stage_opts *o,
+                 struct volume_tar_in_result *res, struct err *err)
+{
+    const int lowers[] = {o->target_fd, -1};
+    const char *mt = NULL;
+    if (in->encoding && strcmp(in->encoding, "gzip") == 0)
+        mt = "application/x-tar+gzip";
+    else if (in->encoding && strcmp(in->encoding, "zstd") == 0)
+        mt = "application/x-tar+zstd";
+    struct unpack_input uin = {.read = in->read, .ctx = in->ctx, .media_type = mt};
+    struct unpack_opts opts = {.target_fd = sfd,
+                               .shown_dir = o->shown_dir,
+                               .lower_fds = o->target_fd >= 0 ? lowers : NULL,
+                               .allow_device_nodes = o->allow_device_nodes,
+                               .refuse_device_nodes = o->refuse_device_nodes,
+                               .no_whiteouts = true,
+                               .no_digests = true};
+    struct unpack_result ur = {0};
+    int ret = layer_unpack(&uin, &opts, &ur, err);
+    if (ret == 0 && res) {
+        res->entries = ur.entries;
+        res->bytes = ur.uncompressed_size;
+    }
+    return ret;
+}
+
 /* Puts staging under the missing directories tail of the target (the
  * components after the first have of rel), in wrap: the merge then moves
  * the first missing directory in, whole. */
@@ -199,27 +226,12 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
     if (ret == 0 && (sfd = rootdir_open_dir(fs_fd, staging)) < 0)
         ret = err_errno(err, -sfd, "open the staging directory in volume %s", handle);
     if (ret == 0) {
-        const int lowers[] = {tfd, -1};
-        const char *mt = NULL;
-        if (in->encoding && strcmp(in->encoding, "gzip") == 0)
-            mt = "application/x-tar+gzip";
-        else if (in->encoding && strcmp(in->encoding, "zstd") == 0)
-            mt = "application/x-tar+zstd";
-        struct unpack_input uin = {.read = in->read, .ctx = in->ctx, .media_type = mt};
         /* Only an existing target has entries to check against. */
-        struct unpack_opts opts = {.target_fd = sfd,
-                                   .shown_dir = shown,
-                                   .lower_fds = have == ncomp ? lowers : NULL,
-                                   .allow_device_nodes = privileged,
-                                   .no_whiteouts = true,
-                                   .no_digests = true};
-        struct unpack_result ur = {0};
-        ret = layer_unpack(&uin, &opts, &ur, err);
+        struct volume_stage_opts so = {.shown_dir = shown,
+                                       .target_fd = have == ncomp ? tfd : -1,
+                                       .allow_device_nodes = privileged};
+        ret = volume_tar_stage(in, sfd, &so, res, err);
         rootdir_close(sfd);
-        if (ret == 0 && res) {
-            res->entries = ur.entries;
-            res->bytes = ur.uncompressed_size;
-        }
         /* The staged data durable before any of it is moved in, outside
          * the lock: the commit's own sync then has little left to do. */
         if (ret == 0 && (ret = rootdir_fd_sync_fs(fs_fd)) < 0)
