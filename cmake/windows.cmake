@@ -282,6 +282,7 @@ berth_win_skip_suite(test_store_gc "mounts a tmpfs on a snapshot (sys/mount.h); 
 berth_win_skip_suite(test_store_layer "overlay mounts: Linux only")
 berth_win_skip_suite(test_store_snapshot "checks a read-only tree with chmod through /bin/sh, which Wine has not; snapshots are made by every import in api_test_wine")
 berth_win_skip_suite(test_store_unpack "Linux file metadata (sys/xattr.h, device numbers, modes, symlinks) and tars made with the Linux tar through /bin/sh; the hostile-tar rules are checked against berthd.exe by api_test_wine")
+berth_win_skip_suite(test_store_rootfs_tar "container paths resolved with openat2 RESOLVE_IN_ROOT: rootdir_windows.c has no such call (ENOTSUP), and the tars are made with the Linux tar through /bin/sh")
 berth_win_skip_suite(test_common_rootdir "common/rootdir_linux.c: openat2 and the chdir scan of the daemon's sources, Linux only")
 berth_win_skip_suite(test_store_pull "store/pull.c is not built for Windows (libcurl); the suite also runs a registry with Linux tools")
 berth_win_skip_suite(test_store_registry_auth "store/registry_auth.c is not built for Windows: the registry client needs libcurl")

@@ -28,12 +28,6 @@ setup(void)
     nclis = dk_clis(clis);
 }
 
-static bool
-contains(const char *s, const char *sub)
-{
-    return s && strstr(s, sub) != NULL;
-}
-
 /* As dk_ok, with all of the output (caller frees). */
 static char *run_all(const struct berthd *b, const struct dk_client *cl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -75,7 +69,7 @@ START_TEST(docker_cp_a_file_and_a_directory_both_ways_with_a_running_container)
                           "/tmp/tree/sub/g /newtree/lnk; readlink /tmp/tree/lnk; "
                           "stat -c %%a /tmp/tree/sub' | tr '\\n' ' '",
                           i);
-        ck_assert_msg(contains(got, "one one two two sub/g 750"), "docker %s: %s", cl->version,
+        ck_assert_msg(dk_contains(got, "one one two two sub/g 750"), "docker %s: %s", cl->version,
                       got);
         free(got);
         /* Out: what the container wrote, a file and a tree, symlink kept. */
@@ -90,13 +84,14 @@ START_TEST(docker_cp_a_file_and_a_directory_both_ways_with_a_running_container)
                     "cat h out/d/h back/sub/g; readlink out/abs; \"$D\" cp -L cp%zu:/out/abs l && "
                     "cat l/h | tr '\\n' ' '",
                     i, i, i, i);
-        ck_assert_msg(contains(got, "three\nthree\ntwo\n/out/d\nthree"), "docker %s: %s",
+        ck_assert_msg(dk_contains(got, "three\nthree\ntwo\n/out/d\nthree"), "docker %s: %s",
                       cl->version, got);
         free(got);
         /* A missing path is the engine's 404 message. */
         char *out = NULL;
         ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" cp cp%zu:/no/such /tmp/x", i), 0);
-        ck_assert_msg(contains(out, "Could not find the file /no/such in container cp"), "%s", out);
+        ck_assert_msg(dk_contains(out, "Could not find the file /no/such in container cp"), "%s",
+                      out);
         free(out);
         /* Stopped: both ways still work on its root filesystem. */
         free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 cp%zu", i));
@@ -139,20 +134,22 @@ START_TEST(archive_stat_header_and_errors_are_the_engines)
                     CURL "-I 'http://d/containers/st/archive?path=/s/l' | tr -d '\\r' | "
                          "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
     /* 1<<27 (symlink) | 0777; resolved in the container. */
-    ck_assert_msg(contains(h, "\"name\":\"l\"") && contains(h, "\"mode\":134218239") &&
-                      contains(h, "\"linkTarget\":\"\\/s\\/d\"") && contains(h, "\"mtime\":\""),
+    ck_assert_msg(dk_contains(h, "\"name\":\"l\"") && dk_contains(h, "\"mode\":134218239") &&
+                      dk_contains(h, "\"linkTarget\":\"\\/s\\/d\"") &&
+                      dk_contains(h, "\"mtime\":\""),
                   "%s", h);
     free(h);
     h = dk_ok(&b, cl, 0,
               CURL "-I 'http://d/containers/st/archive?path=/s/f' | tr -d '\\r' | "
                    "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
     /* 1<<23 (setuid) | 0755, and its size. */
-    ck_assert_msg(contains(h, "\"size\":5") && contains(h, "\"mode\":8389101"), "%s", h);
+    ck_assert_msg(dk_contains(h, "\"size\":5") && dk_contains(h, "\"mode\":8389101"), "%s", h);
     free(h);
     h = dk_ok(&b, cl, 0,
               CURL "-I 'http://d/containers/st/archive?path=/s/d/' | tr -d '\\r' | "
                    "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
-    ck_assert_msg(contains(h, "\"name\":\"d\"") && contains(h, "\"mode\":2147484141"), "%s", h);
+    ck_assert_msg(dk_contains(h, "\"name\":\"d\"") && dk_contains(h, "\"mode\":2147484141"), "%s",
+                  h);
     free(h);
     /* A directory's tar is named by its basename, "x/." by "./". */
     char *names = dk_ok(&b, cl, 0,
@@ -160,7 +157,7 @@ START_TEST(archive_stat_header_and_errors_are_the_engines)
                              "tr '\\n' ' '; " CURL
                              "'http://d/containers/st/archive?path=/s/.' | tar t | sort | "
                              "tr '\\n' ' '");
-    ck_assert_msg(contains(names, "s/ s/d/ s/f s/l ./ ./d/ ./f ./l"), "%s", names);
+    ck_assert_msg(dk_contains(names, "s/ s/d/ s/f s/l ./ ./d/ ./f ./l"), "%s", names);
     free(names);
     char *e =
         run_all(&b, cl,
@@ -171,10 +168,11 @@ START_TEST(archive_stat_header_and_errors_are_the_engines)
                      "'http://d/containers/st/archive?path=/s/f'; echo; " CURL
                      "-w ' %%{http_code}' -X PUT --data-binary @/dev/null "
                      "'http://d/containers/st/archive?path=/nope'");
-    ck_assert_msg(contains(e, "Could not find the file /nope in container st\"}\n 404"), "%s", e);
-    ck_assert_msg(contains(e, "No such container: nosuch\"}\n 404"), "%s", e);
-    ck_assert_msg(contains(e, "path cannot be empty\"}\n 400"), "%s", e);
-    ck_assert_msg(contains(e, "extraction point is not a directory\"}\n 400"), "%s", e);
+    ck_assert_msg(dk_contains(e, "Could not find the file /nope in container st\"}\n 404"), "%s",
+                  e);
+    ck_assert_msg(dk_contains(e, "No such container: nosuch\"}\n 404"), "%s", e);
+    ck_assert_msg(dk_contains(e, "path cannot be empty\"}\n 400"), "%s", e);
+    ck_assert_msg(dk_contains(e, "extraction point is not a directory\"}\n 400"), "%s", e);
     free(e);
     /* noOverwriteDirNonDir: a file over a directory is refused, unchanged. */
     e = run_all(&b, cl,
@@ -183,8 +181,8 @@ START_TEST(archive_stat_header_and_errors_are_the_engines)
                 "'http://d/containers/st/archive?path=/s&noOverwriteDirNonDir=1'; "
                 "\"$D\" exec st test -d /s/d && echo still-a-dir");
     ck_assert_msg(
-        contains(e, "cannot overwrite directory \\\"/d\\\" with a non-directory\"}\n 400") &&
-            contains(e, "still-a-dir"),
+        dk_contains(e, "cannot overwrite directory \\\"/d\\\" with a non-directory\"}\n 400") &&
+            dk_contains(e, "still-a-dir"),
         "%s", e);
     free(e);
     free(id);
@@ -218,7 +216,7 @@ START_TEST(hostile_archive_puts_are_refused_and_nothing_is_written)
                     CURL "-w ' %%{http_code}' -X PUT -H 'Content-Type: application/x-tar' "
                          "--data-binary @'%s/%s.tar' 'http://d/containers/hh/archive?path=/t'",
                     dir, c);
-        ck_assert_msg(contains(r, "layer entry ") && contains(r, "}\n 400"), "%s: %s", c, r);
+        ck_assert_msg(dk_contains(r, "layer entry ") && dk_contains(r, "}\n 400"), "%s: %s", c, r);
         /* Not even the harmless first entry landed, nor a staging directory. */
         char *ls = dk_ok(&b, cl, 0, "\"$D\" exec hh ls -A /t | tr '\\n' ' '");
         ck_assert_msg(strcmp(ls, "etclink rootlink uplink ") == 0, "%s: /t has %s", c, ls);
@@ -261,8 +259,8 @@ START_TEST(hostile_archive_puts_are_refused_and_nothing_is_written)
                 "-w ' %%{http_code}' 'http://d/containers/hh/archive?path=/t/uplink%s'; echo; " CURL
                 "-w ' %%{http_code}' 'http://d/containers/hh/archive?path=/t/rootlink/../../..%s'",
                 hostfile, hostfile);
-    ck_assert_msg(!contains(r, "host secret") && contains(r, "}\n 404\n") &&
-                      contains(r + strlen(r) - 4, " 404"),
+    ck_assert_msg(!dk_contains(r, "host secret") && dk_contains(r, "}\n 404\n") &&
+                      dk_contains(r + strlen(r) - 4, " 404"),
                   "%s", r);
     free(r);
     free(cases);
