@@ -1,9 +1,10 @@
 /*
  * The container archive service (daemon/svc_archive.h): the container is
- * checked on the loop, then a short stat job or one of the volume
- * service's tar streams is pointed at <container dir>/rootfs, where its
- * root filesystem is mounted. Loop thread, except stat_work, which calls
- * store/ only.
+ * checked on the loop and the path placed (a lexical match against its
+ * mounts' targets), then a short stat job or one of the volume service's
+ * tar streams is pointed at <container dir>/rootfs, where its root
+ * filesystem is mounted, or at the mount's source. Loop thread, except
+ * stat_work, which calls store/ only.
  */
 #include "daemon/svc_archive.h"
 
@@ -17,11 +18,34 @@
 #include "daemon/job.h"
 #include "daemon/svc_containers.h"
 
-/* The container named handle, with a mounted rootfs: *rootfs its host path (caller frees). */
-static int
-archive_target(struct daemon *d, const char *handle, struct container **out, char **rootfs,
-               struct err *err)
+/* Where a container path is on the host: the root and the path in it. */
+struct archive_where {
+    char *root, *path;
+    char *top;     /* the root's name, for a mount point itself */
+    bool in_mount; /* root is a mount's source, not the rootfs */
+    bool readonly;
+};
+
+static void
+where_clear(struct archive_where *w)
 {
+    free(w->root);
+    free(w->path);
+    free(w->top);
+}
+
+/*
+ * The container named handle, with a mounted rootfs, and where path is:
+ * inside the volume or host directory mounted there (the innermost
+ * mount whose target is path or a parent of it: the container sees that
+ * mount's content, never the rootfs below it), else in the rootfs. A
+ * tmpfs has nothing on the host to reach: ENOTSUP.
+ */
+static int
+archive_target(struct daemon *d, const char *handle, const char *path, struct container **out,
+               struct archive_where *w, struct err *err)
+{
+    memset(w, 0, sizeof(*w));
     struct container *c = NULL;
     int ret = container_lookup(d, handle, &c, err);
     if (ret < 0)
@@ -29,8 +53,43 @@ archive_target(struct daemon *d, const char *handle, struct container **out, cha
     if (c->state == CTR_CREATING || c->state == CTR_DELETING)
         return err_set(err, ERR_CONFLICT, "container %s: %s, its files cannot be reached", handle,
                        ctr_state_name(c->state));
-    if (!(*rootfs = fs_path_join(c->dir, "rootfs")))
+    const struct ctr_params *p = c->p;
+    const struct rt_mount *best = NULL;
+    for (size_t i = 0; i < p->nmounts; i++) {
+        char *rest = NULL, *top = NULL;
+        int in = rootfs_path_in_mount(path, p->mounts[i].target, &rest, &top);
+        if (in < 0) {
+            where_clear(w);
+            return err_set(err, ENOMEM, "container %s: out of memory", handle);
+        }
+        if (in && (!best || strlen(p->mounts[i].target) > strlen(best->target))) {
+            best = &p->mounts[i];
+            where_clear(w);
+            w->path = rest;
+            w->top = top;
+        } else {
+            free(rest);
+            free(top);
+        }
+    }
+    if (best && (best->tmpfs || !best->source)) {
+        where_clear(w);
+        return err_set(err, ENOTSUP, "path %s: in a tmpfs mount (%s), not reachable from the host",
+                       path, best->target);
+    }
+    if (best) {
+        w->root = strdup(best->source);
+        w->in_mount = true;
+        w->readonly = best->readonly;
+    } else {
+        w->root = fs_path_join(c->dir, "rootfs");
+        w->path = strdup(path);
+        w->readonly = p->readonly_rootfs;
+    }
+    if (!w->root || !w->path) {
+        where_clear(w);
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
+    }
     *out = c;
     return 0;
 }
@@ -48,7 +107,7 @@ struct stat_job {
     ctr_archive_stat_cb cb;
     void *arg;
     struct container *c; /* a reference */
-    char *rootfs, *path;
+    struct archive_where w;
     struct rootfs_stat st;
     int rc;
     struct err err;
@@ -58,7 +117,7 @@ static void
 stat_work(void *ctx)
 {
     struct stat_job *j = ctx;
-    j->rc = rootfs_path_stat(j->rootfs, j->path, &j->st, &j->err);
+    j->rc = rootfs_path_stat(j->w.root, j->w.path, j->w.top, &j->st, &j->err);
 }
 
 static void
@@ -70,8 +129,7 @@ stat_done(void *ctx, bool cancelled)
     if (!j->call.detached)
         j->cb(j->arg, j->rc < 0 ? &j->err : NULL, j->rc < 0 ? NULL : &j->st);
     container_unref(j->c);
-    free(j->rootfs);
-    free(j->path);
+    where_clear(&j->w);
     free(j);
 }
 
@@ -80,25 +138,23 @@ container_archive_stat(struct daemon *d, const char *handle, const char *path,
                        ctr_archive_stat_cb cb, void *arg, struct svc_call **call, struct err *err)
 {
     struct container *c = NULL;
-    char *rootfs = NULL;
-    int ret = archive_target(d, handle, &c, &rootfs, err);
+    struct archive_where w;
+    int ret = archive_target(d, handle, path, &c, &w, err);
     if (ret < 0)
         return ret;
     struct stat_job *j = calloc(1, sizeof(*j));
-    if (!j || !(j->path = strdup(path))) {
-        free(j);
-        free(rootfs);
+    if (!j) {
+        where_clear(&w);
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
     }
     j->cb = cb;
     j->arg = arg;
-    j->rootfs = rootfs;
+    j->w = w;
     j->c = c;
     container_ref(c);
     if ((ret = job_submit(d->jobs, "container.archive_stat", stat_work, stat_done, j)) < 0) {
         container_unref(c);
-        free(j->rootfs);
-        free(j->path);
+        where_clear(&j->w);
         free(j);
         return err_set(err, ECANCELED, "container %s: cannot start the job: %s", handle,
                        strerror(-ret));
@@ -115,16 +171,17 @@ container_archive_get(struct daemon *d, const char *handle, const char *path,
                       struct err *err)
 {
     struct container *c = NULL;
-    char *rootfs = NULL;
-    int ret = archive_target(d, handle, &c, &rootfs, err);
+    struct archive_where aw;
+    int ret = archive_target(d, handle, path, &c, &aw, err);
     if (ret < 0)
         return ret;
     container_ref(c);
-    struct volume_stream_where w = {.rootfs = rootfs, .release = archive_release, .release_arg = c};
-    ret = volume_stream_out_at(d, &w, path, VOLUME_COMPRESS_NONE, notify, arg, out, err);
+    struct volume_stream_where w = {
+        .rootfs = aw.root, .top = aw.top, .release = archive_release, .release_arg = c};
+    ret = volume_stream_out_at(d, &w, aw.path, VOLUME_COMPRESS_NONE, notify, arg, out, err);
     if (ret < 0)
         container_unref(c);
-    free(rootfs);
+    where_clear(&aw);
     return ret;
 }
 
@@ -134,22 +191,25 @@ container_archive_put(struct daemon *d, const char *handle, const char *path, bo
                       struct volume_stream_in **out, struct err *err)
 {
     struct container *c = NULL;
-    char *rootfs = NULL;
-    int ret = archive_target(d, handle, &c, &rootfs, err);
+    struct archive_where aw;
+    int ret = archive_target(d, handle, path, &c, &aw, err);
     if (ret < 0)
         return ret;
-    if (c->p->readonly_rootfs) {
-        free(rootfs);
-        return err_set(err, EROFS, "container rootfs is marked read-only");
+    if (aw.readonly) {
+        /* The engine's words for either. */
+        ret = err_set(err, EROFS, "%s is marked read-only",
+                      aw.in_mount ? "mounted volume" : "container rootfs");
+        where_clear(&aw);
+        return ret;
     }
     container_ref(c);
-    struct volume_stream_where w = {.rootfs = rootfs,
+    struct volume_stream_where w = {.rootfs = aw.root,
                                     .no_dir_nondir = no_dir_nondir,
                                     .release = archive_release,
                                     .release_arg = c};
-    ret = volume_stream_in_at(d, &w, path, NULL, room, done, arg, out, err);
+    ret = volume_stream_in_at(d, &w, aw.path, NULL, room, done, arg, out, err);
     if (ret < 0)
         container_unref(c);
-    free(rootfs);
+    where_clear(&aw);
     return ret;
 }

@@ -5,7 +5,9 @@
  * (a stream the caller feeds, as a volume's upload), for a container that
  * is created, running or stopped (its rootfs is mounted from its create to
  * its delete). The streams are daemon/svc_volumes.h's, pointed at the
- * rootfs; paths, their resolution and the checks are store/rootfs_tar.h's.
+ * rootfs, or at the volume or host directory mounted where the path lies
+ * (a tmpfs mount: ENOTSUP); paths, their resolution and the checks are
+ * store/rootfs_tar.h's.
  * A stream holds a reference on the container until it ends. See
  * daemon/svc.h for the calling convention. Loop thread only.
  */
@@ -35,8 +37,7 @@ int container_archive_get(struct daemon *d, const char *handle, const char *path
 
 /*
  * Extracts the tar the caller writes (as volume_stream_in's) under the
- * directory path. EROFS for a container whose root filesystem is
- * read-only.
+ * directory path. EROFS for a read-only root filesystem or mount.
  */
 int container_archive_put(struct daemon *d, const char *handle, const char *path,
                           bool no_dir_nondir, void (*room)(void *arg), volume_stream_in_cb done,

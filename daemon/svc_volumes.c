@@ -514,6 +514,7 @@ struct volume_stream_out {
     bool detached;
     char *handle, *path;
     char *rootfs;            /* instead of handle: a container's (store/rootfs_tar.h) */
+    char *top;               /* the name of rootfs's root, or NULL */
     struct rootfs_stat stat; /* the job's, read by the loop once ready */
     void (*release)(void *arg);
     void *release_arg;
@@ -536,6 +537,7 @@ out_free(struct volume_stream_out *op)
     free(op->handle);
     free(op->path);
     free(op->rootfs);
+    free(op->top);
     free(op);
 }
 
@@ -560,7 +562,7 @@ out_work(void *ctx)
     struct volume_tar_out out = {
         .write = out_write, .ready = out_ready, .ctx = op, .compression = op->comp};
     if (op->rootfs)
-        op->rc = rootfs_tar_export(op->rootfs, op->path, &op->stat, &out, &op->err);
+        op->rc = rootfs_tar_export(op->rootfs, op->path, op->top, &op->stat, &out, &op->err);
     else
         op->rc = volume_tar_export(op->d->store->volumes, op->handle, op->path, &out, &op->err);
     bpipe_close_job(op->pipe);
@@ -613,13 +615,14 @@ volume_stream_out_at(struct daemon *d, const struct volume_stream_where *w, cons
     op->comp = comp;
     op->handle = w->handle ? strdup(w->handle) : NULL;
     op->rootfs = w->rootfs ? strdup(w->rootfs) : NULL;
+    op->top = w->top ? strdup(w->top) : NULL;
     op->path = strdup(path);
     op->pipe = bpipe_new(d->loop, DOWNLOAD_PIPE_BYTES, out_notify, op);
-    if ((!op->handle && !op->rootfs) || !op->path || !op->pipe) {
+    if ((!op->handle && !op->rootfs) || (w->top && !op->top) || !op->path || !op->pipe) {
         if (op->pipe)
             out_free(op);
         else
-            free(op->handle), free(op->rootfs), free(op->path), free(op);
+            free(op->handle), free(op->rootfs), free(op->top), free(op->path), free(op);
         return err_set(err, ENOMEM, "download: out of memory");
     }
     op->release = w->release;

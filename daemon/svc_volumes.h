@@ -77,6 +77,7 @@ void volume_stream_in_detach(struct volume_stream_in *op);
 struct volume_stream_where {
     const char *handle; /* a volume's, or NULL with rootfs */
     const char *rootfs; /* its host path; path is then the container's */
+    const char *top;    /* downloads from rootfs: the name of its root (store/rootfs_tar.h) */
     bool no_dir_nondir; /* uploads into rootfs: Docker's noOverwriteDirNonDir */
     void (*release)(void *arg);
     void *release_arg;

@@ -98,8 +98,8 @@ path_fail(int neg, const char *path, struct err *err)
  * followed or the root; *os its stat, *st as Docker shows it.
  */
 static int
-path_open(int rfd, const char *path, const struct cpath *cp, int *dfd, const char **name,
-          struct os_stat *os, struct rootfs_stat *st, struct err *err)
+path_open(int rfd, const char *path, const struct cpath *cp, const char *top, int *dfd,
+          const char **name, struct os_stat *os, struct rootfs_stat *st, struct err *err)
 {
     *dfd = -1;
     *name = NULL;
@@ -122,7 +122,11 @@ path_open(int rfd, const char *path, const struct cpath *cp, int *dfd, const cha
         return path_fail(r, path, err);
     }
     memset(st, 0, sizeof(*st));
-    snprintf(st->name, sizeof(st->name), "%s", cp->dot ? "." : cp->last ? cp->last : "/");
+    snprintf(st->name, sizeof(st->name), "%s",
+             cp->dot    ? "."
+             : cp->last ? cp->last
+             : top      ? top
+                        : "/");
     st->size = os->st_size;
     st->mode = (uint32_t)os->st_mode;
     st->mtime_s = os->st_mtim.tv_sec;
@@ -148,7 +152,7 @@ rootfs_open(const char *rootfs, struct err *err)
 
 /* The stat of path, and with out a tar of it. */
 static int
-path_stat_or_export(const char *rootfs, const char *path, struct rootfs_stat *st,
+path_stat_or_export(const char *rootfs, const char *path, const char *top, struct rootfs_stat *st,
                     const struct volume_tar_out *out, struct err *err)
 {
     struct cpath cp;
@@ -157,13 +161,14 @@ path_stat_or_export(const char *rootfs, const char *path, struct rootfs_stat *st
     if (ret == 0 && rfd < 0)
         ret = rfd;
     int dfd = -1;
-    const char *name;
+    const char *name = NULL;
     struct os_stat os;
     if (ret == 0)
-        ret = path_open(rfd, path, &cp, &dfd, &name, &os, st, err);
+        ret = path_open(rfd, path, &cp, top, &dfd, &name, &os, st, err);
     /* The engine's names: "name/..." for a directory, "./..." for "x/.". */
+    const char *arc = cp.dot ? "." : cp.last ? cp.last : top ? top : ".";
     if (ret == 0 && out)
-        ret = tree_tar_export(dfd, name, &os, cp.dot || !cp.last ? "." : cp.last, out, err);
+        ret = tree_tar_export(dfd, name, &os, arc, out, err);
     rootdir_close(dfd);
     rootdir_close(rfd);
     cpath_clear(&cp);
@@ -171,16 +176,48 @@ path_stat_or_export(const char *rootfs, const char *path, struct rootfs_stat *st
 }
 
 int
-rootfs_path_stat(const char *rootfs, const char *path, struct rootfs_stat *st, struct err *err)
+rootfs_path_stat(const char *rootfs, const char *path, const char *top, struct rootfs_stat *st,
+                 struct err *err)
 {
-    return path_stat_or_export(rootfs, path, st, NULL, err);
+    return path_stat_or_export(rootfs, path, top, st, NULL, err);
 }
 
 int
-rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
+rootfs_tar_export(const char *rootfs, const char *path, const char *top, struct rootfs_stat *st,
                   const struct volume_tar_out *out, struct err *err)
 {
-    return path_stat_or_export(rootfs, path, st, out, err);
+    return path_stat_or_export(rootfs, path, top, st, out, err);
+}
+
+int
+rootfs_path_in_mount(const char *path, const char *target, char **rest, char **top)
+{
+    struct cpath cp, mt;
+    struct err ignored = {0};
+    *rest = *top = NULL;
+    if (cpath_parse(path, &cp, &ignored) < 0)
+        return 0;
+    if (cpath_parse(target, &mt, &ignored) < 0) {
+        cpath_clear(&cp);
+        return 0;
+    }
+    size_t n = strlen(mt.rel);
+    int in = n > 0 && strncmp(cp.rel, mt.rel, n) == 0 && (cp.rel[n] == '/' || cp.rel[n] == '\0');
+    if (in) {
+        const char *below = cp.rel + n + (cp.rel[n] == '/');
+        bool ok = asprintf(rest, "/%s%s", below, cp.dot && *below ? "/." : cp.dot ? "." : "") >= 0;
+        /* The mount's own root is named as the container names it. */
+        if (ok && !*below && !cp.dot && !(*top = strdup(mt.last)))
+            ok = false;
+        if (!ok) {
+            free(*rest);
+            *rest = NULL;
+            in = -ENOMEM;
+        }
+    }
+    cpath_clear(&cp);
+    cpath_clear(&mt);
+    return in;
 }
 
 /* ---- in -------------------------------------------------------------------- */

@@ -6,9 +6,10 @@
  * absolute or not, resolved as a process chrooted there would see them
  * (symlinks followed, an absolute one starting again at rootfs, ".."
  * never above it: openat2 RESOLVE_IN_ROOT), so nothing outside rootfs is
- * ever read or written. What other mounts a running container has (its
- * volumes) is not seen here: a path inside one reaches the rootfs below
- * the mount point.
+ * ever read or written. The container's mounts are not seen through
+ * rootfs (they are in its mount namespace): the caller finds the mount a
+ * path lies in (rootfs_path_in_mount) and passes the mount's source as
+ * the root instead.
  *
  * Uploads are staged as volume uploads are (store/volume_tar.c): the
  * whole tar is extracted by layer_unpack, with its checks (absolute
@@ -52,18 +53,30 @@ struct rootfs_stat {
 
 /*
  * The stat of path (its last component not followed, unless path ends in
- * "/" or "/."). ENOENT when it or a directory on the way is missing,
+ * "/" or "/."). top (NULL: "/") names the root, when path is rootfs's
+ * root (a mount's: see rootfs_path_in_mount). ENOENT when it or a directory on the way is missing,
  * ENOTDIR when one is not a directory.
  */
-int rootfs_path_stat(const char *rootfs, const char *path, struct rootfs_stat *st, struct err *err);
+int rootfs_path_stat(const char *rootfs, const char *path, const char *top, struct rootfs_stat *st,
+                     struct err *err);
 
 /*
  * Writes a tar of path (rootfs_path_stat's path) named as the engine names
  * it: a file as its last component, a directory as "name/..." ("./..." for
- * "x/."). *st is filled before out->ready runs.
+ * "x/.", top or "." for the root). *st is filled before out->ready runs.
  */
-int rootfs_tar_export(const char *rootfs, const char *path, struct rootfs_stat *st,
+int rootfs_tar_export(const char *rootfs, const char *path, const char *top, struct rootfs_stat *st,
                       const struct volume_tar_out *out, struct err *err);
+
+/*
+ * Whether the container path lies in the mount at target (its mount
+ * point or below): 1 with *rest the path inside the mount (for the calls
+ * here, with the mount's source as rootfs) and, for the mount point
+ * itself, *top its name (the name the calls give the root: "data" for
+ * /data); both the caller's to free (*top may be NULL). 0 when not,
+ * -ENOMEM. Pure: lexical, no symlink of the container is looked at.
+ */
+int rootfs_path_in_mount(const char *path, const char *target, char **rest, char **top);
 
 struct rootfs_tar_in_opts {
     /* A directory and a non-directory never replace each other:

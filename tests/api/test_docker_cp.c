@@ -118,6 +118,42 @@ START_TEST(docker_cp_a_file_and_a_directory_both_ways_with_a_running_container)
 }
 END_TEST
 
+/* A path in a volume mount is the volume's content, as the container sees it. */
+START_TEST(docker_cp_reaches_a_volume_mounted_in_the_container)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0,
+                     "\"$D\" run -d --name vc -v cpvol:/data -v cpro:/ro:ro busybox sh -c "
+                     "'echo before > /data/old; exec sleep 300'");
+    ctr_track(&b, id);
+    free(dk_ok(&b, cl, 0, "\"$D\" exec vc sh -c 'while ! test -f /data/old; do sleep 0.1; done'"));
+    char *got = run_all(&b, cl,
+                        "set -e; cd \"$(mktemp -d)\"; echo in > f; mkdir t; echo deep > t/g; "
+                        "\"$D\" cp f vc:/data/ && \"$D\" cp t vc:/data/t && "
+                        "\"$D\" exec vc cat /data/f /data/t/g && mkdir o && "
+                        "\"$D\" cp vc:/data o/ && cat o/data/old o/data/f && "
+                        "\"$D\" cp vc:/data/. - | tar t | sort | tr '\\n' ' '");
+    ck_assert_msg(dk_contains(got, "in\ndeep\nbefore\nin\n./ ./f ./old ./t/ ./t/g "), "%s", got);
+    free(got);
+    /* Nothing of it went to the rootfs under the mount point. */
+    char *v = run_all(&b, cl,
+                      CURL "-I 'http://d/containers/vc/archive?path=/data/' | tr -d '\\r' | "
+                           "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
+    ck_assert_msg(dk_contains(v, "\"name\":\"data\""), "%s", v);
+    free(v);
+    char *out = NULL;
+    ck_assert_int_ne(dk_run(&b, cl, &out, "cd \"$(mktemp -d)\"; echo x > y; \"$D\" cp y vc:/ro/"),
+                     0);
+    ck_assert_msg(dk_contains(out, "mounted volume is marked read-only"), "%s", out);
+    free(out);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(archive_stat_header_and_errors_are_the_engines)
 {
     const struct dk_client *cl = &clis[0];
@@ -278,6 +314,7 @@ docker_cp_suite(void)
     tcase_add_unchecked_fixture(tc, setup, NULL);
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_cp_a_file_and_a_directory_both_ways_with_a_running_container);
+    tcase_add_test(tc, docker_cp_reaches_a_volume_mounted_in_the_container);
     tcase_add_test(tc, archive_stat_header_and_errors_are_the_engines);
     tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
     suite_add_tcase(s, tc);

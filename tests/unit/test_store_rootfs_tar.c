@@ -45,25 +45,25 @@ START_TEST(stat_resolves_inside_the_rootfs_and_names_as_the_engine)
 {
     struct rootfs_stat st;
     struct err err = {0};
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/etc", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/etc", NULL, &st, &err), 0);
     ck_assert_str_eq(st.name, "etc");
     ck_assert(S_ISLNK(st.mode));
     ck_assert_str_eq(st.link_target, "/etc");
     /* The host path a symlink names is the container's path, missing here. */
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/host/secret", &st, &err), -ENOENT);
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "d/up/etc/secret", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/host/secret", NULL, &st, &err), -ENOENT);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "d/up/etc/secret", NULL, &st, &err), 0);
     ck_assert_int_eq(st.size, 2);
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/../../../etc/secret", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/../../../etc/secret", NULL, &st, &err), 0);
     ck_assert_int_eq(st.size, 2);
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/etc/", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/etc/", NULL, &st, &err), 0);
     ck_assert(S_ISDIR(st.mode));
     ck_assert_str_eq(st.name, "etc");
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/.", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/.", NULL, &st, &err), 0);
     ck_assert_str_eq(st.name, ".");
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/", &st, &err), 0);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/", NULL, &st, &err), 0);
     ck_assert_str_eq(st.name, "/");
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/f/x", &st, &err), -EINVAL);
-    ck_assert_int_eq(rootfs_path_stat(rootfs, "", &st, &err), -EINVAL);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "/d/f/x", NULL, &st, &err), -EINVAL);
+    ck_assert_int_eq(rootfs_path_stat(rootfs, "", NULL, &st, &err), -EINVAL);
 }
 END_TEST
 
@@ -90,7 +90,7 @@ names_of(const char *path)
     struct volume_tar_out out = {.write = mem_write, .ctx = &m};
     struct rootfs_stat st;
     struct err err = {0};
-    ck_assert_msg(rootfs_tar_export(rootfs, path, &st, &out, &err) == 0, "%s", err.msg);
+    ck_assert_msg(rootfs_tar_export(rootfs, path, NULL, &st, &out, &err) == 0, "%s", err.msg);
     struct archive *a = archive_read_new();
     archive_read_support_format_tar(a);
     ck_assert_int_eq(archive_read_open_memory(a, m.buf, m.len), ARCHIVE_OK);
@@ -174,6 +174,38 @@ START_TEST(import_lands_under_the_resolved_directory_or_nowhere)
 }
 END_TEST
 
+START_TEST(a_path_in_a_mount_is_the_path_inside_it_and_the_mount_point_keeps_its_name)
+{
+    char *rest = NULL, *top = NULL;
+    ck_assert_int_eq(rootfs_path_in_mount("/data/x/y", "/data", &rest, &top), 1);
+    ck_assert_str_eq(rest, "/x/y");
+    ck_assert_ptr_null(top);
+    free(rest);
+    ck_assert_int_eq(rootfs_path_in_mount("/data/../data//x/.", "/data", &rest, &top), 1);
+    ck_assert_str_eq(rest, "/x/.");
+    free(rest);
+    ck_assert_int_eq(rootfs_path_in_mount("data/", "/data", &rest, &top), 1);
+    ck_assert_str_eq(rest, "/");
+    ck_assert_str_eq(top, "data");
+    free(rest);
+    free(top);
+    ck_assert_int_eq(rootfs_path_in_mount("/data/.", "/data", &rest, &top), 1);
+    ck_assert_str_eq(rest, "/.");
+    ck_assert_ptr_null(top);
+    free(rest);
+    ck_assert_int_eq(rootfs_path_in_mount("/database", "/data", &rest, &top), 0);
+    ck_assert_int_eq(rootfs_path_in_mount("/", "/data", &rest, &top), 0);
+    ck_assert_int_eq(rootfs_path_in_mount("/a/data", "/data", &rest, &top), 0);
+    /* The mount's root as its own tar and stat: named as the mount point. */
+    struct rootfs_stat st;
+    struct err err = {0};
+    char *d = fs_path_join(rootfs, "d/e");
+    ck_assert_int_eq(rootfs_path_stat(d, "/", "data", &st, &err), 0);
+    ck_assert_str_eq(st.name, "data");
+    free(d);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -183,6 +215,7 @@ main(void)
     tcase_add_test(tc, stat_resolves_inside_the_rootfs_and_names_as_the_engine);
     tcase_add_test(tc, export_names_a_directory_by_its_basename_and_dot_by_dot);
     tcase_add_test(tc, import_lands_under_the_resolved_directory_or_nowhere);
+    tcase_add_test(tc, a_path_in_a_mount_is_the_path_inside_it_and_the_mount_point_keeps_its_name);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
