@@ -100,6 +100,37 @@ archive_release(void *arg)
     container_unref(arg);
 }
 
+/* An upload's hold on its container, and what its job may read. */
+struct put_ctx {
+    struct container *c; /* a reference */
+    char *dir;           /* copies for the job: the container's directory, */
+    char *user;          /* and the user copyUIDGID chowns to (NULL: none) */
+};
+
+static void
+put_release(void *arg)
+{
+    struct put_ctx *x = arg;
+    container_unref(x->c);
+    free(x->dir);
+    free(x->user);
+    free(x);
+}
+
+/* On the upload's pool thread: the user as the container's /etc/passwd says. */
+static int
+put_prepare(void *arg, struct rootfs_tar_in_opts *o, struct err *err)
+{
+    struct put_ctx *x = arg;
+    if (!x->user)
+        return 0;
+    char *home = NULL;
+    int ret = containers_resolve_user(x->dir, x->user, &o->uid, &o->gid, &home, err);
+    free(home);
+    o->chown = ret == 0;
+    return ret < 0 ? err_wrap(err, "copyUIDGID") : 0;
+}
+
 /* ---- stat ------------------------------------------------------------------- */
 
 struct stat_job {
@@ -187,8 +218,8 @@ container_archive_get(struct daemon *d, const char *handle, const char *path,
 
 int
 container_archive_put(struct daemon *d, const char *handle, const char *path, bool no_dir_nondir,
-                      void (*room)(void *arg), volume_stream_in_cb done, void *arg,
-                      struct volume_stream_in **out, struct err *err)
+                      bool copy_uid_gid, void (*room)(void *arg), volume_stream_in_cb done,
+                      void *arg, struct volume_stream_in **out, struct err *err)
 {
     struct container *c = NULL;
     struct archive_where aw;
@@ -202,14 +233,31 @@ container_archive_put(struct daemon *d, const char *handle, const char *path, bo
         where_clear(&aw);
         return ret;
     }
+    /* The engine's rule: with copyUIDGID, the container's User (its own
+     * or its image's) owns what comes in; without a User, the tar's
+     * owners stay. */
+    const char *user = c->p->user && *c->p->user ? c->p->user : c->p->image_user;
+    struct put_ctx *x = calloc(1, sizeof(*x));
+    if (x) {
+        x->dir = strdup(c->dir);
+        x->user = copy_uid_gid && user && *user ? strdup(user) : NULL;
+    }
+    if (!x || !x->dir || (copy_uid_gid && user && *user && !x->user)) {
+        if (x)
+            free(x->dir), free(x->user), free(x);
+        where_clear(&aw);
+        return err_set(err, ENOMEM, "container %s: out of memory", handle);
+    }
+    x->c = c;
     container_ref(c);
     struct volume_stream_where w = {.rootfs = aw.root,
                                     .no_dir_nondir = no_dir_nondir,
-                                    .release = archive_release,
-                                    .release_arg = c};
+                                    .prepare = put_prepare,
+                                    .release = put_release,
+                                    .release_arg = x};
     ret = volume_stream_in_at(d, &w, aw.path, NULL, room, done, arg, out, err);
     if (ret < 0)
-        container_unref(c);
+        put_release(x);
     where_clear(&aw);
     return ret;
 }

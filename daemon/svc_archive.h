@@ -37,10 +37,14 @@ int container_archive_get(struct daemon *d, const char *handle, const char *path
 
 /*
  * Extracts the tar the caller writes (as volume_stream_in's) under the
- * directory path. EROFS for a read-only root filesystem or mount.
+ * directory path. EROFS for a read-only root filesystem or mount. With
+ * copy_uid_gid and a container whose User (its own, else its image's) is
+ * set, that user owns every entry (resolved in the container's
+ * /etc/passwd by the job; an unknown name fails the upload).
  */
 int container_archive_put(struct daemon *d, const char *handle, const char *path,
-                          bool no_dir_nondir, void (*room)(void *arg), volume_stream_in_cb done,
-                          void *arg, struct volume_stream_in **out, struct err *err);
+                          bool no_dir_nondir, bool copy_uid_gid, void (*room)(void *arg),
+                          volume_stream_in_cb done, void *arg, struct volume_stream_in **out,
+                          struct err *err);
 
 #endif

@@ -360,6 +360,7 @@ struct volume_stream_in {
     char *handle, *path, *encoding;
     char *rootfs; /* instead of handle: a container's (store/rootfs_tar.h) */
     bool no_dir_nondir;
+    int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
     void (*release)(void *arg);
     void *release_arg;
     struct bpipe *upload;
@@ -395,9 +396,10 @@ in_work(void *ctx)
     struct volume_stream_in *op = ctx;
     struct volume_tar_in in = {.read = in_read, .ctx = op->upload, .encoding = op->encoding};
     struct rootfs_tar_in_opts o = {.no_dir_nondir = op->no_dir_nondir};
-    if (op->rootfs)
+    op->rc = op->prepare ? op->prepare(op->release_arg, &o, &op->err) : 0;
+    if (op->rc == 0 && op->rootfs)
         op->rc = rootfs_tar_import(op->rootfs, op->path, &in, &o, &op->res, &op->err);
-    else
+    else if (op->rc == 0)
         op->rc =
             volume_tar_import(op->d->store->volumes, op->handle, op->path, &in, &op->res, &op->err);
     if (op->rc < 0)
@@ -477,6 +479,7 @@ volume_stream_in_at(struct daemon *d, const struct volume_stream_where *w, const
             free(op->handle), free(op->rootfs), free(op->path), free(op->encoding), free(op);
         return err_set(err, ENOMEM, "upload: out of memory");
     }
+    op->prepare = w->prepare;
     op->release = w->release;
     op->release_arg = w->release_arg;
     if ((ret = job_submit_long(d->jobs, "volume.tar_in", in_work, in_done, op)) < 0) {

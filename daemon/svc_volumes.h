@@ -21,6 +21,7 @@
 struct daemon;
 struct bpipe;
 struct rootfs_stat;
+struct rootfs_tar_in_opts;
 
 #define VOL_PROPS_MAX 256
 
@@ -79,6 +80,10 @@ struct volume_stream_where {
     const char *rootfs; /* its host path; path is then the container's */
     const char *top;    /* downloads from rootfs: the name of its root (store/rootfs_tar.h) */
     bool no_dir_nondir; /* uploads into rootfs: Docker's noOverwriteDirNonDir */
+    /* Uploads into rootfs: runs in the job, before the extraction, with
+     * release_arg, to fill in what only a job may read (the owner of
+     * copyUIDGID, from the container's /etc/passwd). May be NULL. */
+    int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
     void (*release)(void *arg);
     void *release_arg;
 };

@@ -16,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "common/osfs.h"
 #include "common/randid.h"
 #include "common/rootdir.h"
 #include "store/tree_tar.h"
@@ -222,6 +223,37 @@ rootfs_path_in_mount(const char *path, const char *target, char **rest, char **t
 
 /* ---- in -------------------------------------------------------------------- */
 
+/* Makes uid:gid the owner of everything below dfd, never following a symlink. */
+static int
+chown_tree(int dfd, uint32_t uid, uint32_t gid, int depth, struct err *err)
+{
+    if (depth > 1024)
+        return err_set(err, ERR_INVALID_CONTENT, "upload: tree deeper than 1024 levels");
+    struct osfs_dir *d = NULL;
+    int r = osfs_dir_open_at(dfd, &d);
+    if (r < 0)
+        return err_errno(err, -r, "read the staged upload");
+    const char *name;
+    int ret = 0;
+    while (ret == 0 && (name = osfs_dir_next(d, NULL))) {
+        struct os_stat st;
+        if ((r = rootdir_stat(dfd, name, &st)) == 0)
+            r = rootdir_set_owner(dfd, name, (uid_t)uid, (gid_t)gid);
+        if (r < 0) {
+            ret = err_errno(err, -r, "chown %s in the staged upload", name);
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            int sub = rootdir_open_dir(dfd, name);
+            ret = sub < 0 ? err_errno(err, -sub, "open %s in the staged upload", name)
+                          : chown_tree(sub, uid, gid, depth + 1, err);
+            rootdir_close(sub);
+        }
+    }
+    osfs_dir_close(d);
+    return ret;
+}
+
 int
 rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_in *in,
                   const struct rootfs_tar_in_opts *o, struct volume_tar_in_result *res,
@@ -264,6 +296,8 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
         .shown_dir = shown, .target_fd = tfd, .refuse_device_nodes = true};
     if (ret == 0)
         ret = volume_tar_stage(in, sfd, &so, res, err);
+    if (ret == 0 && o && o->chown)
+        ret = chown_tree(sfd, o->uid, o->gid, 0, err);
     rootdir_close(sfd);
     if (ret == 0 && (r = rootdir_fd_sync_fs(tfd)) < 0)
         ret = err_errno(err, -r, "sync the upload");

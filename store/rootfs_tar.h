@@ -82,6 +82,10 @@ struct rootfs_tar_in_opts {
     /* A directory and a non-directory never replace each other:
      * ERR_INVALID_CONTENT (Docker's noOverwriteDirNonDir). */
     bool no_dir_nondir;
+    /* Every entry's owner becomes uid:gid (Docker's copyUIDGID, for a
+     * container with a User); else the tar's owners are kept. */
+    bool chown;
+    uint32_t uid, gid;
 };
 
 /*

@@ -228,16 +228,15 @@ docker_container_archive_put_begin(struct api_req *req)
     const char *path = c ? archive_path(req) : NULL;
     if (!path)
         return BODY_NONE;
-    /* copyUIDGID: the tar's owners are kept either way (the engine's
-     * answer, too, for a container without a User); it is accepted. */
     bool no_dir_nondir = docker_query_bool(req, "noOverwriteDirNonDir", false);
+    bool copy_uid_gid = docker_query_bool(req, "copyUIDGID", false);
     struct put_reply *u = calloc(1, sizeof(*u));
     struct err err = {0};
     int rc = u ? 0 : err_set(&err, ENOMEM, "out of memory");
     if (rc == 0) {
         u->req = req;
         rc = container_archive_put(api_daemon(req->api), c->p->handle, path, no_dir_nondir,
-                                   put_room, put_done, u, &u->op, &err);
+                                   copy_uid_gid, put_room, put_done, u, &u->op, &err);
     }
     if (rc < 0) {
         free(u);

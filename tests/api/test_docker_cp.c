@@ -154,6 +154,27 @@ START_TEST(docker_cp_reaches_a_volume_mounted_in_the_container)
 }
 END_TEST
 
+/* -a (copyUIDGID): the container's User owns what comes in; without it the tar's owners stay. */
+START_TEST(docker_cp_a_gives_the_files_to_the_containers_user)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name uc --user nobody busybox sleep 300");
+    ctr_track(&b, id);
+    char *got =
+        run_all(&b, cl,
+                "set -e; cd \"$(mktemp -d)\"; mkdir d; echo x > d/f; chown -R 1234:4321 d; "
+                "\"$D\" cp -a d uc:/tmp/a && \"$D\" cp d uc:/tmp/plain && "
+                "\"$D\" exec uc stat -c %%u:%%g /tmp/a /tmp/a/f /tmp/plain/f | tr '\\n' ' '");
+    ck_assert_msg(dk_contains(got, "65534:65534 65534:65534 1234:4321 "), "%s", got);
+    free(got);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(archive_stat_header_and_errors_are_the_engines)
 {
     const struct dk_client *cl = &clis[0];
@@ -315,6 +336,7 @@ docker_cp_suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_cp_a_file_and_a_directory_both_ways_with_a_running_container);
     tcase_add_test(tc, docker_cp_reaches_a_volume_mounted_in_the_container);
+    tcase_add_test(tc, docker_cp_a_gives_the_files_to_the_containers_user);
     tcase_add_test(tc, archive_stat_header_and_errors_are_the_engines);
     tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
     suite_add_tcase(s, tc);
