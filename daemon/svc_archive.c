@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/rootdir.h"
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
 #include "daemon/job.h"
@@ -105,6 +107,7 @@ struct put_ctx {
     struct container *c; /* a reference */
     char *dir;           /* copies for the job: the container's directory, */
     char *user;          /* and the user copyUIDGID chowns to (NULL: none) */
+    bool rootfs;         /* the upload goes to <dir>/rootfs, which must be mounted */
 };
 
 static void
@@ -122,6 +125,19 @@ static int
 put_prepare(void *arg, struct rootfs_tar_in_opts *o, struct err *err)
 {
     struct put_ctx *x = arg;
+    if (x->rootfs) {
+        /* Unmounted (the host rebooted under a stopped container), the
+         * mount point is a plain directory of ours: nothing goes there. */
+        cleanup_close int dfd = rootdir_open(x->dir);
+        struct os_stat ds, rs;
+        int r = dfd >= 0 ? rootdir_stat(dfd, "", &ds) : dfd;
+        if (r == 0)
+            r = rootdir_stat(dfd, "rootfs", &rs);
+        if (r < 0)
+            return err_errno(err, -r, "the container's root filesystem");
+        if (rs.st_dev == ds.st_dev)
+            return err_set(err, ERR_CONFLICT, "the container's root filesystem is not mounted");
+    }
     if (!x->user)
         return 0;
     char *home = NULL;
@@ -249,6 +265,7 @@ container_archive_put(struct daemon *d, const char *handle, const char *path, bo
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
     }
     x->c = c;
+    x->rootfs = !aw.in_mount;
     container_ref(c);
     struct volume_stream_where w = {.rootfs = aw.root,
                                     .no_dir_nondir = no_dir_nondir,

@@ -175,6 +175,31 @@ START_TEST(docker_cp_a_gives_the_files_to_the_containers_user)
 }
 END_TEST
 
+/* A stopped container whose rootfs is no longer mounted (a reboot): an
+ * upload is refused rather than written into the bare mount point. */
+START_TEST(docker_cp_into_an_unmounted_rootfs_is_refused)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name um busybox sleep 300");
+    ctr_track(&b, id);
+    free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 um && umount '%s/containers/%s/rootfs'", b.root, id));
+    char *r = run_all(
+        &b, cl,
+        "cd \"$(mktemp -d)\"; echo x > y; tar cf t.tar y; " CURL
+        "-w ' %%{http_code}' -X PUT --data-binary @t.tar "
+        "'http://d/containers/um/archive?path=/'; echo \"[$(ls -A '%s/containers/%s/rootfs')]\"",
+        b.root, id);
+    ck_assert_msg(dk_contains(r, "root filesystem is not mounted\"}\n 409[]"), "%s", r);
+    free(r);
+    free(dk_ok(&b, cl, 0, "\"$D\" rm um"));
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(archive_stat_header_and_errors_are_the_engines)
 {
     const struct dk_client *cl = &clis[0];
@@ -337,6 +362,7 @@ docker_cp_suite(void)
     tcase_add_test(tc, docker_cp_a_file_and_a_directory_both_ways_with_a_running_container);
     tcase_add_test(tc, docker_cp_reaches_a_volume_mounted_in_the_container);
     tcase_add_test(tc, docker_cp_a_gives_the_files_to_the_containers_user);
+    tcase_add_test(tc, docker_cp_into_an_unmounted_rootfs_is_refused);
     tcase_add_test(tc, archive_stat_header_and_errors_are_the_engines);
     tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
     suite_add_tcase(s, tc);
