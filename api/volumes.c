@@ -17,14 +17,12 @@
 #include "api/handlers.h"
 #include "api/request.h"
 #include "api/stream.h"
+#include "api/tar_download.h"
 #include "api/upload.h"
 #include "daemon/bpipe.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_volumes.h"
 #include "jsonutil/jsonutil.h"
-
-/* The response buffer is topped up from the pipe while below this. */
-#define DOWNLOAD_STREAM_LOW (256 << 10)
 
 static json_object *
 volume_to_json(const struct vol_info *v)
@@ -369,96 +367,6 @@ volumes_files_put(struct api_req *req)
 
 /* ---- tar out ---------------------------------------------------------------- */
 
-struct dl_reply {
-    struct api_req *req;
-    struct volume_stream_out *op;
-    enum volume_compression comp;
-    struct api_stream *stream;
-    bool answered;
-};
-
-/* Moves tar bytes from the service to the response while the client keeps up. */
-static void
-dl_pump(struct dl_reply *d)
-{
-    char buf[64 * 1024];
-    bool eof = false;
-    if (!d->op)
-        return;
-    while (api_stream_pending(d->stream) < DOWNLOAD_STREAM_LOW) {
-        size_t n = volume_stream_out_read(d->op, buf, sizeof(buf), &eof);
-        if (n == 0)
-            break;
-        if (!api_stream_write(d->stream, buf, n))
-            break;
-    }
-    const struct err *err = NULL;
-    bool done = volume_stream_out_result(d->op, &err);
-    if (done && (eof || err) && volume_stream_out_buffered(d->op) == 0) {
-        if (err)
-            api_stream_fail(d->stream);
-        else
-            api_stream_end(d->stream);
-    }
-}
-
-static void
-dl_drained(void *ctx)
-{
-    dl_pump(ctx);
-}
-
-static void
-dl_notify(void *arg)
-{
-    struct dl_reply *d = arg;
-    struct api_req *req = d->req;
-    if (d->stream) {
-        dl_pump(d);
-        return;
-    }
-    if (d->answered)
-        return;
-    const struct err *err = NULL;
-    bool done = volume_stream_out_result(d->op, &err);
-    if (err) {
-        d->answered = true;
-        api_reply_err_resume(req, err);
-        return;
-    }
-    if (!volume_stream_out_ready(d->op) && !done)
-        return;
-    d->answered = true;
-    d->stream = api_stream_start(req, 200, "application/x-tar");
-    if (!d->stream) {
-        volume_stream_out_detach(d->op);
-        d->op = NULL;
-        return;
-    }
-    if (req->response && d->comp != VOLUME_COMPRESS_NONE)
-        MHD_add_response_header(req->response, MHD_HTTP_HEADER_CONTENT_ENCODING,
-                                d->comp == VOLUME_COMPRESS_GZIP ? "gzip" : "zstd");
-    api_stream_on_drained(d->stream, dl_drained, d);
-    dl_pump(d);
-}
-
-static void
-dl_reply_free(void *ctx)
-{
-    struct dl_reply *d = ctx;
-    volume_stream_out_detach(d->op);
-    api_stream_release(d->stream);
-    free(d);
-}
-
-static void
-dl_on_shutdown(struct api_req *req)
-{
-    struct dl_reply *d = req->ctx;
-    if (d && d->op)
-        volume_stream_out_cancel(d->op);
-}
-
 /* zstd if the client takes it, else gzip, else none (q=0 excludes). */
 static enum volume_compression
 pick_compression(const char *ae)
@@ -487,22 +395,19 @@ volumes_files_get(struct api_req *req)
 {
     struct err err = {0};
     char *path = NULL;
-    struct dl_reply *d = calloc(1, sizeof(*d));
+    enum volume_compression comp =
+        pick_compression(api_req_header(req, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    struct api_tar_dl *d = api_tar_dl_new(req, comp, NULL);
+    struct volume_stream_out *op = NULL;
     int rc = d ? files_path(req, &path, &err) : err_set(&err, ENOMEM, "out of memory");
-    if (rc == 0) {
-        d->req = req;
-        d->comp = pick_compression(api_req_header(req, MHD_HTTP_HEADER_ACCEPT_ENCODING));
-        rc = volume_stream_out(api_daemon(req->api), api_req_param(req, "handle"), path, d->comp,
-                               dl_notify, d, &d->op, &err);
-    }
+    if (rc == 0)
+        rc = volume_stream_out(api_daemon(req->api), api_req_param(req, "handle"), path, comp,
+                               api_tar_dl_notify, d, &op, &err);
     free(path);
     if (rc < 0) {
-        free(d);
+        api_tar_dl_free(d);
         api_reply_err(req, &err);
         return;
     }
-    req->ctx = d;
-    req->ctx_free = dl_reply_free;
-    req->on_shutdown = dl_on_shutdown;
-    api_req_suspend(req);
+    api_tar_dl_wait(d, op);
 }

@@ -101,9 +101,11 @@ set(BERTH_WIN_SOURCES
     store/platform.c
     store/platform_host_windows.c
     store/refname.c
+    store/rootfs_tar.c
     store/scratch_windows.c
     store/snapshot.c
     store/store.c
+    store/tree_tar.c
     store/unpack.c
     store/unpack_acl.c
     store/unpack_tree.c
@@ -134,6 +136,7 @@ set(BERTH_WIN_SOURCES
     daemon/proc_stdin.c
     daemon/runtime_probe.c
     daemon/status.c
+    daemon/svc_archive.c
     daemon/svc_containers.c
     daemon/svc_exec.c
     daemon/svc_image_tag.c
@@ -160,6 +163,7 @@ set(BERTH_WIN_SOURCES
     api/router.c
     api/routes.c
     api/stream.c
+    api/tar_download.c
     api/upload.c
     api/volumes.c
     runtime/hcs/admit.c
@@ -281,6 +285,7 @@ berth_win_skip_suite(test_store_gc "mounts a tmpfs on a snapshot (sys/mount.h); 
 berth_win_skip_suite(test_store_layer "overlay mounts: Linux only")
 berth_win_skip_suite(test_store_snapshot "checks a read-only tree with chmod through /bin/sh, which Wine has not; snapshots are made by every import in api_test_wine")
 berth_win_skip_suite(test_store_unpack "Linux file metadata (sys/xattr.h, device numbers, modes, symlinks) and tars made with the Linux tar through /bin/sh; the hostile-tar rules are checked against berthd.exe by api_test_wine")
+berth_win_skip_suite(test_store_rootfs_tar "container paths resolved with openat2 RESOLVE_IN_ROOT: rootdir_windows.c has no such call (ENOTSUP), and the tars are made with the Linux tar through /bin/sh")
 berth_win_skip_suite(test_common_rootdir "common/rootdir_linux.c: openat2 and the chdir scan of the daemon's sources, Linux only")
 berth_win_skip_suite(test_store_pull "store/pull.c is not built for Windows (libcurl); the suite also runs a registry with Linux tools")
 berth_win_skip_suite(test_store_registry_auth "store/registry_auth.c is not built for Windows: the registry client needs libcurl")

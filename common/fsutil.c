@@ -136,6 +136,33 @@ fs_remove_tree(const char *path, struct err *err)
 }
 
 int
+fs_remove_tree_at(int dirfd, const char *name, struct err *err)
+{
+    struct os_stat st;
+    int r = rootdir_stat(dirfd, name, &st);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return err_errno(err, -r, "stat %s", name);
+    if (!S_ISDIR(st.st_mode)) {
+        if ((r = rootdir_remove(dirfd, name, false)) < 0 && r != -ENOENT)
+            return err_errno(err, -r, "unlink %s", name);
+        return 0;
+    }
+    int fd = rootdir_open_dir(dirfd, name);
+    if (fd < 0)
+        return err_errno(err, -fd, "open %s", name);
+    if ((st.st_mode & 0700) != 0700)
+        rootdir_fd_set_mode(fd, 0700);
+    int ret = remove_dir_contents(fd, st.st_dev, name, err); /* closes fd */
+    if (ret < 0)
+        return ret;
+    if ((r = rootdir_remove(dirfd, name, true)) < 0 && r != -ENOENT)
+        return err_errno(err, -r, "rmdir %s", name);
+    return 0;
+}
+
+int
 fs_fsync_dir(const char *path, struct err *err)
 {
     int r = osfs_fsync_dir(path);

@@ -22,6 +22,11 @@ int fs_mkdir_p(const char *path, mode_t mode, struct err *err);
  */
 int fs_remove_tree(const char *path, struct err *err);
 
+/* The same for the entry name in dirfd (common/rootdir.h), never
+ * followed: for trees inside a directory others can write (a container's
+ * rootfs), where a path could be swapped for a symlink meanwhile. */
+int fs_remove_tree_at(int dirfd, const char *name, struct err *err);
+
 /* fsync(2) on a directory, so a rename or create inside it is durable. */
 int fs_fsync_dir(const char *path, struct err *err);
 

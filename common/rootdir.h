@@ -83,6 +83,22 @@ int rootdir_open_file(int dir, const char *name);
 int rootdir_open_in_root(int root, const char *rel);
 
 /*
+ * Opens the directory rel as rootdir_open_in_root resolves it (symlinks
+ * followed, never out of root; "" is root itself): a descriptor to read
+ * it and to use as the base of the calls here. -ENOTDIR when rel is not
+ * a directory. -ENOTSUP on Windows.
+ */
+int rootdir_open_dir_in_root(int root, const char *rel);
+
+/*
+ * Where rel leads inside root, symlinks (the last one too) followed as
+ * rootdir_open_in_root does: the absolute path from root's "/" in buf
+ * (NUL-terminated), its length, or -errno (-ENOENT when it leads
+ * nowhere, -ENAMETOOLONG when it does not fit). -ENOTSUP on Windows.
+ */
+ssize_t rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len);
+
+/*
  * Opens, for reading, the regular file that pathfd (a descriptor opened
  * with O_PATH, which never runs the file's open) refers to, or -EINVAL
  * when it is anything else. A tree a container can write holds whatever

@@ -209,6 +209,59 @@ rootdir_open_in_root(int root, const char *rel)
 }
 
 int
+rootdir_open_dir_in_root(int root, const char *rel)
+{
+    /* O_DIRECTORY: nothing but a directory is ever opened, so no device's
+     * or FIFO's open runs. */
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof(how));
+    return fd < 0 ? neg_errno() : (int)fd;
+}
+
+/* The path the kernel gives for fd (its /proc/self/fd link). */
+static ssize_t
+fd_path(int fd, char *buf, size_t len)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, buf, len);
+    if (n < 0)
+        return neg_errno();
+    if ((size_t)n >= len)
+        return -ENAMETOOLONG;
+    buf[n] = '\0';
+    return n;
+}
+
+ssize_t
+rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof(how));
+    if (fd < 0)
+        return neg_errno();
+    char top[PATH_MAX], at[PATH_MAX];
+    ssize_t tn = fd_path(root, top, sizeof(top));
+    ssize_t an = tn < 0 ? tn : fd_path((int)fd, at, sizeof(at));
+    close((int)fd);
+    if (tn < 0 || an < 0)
+        return tn < 0 ? tn : an;
+    /* RESOLVE_IN_ROOT kept it below root: at is top, or top + "/...". */
+    if (strncmp(at, top, (size_t)tn) != 0 || (at[tn] != '/' && at[tn] != '\0'))
+        return -EXDEV;
+    const char *inside = strcmp(top, "/") == 0 ? at : at + tn;
+    if (!*inside)
+        inside = "/";
+    size_t n = strlen(inside);
+    if (n >= len)
+        return -ENAMETOOLONG;
+    memcpy(buf, inside, n + 1);
+    return (ssize_t)n;
+}
+
+int
 rootdir_create_file(int dir, const char *name, mode_t mode)
 {
     int fd =

@@ -306,6 +306,24 @@ rootdir_open_in_root(int root, const char *rel)
 }
 
 int
+rootdir_open_dir_in_root(int root, const char *rel)
+{
+    (void)root;
+    (void)rel;
+    return -ENOTSUP;
+}
+
+ssize_t
+rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len)
+{
+    (void)root;
+    (void)rel;
+    (void)buf;
+    (void)len;
+    return -ENOTSUP;
+}
+
+int
 rootdir_create_file(int dir, const char *name, mode_t mode)
 {
     (void)mode;

@@ -16,6 +16,7 @@
 #include "daemon/bpipe.h"
 #include "daemon/daemon.h"
 #include "daemon/volume_ttl.h"
+#include "store/rootfs_tar.h"
 #include "store/store.h"
 
 #define UPLOAD_PIPE_BYTES (1 << 20)
@@ -357,6 +358,11 @@ struct volume_stream_in {
     void *arg;
     bool detached, job_done;
     char *handle, *path, *encoding;
+    char *rootfs; /* instead of handle: a container's (store/rootfs_tar.h) */
+    bool no_dir_nondir;
+    int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
+    void (*release)(void *arg);
+    void *release_arg;
     struct bpipe *upload;
     int rc;
     struct err err;
@@ -369,9 +375,12 @@ in_free(struct volume_stream_in *op)
     /* The job is over (or never ran), so both sides release here. */
     bpipe_release_job(op->upload);
     bpipe_release_loop(op->upload);
+    if (op->release)
+        op->release(op->release_arg);
     free(op->handle);
     free(op->path);
     free(op->encoding);
+    free(op->rootfs);
     free(op);
 }
 
@@ -386,8 +395,13 @@ in_work(void *ctx)
 {
     struct volume_stream_in *op = ctx;
     struct volume_tar_in in = {.read = in_read, .ctx = op->upload, .encoding = op->encoding};
-    op->rc =
-        volume_tar_import(op->d->store->volumes, op->handle, op->path, &in, &op->res, &op->err);
+    struct rootfs_tar_in_opts o = {.no_dir_nondir = op->no_dir_nondir};
+    op->rc = op->prepare ? op->prepare(op->release_arg, &o, &op->err) : 0;
+    if (op->rc == 0 && op->rootfs)
+        op->rc = rootfs_tar_import(op->rootfs, op->path, &in, &o, &op->res, &op->err);
+    else if (op->rc == 0)
+        op->rc =
+            volume_tar_import(op->d->store->volumes, op->handle, op->path, &in, &op->res, &op->err);
     if (op->rc < 0)
         bpipe_abort(op->upload, ECANCELED); /* the rest of the body is dropped */
 }
@@ -402,7 +416,8 @@ in_done(void *ctx, bool cancelled)
         bpipe_abort(op->upload, ECANCELED);
     }
     if (op->rc < 0 && op->detached) /* else the caller reports it */
-        log_info("volume %s: upload failed: %s", op->handle, op->err.msg);
+        log_info("%s %s: upload failed: %s", op->rootfs ? "container rootfs" : "volume",
+                 op->rootfs ? op->rootfs : op->handle, op->err.msg);
     if (!op->detached)
         op->done(op->arg, op->rc < 0 ? &op->err : NULL, &op->res);
     else
@@ -422,9 +437,26 @@ volume_stream_in(struct daemon *d, const char *handle, const char *path, const c
                  void (*room)(void *arg), volume_stream_in_cb done, void *arg,
                  struct volume_stream_in **out, struct err *err)
 {
+    struct volume_stream_where w = {.handle = handle};
+    return volume_stream_in_at(d, &w, path, encoding, room, done, arg, out, err);
+}
+
+/* Checks where w points; a volume's handle is valid (its volume may still be missing). */
+static int
+where_check(struct daemon *d, const struct volume_stream_where *w, struct err *err)
+{
+    if (w->rootfs)
+        return 0;
     int ret = store_of(d, err);
-    if (ret == 0)
-        ret = check_handle("handle", handle, err);
+    return ret < 0 ? ret : check_handle("handle", w->handle, err);
+}
+
+int
+volume_stream_in_at(struct daemon *d, const struct volume_stream_where *w, const char *path,
+                    const char *encoding, void (*room)(void *arg), volume_stream_in_cb done,
+                    void *arg, struct volume_stream_in **out, struct err *err)
+{
+    int ret = where_check(d, w, err);
     if (ret < 0)
         return ret;
     struct volume_stream_in *op = calloc(1, sizeof(*op));
@@ -434,18 +466,24 @@ volume_stream_in(struct daemon *d, const char *handle, const char *path, const c
     op->done = done;
     op->room = room;
     op->arg = arg;
-    op->handle = strdup(handle);
+    op->handle = w->handle ? strdup(w->handle) : NULL;
+    op->rootfs = w->rootfs ? strdup(w->rootfs) : NULL;
+    op->no_dir_nondir = w->no_dir_nondir;
     op->path = strdup(path);
     op->encoding = encoding ? strdup(encoding) : NULL;
     op->upload = bpipe_new(d->loop, UPLOAD_PIPE_BYTES, in_room, op);
-    if (!op->handle || !op->path || (encoding && !op->encoding) || !op->upload) {
+    if ((!op->handle && !op->rootfs) || !op->path || (encoding && !op->encoding) || !op->upload) {
         if (op->upload)
             in_free(op);
         else
-            free(op->handle), free(op->path), free(op->encoding), free(op);
+            free(op->handle), free(op->rootfs), free(op->path), free(op->encoding), free(op);
         return err_set(err, ENOMEM, "upload: out of memory");
     }
+    op->prepare = w->prepare;
+    op->release = w->release;
+    op->release_arg = w->release_arg;
     if ((ret = job_submit_long(d->jobs, "volume.tar_in", in_work, in_done, op)) < 0) {
+        op->release = NULL; /* the call failed: the caller keeps what release frees */
         in_free(op);
         return err_set(err, ECANCELED, "cannot start the upload: %s", strerror(-ret));
     }
@@ -478,6 +516,11 @@ struct volume_stream_out {
     void *arg;
     bool detached;
     char *handle, *path;
+    char *rootfs;            /* instead of handle: a container's (store/rootfs_tar.h) */
+    char *top;               /* the name of rootfs's root, or NULL */
+    struct rootfs_stat stat; /* the job's, read by the loop once ready */
+    void (*release)(void *arg);
+    void *release_arg;
     enum volume_compression comp;
     struct bpipe *pipe;
     atomic_bool ready; /* the job found the path and is writing */
@@ -492,8 +535,12 @@ out_free(struct volume_stream_out *op)
     /* The job is over (or never ran), so both sides release here. */
     bpipe_release_job(op->pipe);
     bpipe_release_loop(op->pipe);
+    if (op->release)
+        op->release(op->release_arg);
     free(op->handle);
     free(op->path);
+    free(op->rootfs);
+    free(op->top);
     free(op);
 }
 
@@ -517,7 +564,10 @@ out_work(void *ctx)
     struct volume_stream_out *op = ctx;
     struct volume_tar_out out = {
         .write = out_write, .ready = out_ready, .ctx = op, .compression = op->comp};
-    op->rc = volume_tar_export(op->d->store->volumes, op->handle, op->path, &out, &op->err);
+    if (op->rootfs)
+        op->rc = rootfs_tar_export(op->rootfs, op->path, op->top, &op->stat, &out, &op->err);
+    else
+        op->rc = volume_tar_export(op->d->store->volumes, op->handle, op->path, &out, &op->err);
     bpipe_close_job(op->pipe);
 }
 
@@ -547,9 +597,16 @@ volume_stream_out(struct daemon *d, const char *handle, const char *path,
                   enum volume_compression comp, void (*notify)(void *arg), void *arg,
                   struct volume_stream_out **out, struct err *err)
 {
-    int ret = store_of(d, err);
-    if (ret == 0)
-        ret = check_handle("handle", handle, err);
+    struct volume_stream_where w = {.handle = handle};
+    return volume_stream_out_at(d, &w, path, comp, notify, arg, out, err);
+}
+
+int
+volume_stream_out_at(struct daemon *d, const struct volume_stream_where *w, const char *path,
+                     enum volume_compression comp, void (*notify)(void *arg), void *arg,
+                     struct volume_stream_out **out, struct err *err)
+{
+    int ret = where_check(d, w, err);
     if (ret < 0)
         return ret;
     struct volume_stream_out *op = calloc(1, sizeof(*op));
@@ -559,17 +616,22 @@ volume_stream_out(struct daemon *d, const char *handle, const char *path,
     op->notify = notify;
     op->arg = arg;
     op->comp = comp;
-    op->handle = strdup(handle);
+    op->handle = w->handle ? strdup(w->handle) : NULL;
+    op->rootfs = w->rootfs ? strdup(w->rootfs) : NULL;
+    op->top = w->top ? strdup(w->top) : NULL;
     op->path = strdup(path);
     op->pipe = bpipe_new(d->loop, DOWNLOAD_PIPE_BYTES, out_notify, op);
-    if (!op->handle || !op->path || !op->pipe) {
+    if ((!op->handle && !op->rootfs) || (w->top && !op->top) || !op->path || !op->pipe) {
         if (op->pipe)
             out_free(op);
         else
-            free(op->handle), free(op->path), free(op);
+            free(op->handle), free(op->rootfs), free(op->top), free(op->path), free(op);
         return err_set(err, ENOMEM, "download: out of memory");
     }
+    op->release = w->release;
+    op->release_arg = w->release_arg;
     if ((ret = job_submit_long(d->jobs, "volume.tar_out", out_work, out_done, op)) < 0) {
+        op->release = NULL; /* the call failed: the caller keeps what release frees */
         out_free(op);
         return err_set(err, ECANCELED, "cannot start the download: %s", strerror(-ret));
     }
@@ -581,6 +643,13 @@ bool
 volume_stream_out_ready(const struct volume_stream_out *op)
 {
     return atomic_load(&((struct volume_stream_out *)op)->ready);
+}
+
+const struct rootfs_stat *
+volume_stream_out_stat(const struct volume_stream_out *op)
+{
+    /* Written by the job before it set ready (and never again). */
+    return op->rootfs && volume_stream_out_ready(op) ? &op->stat : NULL;
 }
 
 size_t

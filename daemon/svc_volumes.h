@@ -20,6 +20,8 @@
 
 struct daemon;
 struct bpipe;
+struct rootfs_stat;
+struct rootfs_tar_in_opts;
 
 #define VOL_PROPS_MAX 256
 
@@ -66,6 +68,30 @@ int volume_stream_in(struct daemon *d, const char *handle, const char *path, con
 struct bpipe *volume_stream_in_pipe(struct volume_stream_in *op);
 void volume_stream_in_detach(struct volume_stream_in *op);
 
+/*
+ * Where a stream works: a volume, or a container's mounted root
+ * filesystem (store/rootfs_tar.h), which daemon/svc_archive.c names after
+ * checking the container. release (may be NULL) runs on the loop with
+ * release_arg when the stream's op goes, from the moment the call
+ * succeeded: the container's reference.
+ */
+struct volume_stream_where {
+    const char *handle; /* a volume's, or NULL with rootfs */
+    const char *rootfs; /* its host path; path is then the container's */
+    const char *top;    /* downloads from rootfs: the name of its root (store/rootfs_tar.h) */
+    bool no_dir_nondir; /* uploads into rootfs: Docker's noOverwriteDirNonDir */
+    /* Uploads into rootfs: runs in the job, before the extraction, with
+     * release_arg, to fill in what only a job may read (the owner of
+     * copyUIDGID, from the container's /etc/passwd). May be NULL. */
+    int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
+    void (*release)(void *arg);
+    void *release_arg;
+};
+/* volume_stream_in on w. */
+int volume_stream_in_at(struct daemon *d, const struct volume_stream_where *w, const char *path,
+                        const char *encoding, void (*room)(void *arg), volume_stream_in_cb done,
+                        void *arg, struct volume_stream_in **out, struct err *err);
+
 struct volume_stream_out;
 /*
  * Writes a tar of path in the volume for the caller to read with
@@ -76,6 +102,12 @@ struct volume_stream_out;
 int volume_stream_out(struct daemon *d, const char *handle, const char *path,
                       enum volume_compression comp, void (*notify)(void *arg), void *arg,
                       struct volume_stream_out **out, struct err *err);
+/* volume_stream_out on w. */
+int volume_stream_out_at(struct daemon *d, const struct volume_stream_where *w, const char *path,
+                         enum volume_compression comp, void (*notify)(void *arg), void *arg,
+                         struct volume_stream_out **out, struct err *err);
+/* A rootfs stream's stat of its path, once ready (else NULL). */
+const struct rootfs_stat *volume_stream_out_stat(const struct volume_stream_out *op);
 /* The path was found and the tar's bytes follow. */
 bool volume_stream_out_ready(const struct volume_stream_out *op);
 /* Takes up to len bytes now; *eof once the job ended and all was read. */

@@ -55,6 +55,10 @@ struct unpack_opts {
     const char *const *lower_dirs;
     const int *lower_fds;
     bool allow_device_nodes;
+    /* Without allow_device_nodes: a character or block device (FIFOs
+     * too) fails the unpack with ERR_INVALID_CONTENT instead of being
+     * skipped (a container's archive upload: nothing half-accepted). */
+    bool refuse_device_nodes;
     /* Volumes, not layers: ".wh." names are ordinary files (no whiteout
      * conversion), and a 0/0 character device is just a device. */
     bool no_whiteouts;

@@ -795,6 +795,9 @@ tree_entry(struct unpack *u, struct archive_entry *e, const char *rel)
     if (!u->opts->no_whiteouts && strncmp(name, WHITEOUT_PREFIX, strlen(WHITEOUT_PREFIX)) == 0)
         return whiteout_apply(u, dir, name, rel);
     mode_t type = archive_entry_filetype(e);
+    if ((type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO) &&
+        u->opts->refuse_device_nodes && !u->opts->allow_device_nodes)
+        return tree_refuse(u, rel, "a device node or FIFO, refused here");
     if ((type == AE_IFCHR || type == AE_IFBLK) && !u->opts->allow_device_nodes) {
         log_debug("unpack: skipping device node %s", rel);
         return 0;

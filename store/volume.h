@@ -48,6 +48,7 @@
 
 #include "common/err.h"
 #include "store/meta.h"
+#include "store/tree_tar.h"
 #include "store/volume_meta.h"
 
 struct volume_store;
@@ -155,16 +156,7 @@ int volume_tar_import(struct volume_store *vs, const char *handle, const char *p
                       const struct volume_tar_in *in, struct volume_tar_in_result *res,
                       struct err *err);
 
-enum volume_compression { VOLUME_COMPRESS_NONE, VOLUME_COMPRESS_GZIP, VOLUME_COMPRESS_ZSTD };
-
-struct volume_tar_out {
-    /* Takes the next bytes of the tar: 0, or -errno to stop. */
-    int (*write)(void *ctx, const void *buf, size_t len);
-    /* Called once path was found, before the first write. May be NULL. */
-    void (*ready)(void *ctx);
-    void *ctx;
-    enum volume_compression compression;
-};
+/* enum volume_compression and struct volume_tar_out: store/tree_tar.h. */
 
 /*
  * Writes a tar (pax) of path in the volume: a directory's tree as
@@ -174,6 +166,22 @@ struct volume_tar_out {
  */
 int volume_tar_export(struct volume_store *vs, const char *handle, const char *path,
                       const struct volume_tar_out *out, struct err *err);
+
+/* How volume_tar_stage extracts. */
+struct volume_stage_opts {
+    const char *shown_dir; /* where the entries will be once moved in (PATH_MAX counts from it) */
+    int target_fd; /* the existing target, whose symlinks an entry may not go through; -1: none */
+    bool allow_device_nodes;  /* else skipped, */
+    bool refuse_device_nodes; /* or with this refused (ERR_INVALID_CONTENT), FIFOs too */
+};
+
+/*
+ * The checked extraction of an upload (volume_tar_import's, and a
+ * container archive's: store/rootfs_tar.c) into the staging directory
+ * sfd: layer_unpack with whiteouts as plain names and no hashing.
+ */
+int volume_tar_stage(const struct volume_tar_in *in, int sfd, const struct volume_stage_opts *o,
+                     struct volume_tar_in_result *res, struct err *err);
 
 /* ---- for volume_tar.c -------------------------------------------------- */
 

@@ -79,6 +79,7 @@ struct plan {
     struct step *v;
     size_t n, cap;
     int src, base;
+    bool no_dir_nondir; /* a directory and a non-directory never replace each other */
     struct err *err;
 };
 
@@ -203,6 +204,10 @@ plan_entry(struct plan *p, int sfd, int tfd, const char *name, const char *path,
     if (r < 0 && r != -ENOENT)
         return err_errno(p->err, -r, "stat %s", path);
     struct step *s;
+    if (r == 0 && p->no_dir_nondir && S_ISDIR(ss.st_mode) != S_ISDIR(ts.st_mode))
+        return err_set(p->err, ERR_INVALID_CONTENT, "cannot overwrite %sdirectory \"/%s\" with %s",
+                       S_ISDIR(ts.st_mode) ? "" : "non-", path,
+                       S_ISDIR(ss.st_mode) ? "a directory" : "a non-directory");
     if (r == -ENOENT || !S_ISDIR(ss.st_mode) || !S_ISDIR(ts.st_mode)) {
         if (!(s = plan_add(p, r == -ENOENT ? STEP_MOVE : STEP_SWAP, path)))
             return err_set(p->err, ENOMEM, "volume merge: out of memory");
@@ -554,7 +559,14 @@ test_kill_point(size_t at)
 int
 volume_merge(int fs_fd, const char *src, const char *base, const char *journal, struct err *err)
 {
-    struct plan p = {.src = -1, .base = -1, .err = err};
+    return volume_merge_opts(fs_fd, src, base, journal, false, err);
+}
+
+int
+volume_merge_opts(int fs_fd, const char *src, const char *base, const char *journal,
+                  bool no_dir_nondir, struct err *err)
+{
+    struct plan p = {.src = -1, .base = -1, .no_dir_nondir = no_dir_nondir, .err = err};
     p.src = rootdir_open_dir(fs_fd, src);
     p.base = rootdir_open_dir(fs_fd, base);
     int ret = 0;

@@ -1,12 +1,15 @@
 /*
  * Moving a staged upload into a volume, all or nothing across failures
- * and crashes (store/volume_merge.c). For store/volume_tar.c and
- * store/volume.c only.
+ * and crashes (store/volume_merge.c). For store/volume_tar.c,
+ * store/volume.c and store/rootfs_tar.c (a container's archive upload,
+ * staged the same way) only.
  *
  * Blocking (disk); the caller holds the volume store's lock.
  */
 #ifndef BERTH_STORE_VOLUME_MERGE_H
 #define BERTH_STORE_VOLUME_MERGE_H
+
+#include <stdbool.h>
 
 #include "common/err.h"
 
@@ -35,6 +38,15 @@
  */
 int volume_merge(int fs_fd, const char *src, const char *base, const char *journal,
                  struct err *err);
+
+/*
+ * As volume_merge; with no_dir_nondir, a directory and a non-directory of
+ * the same name (either way round) fail the plan with
+ * ERR_INVALID_CONTENT before any step was made (Docker's
+ * noOverwriteDirNonDir).
+ */
+int volume_merge_opts(int fs_fd, const char *src, const char *base, const char *journal,
+                      bool no_dir_nondir, struct err *err);
 
 /*
  * Undoes what the merge of journal (a name in fs_fd) did, from its

@@ -6,7 +6,8 @@
  * answers; nothing of containers, processes, images or volumes is done
  * here that the services do not do for /v1 too. One group of routes per
  * file: system.c, images.c, containers.c (create, inspect, list),
- * ctr_ops.c (start, stop, kill, restart, wait, delete, stats), volumes.c,
+ * ctr_ops.c (start, stop, kill, restart, wait, delete, stats), archive.c
+ * (docker cp), volumes.c,
  * events.c and networks.c. Loop thread.
  */
 #ifndef BERTH_API_DOCKER_DOCKER_H
@@ -113,6 +114,11 @@ int docker_attach_hijack(struct api_req *req, const char *handle, const char *pr
 void docker_exec_create(struct api_req *req);
 void docker_exec_start(struct api_req *req);
 void docker_exec_inspect(struct api_req *req);
+
+/* archive.c: docker cp (HEAD is routed to the GET handler) */
+void docker_container_archive_get(struct api_req *req);
+enum body_mode docker_container_archive_put_begin(struct api_req *req);
+void docker_container_archive_put(struct api_req *req);
 
 /* volumes.c */
 void docker_volumes_create(struct api_req *req);

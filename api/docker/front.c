@@ -31,6 +31,7 @@ static const struct {
     {ERR_MEDIA_TYPE, 400, "invalid_parameter"},
     {ENOTSUP, 400, "invalid_parameter"},
     {ERR_UNAUTHORIZED, 401, "unauthorized"},
+    {EROFS, 403, "forbidden"},
     {ENOENT, 404, "not_found"},
     {EEXIST, 409, "conflict"},
     {ERR_CONFLICT, 409, "conflict"},

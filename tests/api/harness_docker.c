@@ -271,3 +271,9 @@ dk_connect(const struct berthd *b)
     }
     return fd;
 }
+
+bool
+dk_contains(const char *s, const char *sub)
+{
+    return s && strstr(s, sub) != NULL;
+}

@@ -52,6 +52,9 @@ void dk_load_busybox(const struct berthd *b);
 /* Tracks every container b has for the safety net (harness_containers.h). */
 void dk_track_all(const struct berthd *b);
 
+/* Whether s (may be NULL) has sub in it. */
+bool dk_contains(const char *s, const char *sub);
+
 /* A connected socket to b's Docker API (unix or TCP), or -1. */
 int dk_connect(const struct berthd *b);
 

@@ -26,12 +26,6 @@ setup(void)
     nclis = dk_clis(clis);
 }
 
-static bool
-contains(const char *s, const char *sub)
-{
-    return s && strstr(s, sub) != NULL;
-}
-
 /* docker version over the endpoint b serves: the server is berth at API 1.44. */
 static void
 check_version(const struct berthd *b)
@@ -42,7 +36,7 @@ check_version(const struct berthd *b)
                         "\"$D\" version --format '{{.Server.Version}} {{.Server.APIVersion}} "
                         "{{.Server.MinAPIVersion}} {{.Server.Os}}'");
         ck_assert_msg(st == 0, "docker %s version: %d\n%s", clis[i].version, st, out);
-        ck_assert_msg(contains(out, BERTH_VERSION " 1.44 1.24 linux"), "docker %s: %s",
+        ck_assert_msg(dk_contains(out, BERTH_VERSION " 1.44 1.24 linux"), "docker %s: %s",
                       clis[i].version, out);
         free(out);
     }
@@ -74,13 +68,14 @@ START_TEST(docker_load_of_a_save_archive_and_an_oci_archive_then_images_and_insp
         char *out = NULL;
         ck_assert_int_eq(dk_run(&b, cl, &out, "\"$D\" images --format '{{.Repository}}:{{.Tag}}'"),
                          0);
-        ck_assert_msg(contains(out, "busybox:latest") && contains(out, "ocibox:1"), "%s", out);
+        ck_assert_msg(dk_contains(out, "busybox:latest") && dk_contains(out, "ocibox:1"), "%s",
+                      out);
         free(out);
         char *cfg = dk_ok(&b, cl, 0,
                           "\"$D\" inspect --format '{{.Os}} {{.Architecture}} {{json .Config.Cmd}} "
                           "{{index .RepoTags 0}} {{len .RootFS.Layers}}' busybox");
-        ck_assert_msg(contains(cfg, "linux") && contains(cfg, "[\"sh\"] busybox:latest 1"), "%s",
-                      cfg);
+        ck_assert_msg(dk_contains(cfg, "linux") && dk_contains(cfg, "[\"sh\"] busybox:latest 1"),
+                      "%s", cfg);
         free(cfg);
         /* Both have the one config: the engine's image ID is the config digest. */
         char *id1 = dk_ok(&b, cl, 0, "\"$D\" inspect --format '{{.Id}}' busybox");
@@ -112,7 +107,7 @@ START_TEST(docker_run_detached_ps_by_label_stop_honours_t_and_rm_f)
                          "\"$D\" ps -a --no-trunc --filter label=ci.job=%zu --format "
                          "'{{.ID}} {{.Status}}'",
                          i);
-        ck_assert_msg(strncmp(ps, id, 64) == 0 && contains(ps, " Up "), "%s", ps);
+        ck_assert_msg(strncmp(ps, id, 64) == 0 && dk_contains(ps, " Up "), "%s", ps);
         free(ps);
         char *none = dk_ok(&b, cl, 0, "\"$D\" ps -aq --filter label=ci.job=other | wc -l");
         ck_assert_str_eq(none, "0");
@@ -139,7 +134,7 @@ START_TEST(docker_run_detached_ps_by_label_stop_honours_t_and_rm_f)
         free(dk_ok(&b, cl, 0, "\"$D\" start %s", id));
         char *out = NULL;
         ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" rm %s", id), 0);
-        ck_assert_msg(contains(out, "cannot remove a running container"), "%s", out);
+        ck_assert_msg(dk_contains(out, "cannot remove a running container"), "%s", out);
         free(out);
         free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s %s", id, tid));
         char *left = dk_ok(&b, cl, 0, "\"$D\" ps -aq | wc -l");
@@ -207,7 +202,7 @@ START_TEST(docker_volumes_and_data_read_back_through_v1)
         hresp_free(&r);
         char *out = NULL;
         ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" volume rm cache"), 0);
-        ck_assert_msg(contains(out, "in use"), "%s", out);
+        ck_assert_msg(dk_contains(out, "in use"), "%s", out);
         free(out);
         free(dk_ok(&b, cl, 0, "\"$D\" rm %s && \"$D\" volume rm cache", id));
         char *none = dk_ok(&b, cl, 0, "\"$D\" volume ls -q | wc -l");
@@ -244,7 +239,7 @@ START_TEST(docker_memory_and_pids_limits_reach_the_cgroup)
         ck_assert_str_eq(hc, "67108864 40");
         free(hc);
         char *stats = dk_ok(&b, cl, 0, "\"$D\" stats --no-stream --format '{{.MemUsage}}' %s", id);
-        ck_assert_msg(contains(stats, "64MiB"), "%s", stats);
+        ck_assert_msg(dk_contains(stats, "64MiB"), "%s", stats);
         free(stats);
         free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", id));
         free(id);
@@ -261,8 +256,8 @@ START_TEST(docker_run_of_a_missing_image_fails_with_the_pull_message)
         char *out = NULL;
         int st = dk_run(&b, &clis[i], &out, "\"$D\" run -d nosuch/image:1 true");
         ck_assert_int_eq(st, 125);
-        ck_assert_msg(contains(out, "pulling images is not supported by this host yet: load it "
-                                    "with docker load"),
+        ck_assert_msg(dk_contains(out, "pulling images is not supported by this host yet: load it "
+                                       "with docker load"),
                       "docker %s: %s", clis[i].version, out);
         free(out);
     }
@@ -358,7 +353,7 @@ START_TEST(docker_events_show_the_container_life)
                             "--format '{{.Action}}' | tr '\\n' ' '",
                             since, until, id),
                      0);
-    ck_assert_msg(contains(ev, "create start die destroy"), "events: %s", ev);
+    ck_assert_msg(dk_contains(ev, "create start die destroy"), "events: %s", ev);
     free(ev);
     free(since);
     free(until);

@@ -201,6 +201,42 @@ scan_dir(const char *rel, char *report, size_t len)
     closedir(d);
 }
 
+/* A container's view: symlinks followed, but an absolute one and ".." start again at the root. */
+START_TEST(rootdir_in_root_calls_follow_symlinks_but_never_leave_the_root)
+{
+    char *d = fs_path_join(base, "d");
+    int root = rootdir_open(d);
+    ck_assert_int_ge(root, 0);
+    ck_assert_int_eq(
+        tu_sh("ln -s / %s/abs && ln -s ../../../.. %s/e/far && ln -s /e %s/toe", d, d, d), 0);
+    char where[PATH_MAX];
+    /* "out" names the host's base/outside: inside the root that is /outside, missing. */
+    ck_assert_int_eq(rootdir_open_dir_in_root(root, "out"), -ENOENT);
+    ck_assert_int_eq(rootdir_resolve_in_root(root, "out", where, sizeof(where)), -ENOENT);
+    ck_assert_int_eq(rootdir_open_dir_in_root(root, "../outside"), -ENOENT);
+    ck_assert_int_eq(rootdir_resolve_in_root(root, "up/up/f", where, sizeof(where)), 2);
+    ck_assert_str_eq(where, "/f");
+    ck_assert_int_eq(rootdir_resolve_in_root(root, "e/far/toe", where, sizeof(where)), 2);
+    ck_assert_str_eq(where, "/e");
+    ck_assert_int_eq(rootdir_resolve_in_root(root, "", where, sizeof(where)), 1);
+    ck_assert_str_eq(where, "/");
+    ck_assert_int_eq(rootdir_resolve_in_root(root, "abs", where, 1), -ENAMETOOLONG);
+    int fd = rootdir_open_dir_in_root(root, "abs/e/far");
+    ck_assert_int_ge(fd, 0);
+    struct os_stat a, b;
+    ck_assert_int_eq(rootdir_stat(fd, "", &a), 0);
+    ck_assert_int_eq(rootdir_stat(root, "", &b), 0);
+    ck_assert(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+    rootdir_close(fd);
+    ck_assert_int_eq(rootdir_open_dir_in_root(root, "f"), -ENOTDIR);
+    fd = rootdir_open_dir_in_root(root, "");
+    ck_assert_int_ge(fd, 0);
+    rootdir_close(fd);
+    rootdir_close(root);
+    free(d);
+}
+END_TEST
+
 START_TEST(daemon_sources_never_call_chdir)
 {
     static char report[8192];
@@ -240,6 +276,7 @@ main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, rootdir_open_dir_follows_no_symlink_and_stays_beneath, 0, 2);
     tcase_add_test(tc, rootdir_metadata_calls_touch_the_symlink_not_its_target);
+    tcase_add_test(tc, rootdir_in_root_calls_follow_symlinks_but_never_leave_the_root);
     tcase_add_test(tc, daemon_sources_never_call_chdir);
     tcase_add_test(tc, the_chdir_scan_finds_a_call);
     suite_add_tcase(s, tc);

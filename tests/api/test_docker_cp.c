@@ -1,0 +1,376 @@
+/*
+ * docker cp through berth's Docker API (HEAD|GET|PUT
+ * /containers/{id}/archive): the real docker CLIs copying a file and a
+ * directory both ways into and out of a running container, read back
+ * through exec and through the other direction, then a stopped and a
+ * created container; curl for the stat header and the engine's errors;
+ * and hostile tars PUT with curl (absolute names, "..", symlinks out in
+ * the tar and in the container, hard links out, device nodes, FIFOs,
+ * long names and paths), each refused with a 400 that names the entry,
+ * with nothing of it written inside the container and nothing outside.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness_containers.h"
+#include "harness_docker.h"
+
+static struct dk_client clis[DK_MAX_CLIENTS];
+static size_t nclis;
+
+static void
+setup(void)
+{
+    ctr_require_runtime();
+    nclis = dk_clis(clis);
+}
+
+/* As dk_ok, with all of the output (caller frees). */
+static char *run_all(const struct berthd *b, const struct dk_client *cl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static char *
+run_all(const struct berthd *b, const struct dk_client *cl, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    int st = dk_run(b, cl, &out, "%s", cmd);
+    ck_assert_msg(st == 0, "`%s` exited %d: %s", cmd, st, out);
+    return out;
+}
+
+/* curl on b's Docker API socket, as a shell word list prefix. */
+#define CURL "curl -s --unix-socket \"${DOCKER_HOST#unix://}\" "
+
+START_TEST(docker_cp_a_file_and_a_directory_both_ways_with_a_running_container)
+{
+    for (size_t i = 0; i < nclis; i++) {
+        struct berthd b = {0};
+        dk_start(&b, i % 2 == 1, NULL);
+        const struct dk_client *cl = &clis[i];
+        dk_load_busybox(&b);
+        char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name cp%zu busybox sleep 300", i);
+        ctr_track(&b, id);
+        /* In: a file into a directory, a file under a new name, a tree. */
+        free(dk_ok(&b, cl, 0,
+                   "set -e; cd \"$(mktemp -d)\"; echo one > f.txt; mkdir -p tree/sub; "
+                   "echo two > tree/sub/g; ln -s sub/g tree/lnk; chmod 0750 tree/sub; "
+                   "\"$D\" cp f.txt cp%zu:/tmp/ && \"$D\" cp f.txt cp%zu:/tmp/renamed.txt && "
+                   "\"$D\" cp tree cp%zu:/tmp/ && \"$D\" cp tree cp%zu:/newtree",
+                   i, i, i, i));
+        char *got = dk_ok(&b, cl, 0,
+                          "\"$D\" exec cp%zu sh -c 'cat /tmp/f.txt /tmp/renamed.txt "
+                          "/tmp/tree/sub/g /newtree/lnk; readlink /tmp/tree/lnk; "
+                          "stat -c %%a /tmp/tree/sub' | tr '\\n' ' '",
+                          i);
+        ck_assert_msg(dk_contains(got, "one one two two sub/g 750"), "docker %s: %s", cl->version,
+                      got);
+        free(got);
+        /* Out: what the container wrote, a file and a tree, symlink kept. */
+        free(dk_ok(&b, cl, 0,
+                   "\"$D\" exec cp%zu sh -c 'mkdir -p /out/d && echo three > /out/d/h && "
+                   "ln -s /out/d /out/abs'",
+                   i));
+        got =
+            run_all(&b, cl,
+                    "set -e; cd \"$(mktemp -d)\"; \"$D\" cp cp%zu:/out/d/h h && "
+                    "\"$D\" cp cp%zu:/out . && \"$D\" cp cp%zu:/tmp/tree back && "
+                    "cat h out/d/h back/sub/g; readlink out/abs; \"$D\" cp -L cp%zu:/out/abs l && "
+                    "cat l/h | tr '\\n' ' '",
+                    i, i, i, i);
+        ck_assert_msg(dk_contains(got, "three\nthree\ntwo\n/out/d\nthree"), "docker %s: %s",
+                      cl->version, got);
+        free(got);
+        /* A missing path is the engine's 404 message. */
+        char *out = NULL;
+        ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" cp cp%zu:/no/such /tmp/x", i), 0);
+        ck_assert_msg(dk_contains(out, "Could not find the file /no/such in container cp"), "%s",
+                      out);
+        free(out);
+        /* Stopped: both ways still work on its root filesystem. */
+        free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 cp%zu", i));
+        got = dk_ok(&b, cl, 0,
+                    "set -e; cd \"$(mktemp -d)\"; echo four > s; \"$D\" cp s cp%zu:/tmp/s && "
+                    "\"$D\" cp cp%zu:/tmp/s - | tar xO",
+                    i, i);
+        ck_assert_str_eq(got, "four");
+        free(got);
+        /* Created, never started: the same; then started, exec sees it. */
+        char *cid = dk_ok(&b, cl, 0, "\"$D\" create --name new%zu busybox sleep 300", i);
+        ctr_track(&b, cid);
+        got = dk_ok(&b, cl, 0,
+                    "set -e; cd \"$(mktemp -d)\"; echo five > n; \"$D\" cp n new%zu:/ && "
+                    "\"$D\" start new%zu >/dev/null && \"$D\" exec new%zu cat /n",
+                    i, i, i);
+        ck_assert_str_eq(got, "five");
+        free(got);
+        free(dk_ok(&b, cl, 0, "\"$D\" rm -f cp%zu new%zu", i, i));
+        free(cid);
+        free(id);
+        berthd_finish(&b);
+    }
+}
+END_TEST
+
+/* A path in a volume mount is the volume's content, as the container sees it. */
+START_TEST(docker_cp_reaches_a_volume_mounted_in_the_container)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0,
+                     "\"$D\" run -d --name vc -v cpvol:/data -v cpro:/ro:ro busybox sh -c "
+                     "'echo before > /data/old; exec sleep 300'");
+    ctr_track(&b, id);
+    free(dk_ok(&b, cl, 0, "\"$D\" exec vc sh -c 'while ! test -f /data/old; do sleep 0.1; done'"));
+    char *got = run_all(&b, cl,
+                        "set -e; cd \"$(mktemp -d)\"; echo in > f; mkdir t; echo deep > t/g; "
+                        "\"$D\" cp f vc:/data/ && \"$D\" cp t vc:/data/t && "
+                        "\"$D\" exec vc cat /data/f /data/t/g && mkdir o && "
+                        "\"$D\" cp vc:/data o/ && cat o/data/old o/data/f && "
+                        "\"$D\" cp vc:/data/. - | tar t | sort | tr '\\n' ' '");
+    ck_assert_msg(dk_contains(got, "in\ndeep\nbefore\nin\n./ ./f ./old ./t/ ./t/g "), "%s", got);
+    free(got);
+    /* Nothing of it went to the rootfs under the mount point. */
+    char *v = run_all(&b, cl,
+                      CURL "-I 'http://d/containers/vc/archive?path=/data/' | tr -d '\\r' | "
+                           "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
+    ck_assert_msg(dk_contains(v, "\"name\":\"data\""), "%s", v);
+    free(v);
+    char *out = NULL;
+    ck_assert_int_ne(dk_run(&b, cl, &out, "cd \"$(mktemp -d)\"; echo x > y; \"$D\" cp y vc:/ro/"),
+                     0);
+    ck_assert_msg(dk_contains(out, "mounted volume is marked read-only"), "%s", out);
+    free(out);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* -a (copyUIDGID): the container's User owns what comes in; without it the tar's owners stay. */
+START_TEST(docker_cp_a_gives_the_files_to_the_containers_user)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name uc --user nobody busybox sleep 300");
+    ctr_track(&b, id);
+    char *got =
+        run_all(&b, cl,
+                "set -e; cd \"$(mktemp -d)\"; mkdir d; echo x > d/f; chown -R 1234:4321 d; "
+                "\"$D\" cp -a d uc:/tmp/a && \"$D\" cp d uc:/tmp/plain && "
+                "\"$D\" exec uc stat -c %%u:%%g /tmp/a /tmp/a/f /tmp/plain/f | tr '\\n' ' '");
+    ck_assert_msg(dk_contains(got, "65534:65534 65534:65534 1234:4321 "), "%s", got);
+    free(got);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
+/* A stopped container whose rootfs is no longer mounted (a reboot): an
+ * upload is refused rather than written into the bare mount point. */
+START_TEST(docker_cp_into_an_unmounted_rootfs_is_refused)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name um busybox sleep 300");
+    ctr_track(&b, id);
+    free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 um && umount '%s/containers/%s/rootfs'", b.root, id));
+    char *r = run_all(
+        &b, cl,
+        "cd \"$(mktemp -d)\"; echo x > y; tar cf t.tar y; " CURL
+        "-w ' %%{http_code}' -X PUT --data-binary @t.tar "
+        "'http://d/containers/um/archive?path=/'; echo \"[$(ls -A '%s/containers/%s/rootfs')]\"",
+        b.root, id);
+    ck_assert_msg(dk_contains(r, "root filesystem is not mounted\"}\n 409[]"), "%s", r);
+    free(r);
+    free(dk_ok(&b, cl, 0, "\"$D\" rm um"));
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(archive_stat_header_and_errors_are_the_engines)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name st busybox sleep 300");
+    ctr_track(&b, id);
+    free(dk_ok(&b, cl, 0,
+               "\"$D\" exec st sh -c 'mkdir -p /s/d && printf 12345 > /s/f && "
+               "ln -s /s/d /s/l && chmod 4755 /s/f'"));
+    /* The header: base64 JSON, mode in Go's os.FileMode bits. */
+    char *h = dk_ok(&b, cl, 0,
+                    CURL "-I 'http://d/containers/st/archive?path=/s/l' | tr -d '\\r' | "
+                         "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
+    /* 1<<27 (symlink) | 0777; resolved in the container. */
+    ck_assert_msg(dk_contains(h, "\"name\":\"l\"") && dk_contains(h, "\"mode\":134218239") &&
+                      dk_contains(h, "\"linkTarget\":\"\\/s\\/d\"") &&
+                      dk_contains(h, "\"mtime\":\""),
+                  "%s", h);
+    free(h);
+    h = dk_ok(&b, cl, 0,
+              CURL "-I 'http://d/containers/st/archive?path=/s/f' | tr -d '\\r' | "
+                   "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
+    /* 1<<23 (setuid) | 0755, and its size. */
+    ck_assert_msg(dk_contains(h, "\"size\":5") && dk_contains(h, "\"mode\":8389101"), "%s", h);
+    free(h);
+    h = dk_ok(&b, cl, 0,
+              CURL "-I 'http://d/containers/st/archive?path=/s/d/' | tr -d '\\r' | "
+                   "sed -n 's/^X-Docker-Container-Path-Stat: //p' | base64 -d");
+    ck_assert_msg(dk_contains(h, "\"name\":\"d\"") && dk_contains(h, "\"mode\":2147484141"), "%s",
+                  h);
+    free(h);
+    /* A directory's tar is named by its basename, "x/." by "./". */
+    char *names = dk_ok(&b, cl, 0,
+                        CURL "'http://d/containers/st/archive?path=/s' | tar t | sort | "
+                             "tr '\\n' ' '; " CURL
+                             "'http://d/containers/st/archive?path=/s/.' | tar t | sort | "
+                             "tr '\\n' ' '");
+    ck_assert_msg(dk_contains(names, "s/ s/d/ s/f s/l ./ ./d/ ./f ./l"), "%s", names);
+    free(names);
+    char *e =
+        run_all(&b, cl,
+                CURL "-w ' %%{http_code}' 'http://d/containers/st/archive?path=/nope'; echo; " CURL
+                     "-w ' %%{http_code}' 'http://d/containers/nosuch/archive?path=/'; echo; " CURL
+                     "-w ' %%{http_code}' 'http://d/containers/st/archive'; echo; " CURL
+                     "-w ' %%{http_code}' -X PUT --data-binary @/dev/null "
+                     "'http://d/containers/st/archive?path=/s/f'; echo; " CURL
+                     "-w ' %%{http_code}' -X PUT --data-binary @/dev/null "
+                     "'http://d/containers/st/archive?path=/nope'");
+    ck_assert_msg(dk_contains(e, "Could not find the file /nope in container st\"}\n 404"), "%s",
+                  e);
+    ck_assert_msg(dk_contains(e, "No such container: nosuch\"}\n 404"), "%s", e);
+    ck_assert_msg(dk_contains(e, "path cannot be empty\"}\n 400"), "%s", e);
+    ck_assert_msg(dk_contains(e, "extraction point is not a directory\"}\n 400"), "%s", e);
+    free(e);
+    /* noOverwriteDirNonDir: a file over a directory is refused, unchanged. */
+    e = run_all(&b, cl,
+                "set -e; cd \"$(mktemp -d)\"; echo x > d; tar cf t.tar d; " CURL
+                "-w ' %%{http_code}' -X PUT --data-binary @t.tar "
+                "'http://d/containers/st/archive?path=/s&noOverwriteDirNonDir=1'; "
+                "\"$D\" exec st test -d /s/d && echo still-a-dir");
+    ck_assert_msg(
+        dk_contains(e, "cannot overwrite directory \\\"/d\\\" with a non-directory\"}\n 400") &&
+            dk_contains(e, "still-a-dir"),
+        "%s", e);
+    free(e);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
+START_TEST(hostile_archive_puts_are_refused_and_nothing_is_written)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name hh busybox sleep 300");
+    ctr_track(&b, id);
+    char marker[64];
+    snprintf(marker, sizeof(marker), "berth-cp-escape-%d", (int)getpid());
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/tars", b.tmp);
+    /* The container's own ways out: symlinks to the host's places. */
+    free(dk_ok(&b, cl, 0,
+               "\"$D\" exec hh sh -c 'mkdir /t && ln -s /etc /t/etclink && ln -s / /t/rootlink && "
+               "ln -s ../../../../../.. /t/uplink'"));
+    char *cases =
+        dk_ok(&b, cl, 0, "mkdir -p '%s' && python3 '%s/tests/fixtures/hostile-cp-tars.py' '%s' %s",
+              dir, BERTH_SOURCE_DIR, dir, marker);
+    size_t n = 0;
+    for (char *save = NULL, *c = strtok_r(cases, " ", &save); c; c = strtok_r(NULL, " ", &save)) {
+        char *r =
+            run_all(&b, cl,
+                    CURL "-w ' %%{http_code}' -X PUT -H 'Content-Type: application/x-tar' "
+                         "--data-binary @'%s/%s.tar' 'http://d/containers/hh/archive?path=/t'",
+                    dir, c);
+        ck_assert_msg(dk_contains(r, "layer entry ") && dk_contains(r, "}\n 400"), "%s: %s", c, r);
+        /* Not even the harmless first entry landed, nor a staging directory. */
+        char *ls = dk_ok(&b, cl, 0, "\"$D\" exec hh ls -A /t | tr '\\n' ' '");
+        ck_assert_msg(strcmp(ls, "etclink rootlink uplink ") == 0, "%s: /t has %s", c, ls);
+        free(ls);
+        free(r);
+        n++;
+    }
+    ck_assert_uint_eq(n, 13);
+    /* Nothing outside the container either, nor in its /etc. */
+    char *out = NULL;
+    ck_assert_int_ne(
+        dk_run(&b, cl, &out, "ls -d /%s /tmp/%s /etc/%s 2>/dev/null", marker, marker, marker), 0);
+    free(out);
+    ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" exec hh ls /etc/%s /tmp/%s /%s 2>/dev/null",
+                            marker, marker, marker),
+                     0);
+    free(out);
+    /* A PUT through the container's absolute and ".." symlinks lands in
+     * its own / and /etc, never the host's. */
+    char *r =
+        dk_ok(&b, cl, 0,
+              "set -e; cd \"$(mktemp -d)\"; echo in > %s; tar cf t.tar %s; " CURL
+              "-X PUT --data-binary @t.tar 'http://d/containers/hh/archive?path=/t/uplink'; " CURL
+              "-X PUT --data-binary @t.tar 'http://d/containers/hh/archive?path=/t/rootlink/etc'; "
+              "\"$D\" exec hh cat /%s /etc/%s | tr '\\n' ' '",
+              marker, marker, marker, marker);
+    ck_assert_str_eq(r, "in in ");
+    free(r);
+    ck_assert_int_ne(dk_run(&b, cl, &out, "ls -d /%s /etc/%s 2>/dev/null", marker, marker), 0);
+    free(out);
+    /* And a GET through them reads the container's files, not the host's. */
+    char hostfile[PATH_MAX];
+    snprintf(hostfile, sizeof(hostfile), "%s/host-only", b.tmp);
+    FILE *f = fopen(hostfile, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("host secret\n", f);
+    fclose(f);
+    r = run_all(&b, cl,
+                CURL
+                "-w ' %%{http_code}' 'http://d/containers/hh/archive?path=/t/uplink%s'; echo; " CURL
+                "-w ' %%{http_code}' 'http://d/containers/hh/archive?path=/t/rootlink/../../..%s'",
+                hostfile, hostfile);
+    ck_assert_msg(!dk_contains(r, "host secret") && dk_contains(r, "}\n 404\n") &&
+                      dk_contains(r + strlen(r) - 4, " 404"),
+                  "%s", r);
+    free(r);
+    free(cases);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
+static Suite *
+docker_cp_suite(void)
+{
+    Suite *s = suite_create("api_docker_cp");
+    TCase *tc = tcase_create("docker_cp");
+    tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    ctr_add_fixture(tc);
+    tcase_add_test(tc, docker_cp_a_file_and_a_directory_both_ways_with_a_running_container);
+    tcase_add_test(tc, docker_cp_reaches_a_volume_mounted_in_the_container);
+    tcase_add_test(tc, docker_cp_a_gives_the_files_to_the_containers_user);
+    tcase_add_test(tc, docker_cp_into_an_unmounted_rootfs_is_refused);
+    tcase_add_test(tc, archive_stat_header_and_errors_are_the_engines);
+    tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return harness_run_suite(docker_cp_suite());
+}
