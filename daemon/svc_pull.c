@@ -260,8 +260,9 @@ layer_slot(struct pull_op *op, const struct image_progress *rec)
  * that every front end sees the same sequence.
  */
 static void
-op_progress(struct pull_op *op, const struct image_progress *rec)
+op_progress(void *ctx, const struct image_progress *rec)
 {
+    struct pull_op *op = ctx;
     if (strcmp(rec->step, "manifest") == 0)
         op->resolved = *rec;
     struct image_progress *last = strcmp(rec->step, "layer") == 0 ? layer_slot(op, rec) : NULL;
@@ -295,18 +296,7 @@ static void
 progress_notify(void *ctx)
 {
     struct pull_op *op = ctx;
-    bool eof = false;
-    for (;;) {
-        char *dst = (char *)&op->pending + op->pending_len;
-        size_t n = bpipe_read_nb(op->progress, dst, sizeof(op->pending) - op->pending_len, &eof);
-        if (n == 0)
-            break;
-        op->pending_len += n;
-        if (op->pending_len < sizeof(op->pending))
-            continue;
-        op->pending_len = 0;
-        op_progress(op, &op->pending);
-    }
+    image_progress_drain(op->progress, &op->pending, &op->pending_len, op_progress, op);
 }
 
 /* What a caller that joins a running pull has missed: each layer's latest state. */
