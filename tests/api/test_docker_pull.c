@@ -8,8 +8,8 @@
  * `docker run --rm` of an image it does not have (create, 404, pull,
  * create); docker-py's images.pull; a missing image and an unreachable
  * registry failing with a readable message, a plain error before the
- * stream; Basic auth from the client's config.json (X-Registry-Auth)
- * and bad headers refused; an identitytoken exchanged at a token
+ * stream; a corrupted blob, the stream's last line (errorDetail); Basic auth from the client's
+ * config.json (X-Registry-Auth) and bad headers refused; an identitytoken exchanged at a token
  * service; a client that hangs up mid-pull detaching,
  * and a second pull joining with nothing fetched twice. Skipped (77)
  * without the registry tools, a docker CLI or a runtime.
@@ -357,6 +357,72 @@ START_TEST(a_missing_image_and_an_unreachable_registry_fail_with_a_readable_mess
 }
 END_TEST
 
+/* The digest of layer 0 of repo:tag as the registry serves it. */
+static void
+registry_layer(const struct pf_env *e, const char *repo, const char *tag, char out[72])
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "curl -sf -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' -H "
+             "'Accept: application/vnd.oci.image.manifest.v1+json' http://%s/v2/%s/manifests/%s | "
+             "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"layers\"][0][\"digest\"])'",
+             e->reg.host, repo, tag);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    out[0] = '\0';
+    ck_assert_ptr_nonnull(fgets(out, 72, p));
+    pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+    ck_assert_int_eq(strncmp(out, "sha256:", 7), 0);
+}
+
+START_TEST(a_failure_after_the_stream_started_is_its_last_line_and_nothing_is_stored)
+{
+    struct pf_env e;
+    pf_init(&e);
+    pf_registry(&e, NULL);
+    push_busybox(&e, "busybox:1.36", NULL);
+    /* The layer's blob, one byte changed near its end, in the registry's storage. */
+    char layer[72], file[PATH_MAX + 256];
+    registry_layer(&e, "busybox", "1.36", layer);
+    snprintf(file, sizeof(file), "%s/docker/registry/v2/blobs/sha256/%.2s/%s/data", e.reg.storage,
+             layer + 7, layer + 7);
+    struct stat sb;
+    ck_assert_int_eq(stat(file, &sb), 0);
+    FILE *f = fopen(file, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, sb.st_size - 20, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, sb.st_size - 20, SEEK_SET);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    start(&e, NULL);
+    char query[256];
+    snprintf(query, sizeof(query), "fromImage=%s/busybox&tag=1.36", e.reg.host);
+    struct hresp r;
+    create(&e, query, NULL, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    json_object *lines = stream_lines(r.body);
+    json_object *last = json_object_array_get_idx(lines, json_object_array_length(lines) - 1);
+    const char *msg = str_at(json_at(last, "errorDetail"), "message");
+    ck_assert_msg(contains(msg, layer) && strcmp(msg, str_at(last, "error")) == 0 &&
+                      json_object_object_length(last) == 2,
+                  "last line: %s", json_object_to_json_string(last));
+    json_object_put(lines);
+    hresp_free(&r);
+    for (size_t i = 0; i < nclis; i++) {
+        char *out = NULL;
+        int st = dk_run(&e.b, &clis[i], &out, "\"$D\" pull %s/busybox:1.36", e.reg.host);
+        ck_assert_msg(st == 1 && contains(out, layer) && !contains(out, "Status: "),
+                      "docker %s pull of a corrupted blob: %d\n%s", clis[i].version, st, out);
+        free(out);
+    }
+    ck_assert_int_eq(fx_image_count(&e.b), 0);
+    berthd_finish(&e.b);
+    finish(&e);
+}
+END_TEST
+
 /* ---- credentials ---------------------------------------------------------------- */
 
 /* base64url of text, as the docker CLI encodes X-Registry-Auth (static buffer). */
@@ -591,6 +657,7 @@ docker_pull_suite(void)
                    the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte_counts);
     tcase_add_test(tc, docker_run_of_an_image_it_does_not_have_pulls_it_then_runs_it);
     tcase_add_test(tc, a_missing_image_and_an_unreachable_registry_fail_with_a_readable_message);
+    tcase_add_test(tc, a_failure_after_the_stream_started_is_its_last_line_and_nothing_is_stored);
     tcase_add_test(tc,
                    basic_auth_from_the_clients_config_reaches_the_registry_and_bad_headers_are_400);
     tcase_add_test(tc, an_identitytoken_in_x_registry_auth_is_exchanged_at_the_token_service);
