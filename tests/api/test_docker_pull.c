@@ -3,18 +3,18 @@
  * clients, against Debian's docker-registry on loopback with the
  * Docker suites' busybox pushed into it by skopeo (tests/fixtures/
  * pullfix.h, regfix.h, harness_docker.h): `docker pull` by tag, then up
- * to date; the engine's message stream as it is sent (Pulling from,
- * per-layer states with short ids and byte counts, Digest, Status);
- * `docker run --rm` of an image it does not have (create, 404, pull,
- * create); docker-py's images.pull; a missing image and an unreachable
- * registry failing with a readable message, a plain error before the
- * stream; a corrupted blob, the stream's last line (errorDetail); Basic auth from the client's
+ * to date, and by digest; platform= from an index; the engine's message stream as it is sent
+ * (Pulling from, per-layer states with short ids and byte counts, Digest, Status); `docker run
+ * --rm` of an image it does not have (create, 404, pull, create); docker-py's images.pull; a
+ * missing image and an unreachable registry failing with a readable message, a plain error before
+ * the stream; a corrupted blob, the stream's last line (errorDetail); Basic auth from the client's
  * config.json (X-Registry-Auth) and bad headers refused; an identitytoken exchanged at a token
  * service; a client that hangs up mid-pull detaching,
  * and a second pull joining with nothing fetched twice. Skipped (77)
  * without the registry tools, a docker CLI or a runtime.
  */
 #include <poll.h>
+#include <sys/utsname.h>
 
 #include "tests/fixtures/pullfix.h"
 
@@ -283,6 +283,60 @@ START_TEST(the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte
 }
 END_TEST
 
+START_TEST(a_pull_by_digest_and_a_platform_from_an_index)
+{
+    struct pf_env e;
+    pf_init(&e);
+    pf_registry(&e, NULL);
+    push_busybox(&e, "busybox:1.36", NULL);
+    pf_push(&e, "multi", "test/multi:1", NULL);
+    start(&e, NULL);
+    /* By digest, as the docker CLI sends it (tag=sha256:...): named by it. */
+    char digest[128], query[512], want[512];
+    snprintf(query, sizeof(query),
+             "curl -sfI -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "
+             "http://%s/v2/busybox/manifests/1.36 | tr -d '\\r' | "
+             "sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p'",
+             e.reg.host);
+    FILE *p = popen(query, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(digest, sizeof(digest), p));
+    pclose(p);
+    digest[strcspn(digest, "\n")] = '\0';
+    for (size_t i = 0; i < nclis; i++) {
+        char *out = NULL;
+        int st = dk_run(&e.b, &clis[i], &out, "\"$D\" pull %s/busybox@%s", e.reg.host, digest);
+        snprintf(want, sizeof(want), "Status: %s for %s/busybox@%s",
+                 i == 0 ? "Downloaded newer image" : "Image is up to date", e.reg.host, digest);
+        ck_assert_msg(st == 0 && contains(out, want), "docker %s pull by digest: %d\n%s",
+                      clis[i].version, st, out);
+        snprintf(want, sizeof(want), "%s: Pulling from busybox", digest);
+        ck_assert_msg(contains(out, want), "docker %s:\n%s", clis[i].version, out);
+        free(out);
+    }
+    /* An index: the platform asked for is the one pulled (base is the
+     * host's entry), and one it does not have is refused naming it. */
+    struct utsname u;
+    uname(&u);
+    const char *host = strcmp(u.machine, "aarch64") == 0 ? "linux/arm64" : "linux/amd64";
+    snprintf(query, sizeof(query), "fromImage=%s/test/multi&tag=1&platform=%s", e.reg.host, host);
+    struct hresp r;
+    create(&e, query, NULL, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    pf_manifest("base", digest);
+    snprintf(want, sizeof(want), "Digest: %s", digest);
+    ck_assert_msg(contains(r.body, want), "%s", r.body);
+    hresp_free(&r);
+    snprintf(query, sizeof(query), "fromImage=%s/test/multi&tag=1&platform=linux/s390x",
+             e.reg.host);
+    create(&e, query, NULL, &r);
+    check_plain_error(&r, 400, "s390x");
+    hresp_free(&r);
+    berthd_finish(&e.b);
+    finish(&e);
+}
+END_TEST
+
 START_TEST(docker_run_of_an_image_it_does_not_have_pulls_it_then_runs_it)
 {
     struct pf_env e;
@@ -369,10 +423,11 @@ registry_layer(const struct pf_env *e, const char *repo, const char *tag, char o
              e->reg.host, repo, tag);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
-    out[0] = '\0';
-    ck_assert_ptr_nonnull(fgets(out, 72, p));
+    char line[128] = "";
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), p));
     pclose(p);
-    out[strcspn(out, "\n")] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(out, 72, "%s", line);
     ck_assert_int_eq(strncmp(out, "sha256:", 7), 0);
 }
 
@@ -655,6 +710,7 @@ docker_pull_suite(void)
     tcase_add_test(tc, docker_pull_by_tag_then_again_up_to_date_and_the_image_is_listed);
     tcase_add_test(tc,
                    the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte_counts);
+    tcase_add_test(tc, a_pull_by_digest_and_a_platform_from_an_index);
     tcase_add_test(tc, docker_run_of_an_image_it_does_not_have_pulls_it_then_runs_it);
     tcase_add_test(tc, a_missing_image_and_an_unreachable_registry_fail_with_a_readable_message);
     tcase_add_test(tc, a_failure_after_the_stream_started_is_its_last_line_and_nothing_is_stored);
@@ -672,5 +728,11 @@ main(void)
 {
     if (!pf_tools_present("api_docker_pull"))
         return 77;
-    return harness_run_suite(docker_pull_suite());
+    if (!fx_build(false)) {
+        fx_cleanup();
+        return 1;
+    }
+    int rc = harness_run_suite(docker_pull_suite());
+    fx_cleanup();
+    return rc;
 }
