@@ -3,7 +3,8 @@
  * clients, against Debian's docker-registry on loopback with the
  * Docker suites' busybox pushed into it by skopeo (tests/fixtures/
  * pullfix.h, regfix.h, harness_docker.h): `docker pull` by tag, then up
- * to date, and by digest; platform= from an index; the engine's message stream as it is sent
+ * to date, and by digest; a docker.io name through --registry-mirror;
+ * platform= from an index; the engine's message stream as it is sent
  * (Pulling from, per-layer states with short ids and byte counts, Digest, Status); `docker run
  * --rm` of an image it does not have (create, 404, pull, create); docker-py's images.pull; a
  * missing image and an unreachable registry failing with a readable message, a plain error before
@@ -55,10 +56,10 @@ push_busybox(const struct pf_env *e, const char *repo_tag, const char *creds)
 /*
  * berthd with its Docker API on a unix socket, --insecure-registry for
  * the registry (or its proxy) and short registry timeouts (loopback),
- * flags (NULL-terminated) added.
+ * flags and environment ("NAME=VALUE") added (NULL or NULL-terminated).
  */
 static void
-start(struct pf_env *e, const char *const *flags)
+start_env(struct pf_env *e, const char *const *flags, const char *const *env)
 {
     memset(&e->b, 0, sizeof(e->b));
     harness_mkdtemp(e->b.tmp, sizeof(e->b.tmp));
@@ -74,8 +75,17 @@ start(struct pf_env *e, const char *const *flags)
     o.args[n++] = host;
     for (const char *const *f = flags; f && *f && n < HARNESS_MAX_ARGS - 1; f++)
         o.args[n++] = *f;
+    int m = 3;
+    for (const char *const *v = env; v && *v && m < 15; v++)
+        o.env[m++] = *v;
     berthd_start(&e->b, &o);
     ck_assert_msg(e->b.docker_sock[0], "berthd did not log its Docker API endpoint");
+}
+
+static void
+start(struct pf_env *e, const char *const *flags)
+{
+    start_env(e, flags, NULL);
 }
 
 /* After the test's last berthd_finish: the registry, its helpers and the work directory go. */
@@ -189,6 +199,36 @@ START_TEST(docker_pull_by_tag_then_again_up_to_date_and_the_image_is_listed)
         free(hi);
         berthd_finish(&e.b);
     }
+    finish(&e);
+}
+END_TEST
+
+START_TEST(docker_pull_of_a_docker_io_name_through_a_mirror_speaks_as_the_engine)
+{
+    struct pf_env e;
+    pf_init(&e);
+    pf_registry(&e, NULL);
+    push_busybox(&e, "library/busybox:1.36", NULL);
+    char url[80];
+    snprintf(url, sizeof(url), "http://%s", e.reg.host);
+    /* Should the mirror fail, docker.io itself would be tried: a proxy
+     * that is a dead loopback port keeps that attempt on this machine. */
+    start_env(
+        &e, (const char *[]){"--registry-mirror", url, NULL},
+        (const char *[]){"https_proxy=http://127.0.0.1:9", "HTTPS_PROXY=http://127.0.0.1:9", NULL});
+    for (size_t i = 0; i < nclis; i++) {
+        const struct dk_client *cl = &clis[i];
+        char *out = NULL;
+        int st = dk_run(&e.b, cl, &out,
+                        "\"$D\" pull busybox:1.36 && \"$D\" run --rm busybox:1.36 "
+                        "echo hi && \"$D\" rmi busybox:1.36");
+        ck_assert_msg(st == 0 && contains(out, "1.36: Pulling from library/busybox\n") &&
+                          contains(out, "Status: Downloaded newer image for busybox:1.36\n") &&
+                          contains(out, "\nhi\n") && contains(out, "Untagged: busybox:1.36"),
+                      "docker %s:\n%s", cl->version, out);
+        free(out);
+    }
+    berthd_finish(&e.b);
     finish(&e);
 }
 END_TEST
@@ -708,6 +748,7 @@ docker_pull_suite(void)
     tcase_add_unchecked_fixture(tc, setup, NULL);
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_pull_by_tag_then_again_up_to_date_and_the_image_is_listed);
+    tcase_add_test(tc, docker_pull_of_a_docker_io_name_through_a_mirror_speaks_as_the_engine);
     tcase_add_test(tc,
                    the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte_counts);
     tcase_add_test(tc, a_pull_by_digest_and_a_platform_from_an_index);
