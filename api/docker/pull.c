@@ -55,7 +55,9 @@ static void
 pull_line(struct dk_pull *p, json_object *o)
 {
     size_t len = 0;
-    const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
+    /* As the engine writes it: "/" unescaped. */
+    const char *text = json_object_to_json_string_length(
+        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
     api_stream_write(p->stream, text, len);
     api_stream_write(p->stream, "\r\n", 2);
     json_object_put(o);

@@ -288,6 +288,10 @@ START_TEST(the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte
     ck_assert_str_eq(str_at(json_object_array_get_idx(lines, n - 2), "status"), want);
     snprintf(want, sizeof(want), "Status: Downloaded newer image for %s/busybox:1.36", e.reg.host);
     ck_assert_str_eq(str_at(json_object_array_get_idx(lines, n - 1), "status"), want);
+    /* Written as the engine writes it: "/" unescaped, a line a "\r\n". */
+    char raw[600];
+    snprintf(raw, sizeof(raw), "{\"status\":\"%s\"}\r\n", want);
+    ck_assert_msg(contains(r.body, raw), "%s", r.body);
     hresp_free(&img);
     json_object_put(lines);
     hresp_free(&r);
