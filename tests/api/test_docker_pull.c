@@ -1,18 +1,21 @@
 /*
  * Pulls through berth's Docker API (POST /images/create) with the real
- * clients, against Debian's docker-registry on loopback with the
- * Docker suites' busybox pushed into it by skopeo (tests/fixtures/
- * pullfix.h, regfix.h, harness_docker.h): `docker pull` by tag, then up
- * to date, and by digest; a docker.io name through --registry-mirror;
- * platform= from an index; the engine's message stream as it is sent
- * (Pulling from, per-layer states with short ids and byte counts, Digest, Status); `docker run
- * --rm` of an image it does not have (create, 404, pull, create); docker-py's images.pull; a
- * missing image and an unreachable registry failing with a readable message, a plain error before
- * the stream; a corrupted blob, the stream's last line (errorDetail); Basic auth from the client's
- * config.json (X-Registry-Auth) and bad headers refused; an identitytoken exchanged at a token
- * service; a client that hangs up mid-pull detaching,
- * and a second pull joining with nothing fetched twice. Skipped (77)
- * without the registry tools, a docker CLI or a runtime.
+ * clients, against Debian's docker-registry on loopback with the Docker
+ * suites' busybox pushed into it by skopeo (tests/fixtures/pullfix.h,
+ * regfix.h, harness_docker.h): `docker pull` by tag, then up to date,
+ * and by digest; a docker.io name through --registry-mirror; platform=
+ * from an index; the engine's message stream as it is sent (Pulling
+ * from, per-layer states with short ids and byte counts, Digest,
+ * Status); `docker run --rm` of an image it does not have (create, 404,
+ * pull, create); docker-py's images.pull; a missing image and an
+ * unreachable registry failing with a readable message, a plain error
+ * before the stream; a corrupted blob, the stream's last line
+ * (errorDetail); Basic auth from the client's config.json
+ * (X-Registry-Auth) and bad headers refused; an identitytoken exchanged
+ * at a token service; a client that hangs up mid-pull detaching, and a
+ * second pull joining with nothing fetched twice; one that hangs up
+ * before anything was sent, its pull cancelled after the grace. Skipped
+ * (77) without the registry tools, a docker CLI or a runtime.
  */
 #include <poll.h>
 #include <sys/utsname.h>
@@ -733,6 +736,41 @@ START_TEST(a_client_that_hangs_up_mid_pull_detaches_and_the_next_pull_joins_it)
 }
 END_TEST
 
+START_TEST(a_client_that_hangs_up_before_anything_was_sent_stops_waiting)
+{
+    struct pf_env e;
+    pf_init(&e);
+    pf_registry(&e, NULL);
+    push_busybox(&e, "busybox:1.36", NULL);
+    pf_proxy(&e, NULL);
+    start_env(&e, NULL, (const char *[]){"BERTH_TEST_PULL_GRACE_MS=1000", NULL});
+    /* The registry stops answering: the manifest request hangs, nothing is
+     * streamed, and the client gives up. The daemon sees the hang-up on
+     * the idle socket and drops its interest, so the pull nobody waits for
+     * is cancelled after its grace. */
+    kill(e.proxy.pid, SIGSTOP);
+    char query[256];
+    snprintf(query, sizeof(query), "/images/create?fromImage=%s/busybox&tag=1.36", pf_host(&e));
+    struct hresp r;
+    http_do(&e.b,
+            &(struct hreq){.method = "POST", .path = query, .docker = true, .timeout_ms = 1000},
+            &r);
+    ck_assert_int_eq(r.status, 0);
+    hresp_free(&r);
+    double deadline = now_ms() + 10000;
+    while (rf_count_lines(e.b.log_path, "cancelled: no caller has waited for it") < 1 &&
+           now_ms() < deadline)
+        sleep_ms(50);
+    kill(e.proxy.pid, SIGCONT);
+    ck_assert_msg(rf_count_lines(e.b.log_path, "cancelled: no caller has waited for it") == 1,
+                  "the pull of a client that hung up was not cancelled");
+    ck_assert(wait_health_int(&e.b, "jobs.running", 0, 10000));
+    pf_assert_nothing_stored(&e);
+    berthd_finish(&e.b);
+    finish(&e);
+}
+END_TEST
+
 static Suite *
 docker_pull_suite(void)
 {
@@ -754,6 +792,7 @@ docker_pull_suite(void)
     tcase_add_test(tc, an_identitytoken_in_x_registry_auth_is_exchanged_at_the_token_service);
     tcase_add_test(tc, docker_py_images_pull_returns_the_image_and_a_missing_one_raises);
     tcase_add_test(tc, a_client_that_hangs_up_mid_pull_detaches_and_the_next_pull_joins_it);
+    tcase_add_test(tc, a_client_that_hangs_up_before_anything_was_sent_stops_waiting);
     suite_add_tcase(s, tc);
     return s;
 }
