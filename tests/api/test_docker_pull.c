@@ -56,6 +56,15 @@ push_busybox(const struct pf_env *e, const char *repo_tag, const char *creds)
                   repo_tag);
 }
 
+/* A registry on loopback holding the Docker suites' busybox as repo_tag. */
+static void
+busybox_env(struct pf_env *e, const char *repo_tag)
+{
+    pf_init(e);
+    pf_registry(e, NULL);
+    push_busybox(e, repo_tag, NULL);
+}
+
 /*
  * berthd with its Docker API on a unix socket, --insecure-registry for
  * the registry (or its proxy) and short registry timeouts (loopback),
@@ -170,9 +179,7 @@ find_line(json_object *lines, int from, const char *status, const char *id)
 START_TEST(docker_pull_by_tag_then_again_up_to_date_and_the_image_is_listed)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     for (size_t i = 0; i < nclis; i++) {
         start(&e, NULL);
         const struct dk_client *cl = &clis[i];
@@ -209,9 +216,7 @@ END_TEST
 START_TEST(docker_pull_of_a_docker_io_name_through_a_mirror_speaks_as_the_engine)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "library/busybox:1.36", NULL);
+    busybox_env(&e, "library/busybox:1.36");
     char url[80];
     snprintf(url, sizeof(url), "http://%s", e.reg.host);
     /* Should the mirror fail, docker.io itself would be tried: a proxy
@@ -239,9 +244,7 @@ END_TEST
 START_TEST(the_pull_stream_is_the_engines_messages_with_short_layer_ids_and_byte_counts)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     start(&e, NULL);
     char query[256];
     snprintf(query, sizeof(query), "fromImage=%s/busybox&tag=1.36", e.reg.host);
@@ -333,9 +336,7 @@ END_TEST
 START_TEST(a_pull_by_digest_and_a_platform_from_an_index)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     pf_push(&e, "multi", "test/multi:1", NULL);
     start(&e, NULL);
     /* By digest, as the docker CLI sends it (tag=sha256:...): named by it. */
@@ -387,9 +388,7 @@ END_TEST
 START_TEST(docker_run_of_an_image_it_does_not_have_pulls_it_then_runs_it)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:latest", NULL);
+    busybox_env(&e, "busybox:latest");
     for (size_t i = 0; i < nclis; i++) {
         start(&e, NULL);
         const struct dk_client *cl = &clis[i];
@@ -413,9 +412,7 @@ END_TEST
 START_TEST(a_missing_image_and_an_unreachable_registry_fail_with_a_readable_message)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     start(&e, NULL);
     int port = rf_free_port();
     for (size_t i = 0; i < nclis; i++) {
@@ -481,9 +478,7 @@ registry_layer(const struct pf_env *e, const char *repo, const char *tag, char o
 START_TEST(a_failure_after_the_stream_started_is_its_last_line_and_nothing_is_stored)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     /* The layer's blob, one byte changed near its end, in the registry's storage. */
     char layer[72];
     registry_layer(&e, "busybox", "1.36", layer);
@@ -653,9 +648,7 @@ START_TEST(docker_py_images_pull_returns_the_image_and_a_missing_one_raises)
     struct dk_client pys[DK_MAX_CLIENTS];
     size_t npys = dk_pythons(pys);
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     for (size_t i = 0; i < npys; i++) {
         start(&e, NULL);
         char *out = NULL;
@@ -698,9 +691,7 @@ read_until(int fd, char *buf, size_t cap, const char *needle, int timeout_ms)
 START_TEST(a_client_that_hangs_up_mid_pull_detaches_and_the_next_pull_joins_it)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     /* The layer comes at 200 kB/s: the pull lasts seconds. */
     pf_proxy(&e, (const char *[]){"--rate", "200000", NULL});
     start(&e, NULL);
@@ -739,9 +730,7 @@ END_TEST
 START_TEST(a_client_that_hangs_up_before_anything_was_sent_stops_waiting)
 {
     struct pf_env e;
-    pf_init(&e);
-    pf_registry(&e, NULL);
-    push_busybox(&e, "busybox:1.36", NULL);
+    busybox_env(&e, "busybox:1.36");
     pf_proxy(&e, NULL);
     start_env(&e, NULL, (const char *[]){"BERTH_TEST_PULL_GRACE_MS=1000", NULL});
     /* The registry stops answering: the manifest request hangs, nothing is
