@@ -182,24 +182,38 @@ import_work(void *ctx)
         bpipe_close_job(op->progress);
 }
 
+void
+image_progress_drain(struct bpipe *p, struct image_progress *pending, size_t *pending_len,
+                     void (*fn)(void *ctx, const struct image_progress *rec), void *ctx)
+{
+    bool eof = false;
+    for (;;) {
+        char *dst = (char *)pending + *pending_len;
+        size_t n = bpipe_read_nb(p, dst, sizeof(*pending) - *pending_len, &eof);
+        if (n == 0)
+            break;
+        *pending_len += n;
+        if (*pending_len < sizeof(*pending))
+            continue;
+        *pending_len = 0;
+        fn(ctx, pending);
+    }
+}
+
+static void
+progress_deliver(void *ctx, const struct image_progress *rec)
+{
+    struct image_load *op = ctx;
+    if (!op->detached && op->progress_cb)
+        op->progress_cb(op->arg, rec);
+}
+
 /* Moves whole progress records from the pipe to the caller. */
 static void
 progress_notify(void *ctx)
 {
     struct image_load *op = ctx;
-    bool eof = false;
-    for (;;) {
-        char *dst = (char *)&op->pending + op->pending_len;
-        size_t n = bpipe_read_nb(op->progress, dst, sizeof(op->pending) - op->pending_len, &eof);
-        if (n == 0)
-            break;
-        op->pending_len += n;
-        if (op->pending_len < sizeof(op->pending))
-            continue;
-        op->pending_len = 0;
-        if (!op->detached && op->progress_cb)
-            op->progress_cb(op->arg, &op->pending);
-    }
+    image_progress_drain(op->progress, &op->pending, &op->pending_len, progress_deliver, op);
 }
 
 static void

@@ -69,7 +69,7 @@ struct pull_op {
     bool has_platform;
     struct oci_platform platform;
     bool has_creds;
-    char *username, *password, *token; /* wiped when freed */
+    char *username, *password, *token, *identity_token; /* wiped when freed */
 
     enum pull_stage stage;
     struct pull_op *following; /* STAGE_FOLLOWING */
@@ -149,6 +149,7 @@ op_closed_cb(uv_handle_t *h)
     wipe_free(op->username);
     wipe_free(op->password);
     wipe_free(op->token);
+    wipe_free(op->identity_token);
     free(op);
 }
 
@@ -260,8 +261,9 @@ layer_slot(struct pull_op *op, const struct image_progress *rec)
  * that every front end sees the same sequence.
  */
 static void
-op_progress(struct pull_op *op, const struct image_progress *rec)
+op_progress(void *ctx, const struct image_progress *rec)
 {
+    struct pull_op *op = ctx;
     if (strcmp(rec->step, "manifest") == 0)
         op->resolved = *rec;
     struct image_progress *last = strcmp(rec->step, "layer") == 0 ? layer_slot(op, rec) : NULL;
@@ -295,18 +297,7 @@ static void
 progress_notify(void *ctx)
 {
     struct pull_op *op = ctx;
-    bool eof = false;
-    for (;;) {
-        char *dst = (char *)&op->pending + op->pending_len;
-        size_t n = bpipe_read_nb(op->progress, dst, sizeof(op->pending) - op->pending_len, &eof);
-        if (n == 0)
-            break;
-        op->pending_len += n;
-        if (op->pending_len < sizeof(op->pending))
-            continue;
-        op->pending_len = 0;
-        op_progress(op, &op->pending);
-    }
+    image_progress_drain(op->progress, &op->pending, &op->pending_len, op_progress, op);
 }
 
 /* What a caller that joins a running pull has missed: each layer's latest state. */
@@ -342,8 +333,10 @@ replay_cb(uv_timer_t *t)
 static void
 plan_request(struct pull_op *op, struct pull_request *req, struct registry_creds *creds)
 {
-    *creds = (struct registry_creds){
-        .username = op->username, .password = op->password, .token = op->token};
+    *creds = (struct registry_creds){.username = op->username,
+                                     .password = op->password,
+                                     .token = op->token,
+                                     .identity_token = op->identity_token};
     *req = (struct pull_request){.registry = op->registry,
                                  .repository = op->repository,
                                  .tag = op->tag,
@@ -637,18 +630,15 @@ op_set_creds(struct pull_op *op, const struct registry_creds *c, struct err *err
         return err_set(err, EINVAL,
                        "field \"auth\": give \"username\" and \"password\" together, or "
                        "\"token\"");
-    if (basic && c->token)
+    if ((basic || c->identity_token) && c->token)
         return err_set(
             err, EINVAL,
             "field \"auth\": give \"username\" and \"password\", or \"token\", not both");
-    if (c->identity_token)
-        return err_set(err, EINVAL,
-                       "field \"auth\": identity tokens are read from "
-                       "--registry-auth only");
     op->has_creds = true;
     if ((c->username && !(op->username = strdup(c->username))) ||
         (c->password && !(op->password = strdup(c->password))) ||
-        (c->token && !(op->token = strdup(c->token))))
+        (c->token && !(op->token = strdup(c->token))) ||
+        (c->identity_token && !(op->identity_token = strdup(c->identity_token))))
         return err_set(err, ENOMEM, "pull: out of memory");
     return 0;
 }

@@ -28,6 +28,7 @@
 #include "daemon/svc_images.h"
 #include "store/import.h"
 
+struct bpipe;
 struct daemon;
 struct image_pulls;
 struct pull_waiter;
@@ -66,5 +67,9 @@ void pull_waiter_detach(struct pull_waiter *w);
 void images_size_policy(struct daemon *d, const struct meta_image *img, bool created);
 /* The plain copy of a store event; any thread. */
 void image_progress_set(struct image_progress *rec, const struct import_event *ev);
+/* Moves the whole records waiting in p (a job's progress pipe) to fn; a
+ * record read in part waits in *pending until the rest comes. Loop thread. */
+void image_progress_drain(struct bpipe *p, struct image_progress *pending, size_t *pending_len,
+                          void (*fn)(void *ctx, const struct image_progress *rec), void *ctx);
 
 #endif

@@ -76,7 +76,7 @@ struct registry_repo {
     pthread_mutex_t mu;
     struct reg_cancel cancel;
     /* Copies of per-request credentials. */
-    char *user, *pass, *token;
+    char *user, *pass, *token, *idtoken;
 };
 
 struct registry_blob {
@@ -388,9 +388,11 @@ endpoint_init(struct registry_repo *r, struct endpoint *ep, const char *base, bo
     char *lh = lower_dup(ep->host);
     free(ep->host);
     ep->host = lh;
-    if (!mirror && (r->user || r->pass || r->token)) {
-        ep->creds =
-            (struct registry_creds){.username = r->user, .password = r->pass, .token = r->token};
+    if (!mirror && (r->user || r->pass || r->token || r->idtoken)) {
+        ep->creds = (struct registry_creds){.username = r->user,
+                                            .password = r->pass,
+                                            .token = r->token,
+                                            .identity_token = r->idtoken};
     } else {
         /* The origin's auth file entry is under the registry's name
          * (docker.io), a mirror's under its own host. */
@@ -435,7 +437,8 @@ registry_repo_open(struct registry_client *c, const char *host, const char *repo
     if (creds && !registry_creds_empty(creds)) {
         if ((creds->username && !(r->user = strdup(creds->username))) ||
             (creds->password && !(r->pass = strdup(creds->password))) ||
-            (creds->token && !(r->token = strdup(creds->token)))) {
+            (creds->token && !(r->token = strdup(creds->token))) ||
+            (creds->identity_token && !(r->idtoken = strdup(creds->identity_token)))) {
             err_set(err, ENOMEM, "out of memory");
             goto fail;
         }
@@ -486,6 +489,7 @@ registry_repo_close(struct registry_repo *r)
     free(r->user);
     wipe_free(r->pass);
     wipe_free(r->token);
+    wipe_free(r->idtoken);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

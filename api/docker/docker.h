@@ -5,7 +5,7 @@
  * request shapes, call the same services as /v1 and render the engine's
  * answers; nothing of containers, processes, images or volumes is done
  * here that the services do not do for /v1 too. One group of routes per
- * file: system.c, images.c, containers.c (create, inspect, list),
+ * file: system.c, images.c, pull.c, containers.c (create, inspect, list),
  * ctr_ops.c (start, stop, kill, restart, wait, delete, stats), archive.c
  * (docker cp), volumes.c,
  * events.c and networks.c. Loop thread.
@@ -85,6 +85,7 @@ void docker_images_list(struct api_req *req);
 void docker_image_inspect(struct api_req *req);
 void docker_image_tag(struct api_req *req);
 void docker_image_delete(struct api_req *req);
+/* pull.c */
 void docker_images_create(struct api_req *req);
 
 /* containers.c */

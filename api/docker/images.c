@@ -1,9 +1,9 @@
 /*
  * The Docker API's image routes: load (a docker save or OCI archive
  * streamed into the same import as POST /v1/images), list, inspect (the
- * image config the image service reads), tag, delete, and create (a pull:
- * docker_pull below, the one place that says whether this host pulls).
- * An image's Id is its config digest, as the engine's is. Loop thread.
+ * image config the image service reads), tag and delete; create (a pull)
+ * is pull.c's. An image's Id is its config digest, as the engine's is.
+ * Loop thread.
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -514,43 +514,4 @@ docker_image_delete(struct api_req *req)
         reply_image_err(req, &err);
     else
         api_req_wait_call(req, call);
-}
-
-/* ---- create (pull) ------------------------------------------------------------- */
-
-/*
- * A pull of ref. Until this host pulls from registries, the answer that
- * names the way that works (a 500, as the issue has it, so that clients
- * that pull on a 404 fail readably); the switch to a real pull is here
- * alone.
- */
-static void
-docker_pull(struct api_req *req, const char *ref)
-{
-    api_reply_fail(req, ENOSYS,
-                   "pull %s: pulling images is not supported by this host yet: load it with "
-                   "docker load",
-                   ref);
-}
-
-void
-docker_images_create(struct api_req *req)
-{
-    const char *from = api_req_query(req, "fromImage");
-    const char *tag = api_req_query(req, "tag");
-    if (api_req_query(req, "fromSrc")) {
-        api_reply_fail(req, EINVAL, "importing a root filesystem (fromSrc) is not supported");
-        return;
-    }
-    if (!from || !*from) {
-        api_reply_fail(req, EINVAL, "fromImage: required");
-        return;
-    }
-    char ref[600];
-    if (tag && *tag && !strchr(from, '@'))
-        snprintf(ref, sizeof(ref), "%s%s%s", from, tag[0] == 's' && strchr(tag, ':') ? "@" : ":",
-                 tag);
-    else
-        snprintf(ref, sizeof(ref), "%s", from);
-    docker_pull(req, ref);
 }

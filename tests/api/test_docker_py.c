@@ -3,7 +3,7 @@
  * (Debian's python3-docker 5.0.3 under /usr/bin/python3, and the one of
  * the python3 on PATH when it differs), over the unix socket and loopback
  * TCP, runs the flows of tests/fixtures/docker_py_flows.py: ping, version
- * negotiation and info; load, inspect, tag, remove and the pull message;
+ * negotiation and info; load, inspect, tag, remove and a failed pull;
  * create, start, wait, list by label, start again, stop of a process that
  * ignores TERM, two runs at once; the low-level APIClient's create with
  * HostConfig limits, a volume bind and AutoRemove, wait for "removed",
@@ -55,7 +55,7 @@ START_TEST(docker_py_ping_version_negotiation_and_info)
 }
 END_TEST
 
-START_TEST(docker_py_load_inspect_tag_remove_and_the_pull_message)
+START_TEST(docker_py_load_inspect_tag_remove_and_a_failed_pull)
 {
     run_flow("images");
 }
@@ -88,7 +88,7 @@ docker_py_suite(void)
     tcase_add_unchecked_fixture(tc, setup, NULL);
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_py_ping_version_negotiation_and_info);
-    tcase_add_test(tc, docker_py_load_inspect_tag_remove_and_the_pull_message);
+    tcase_add_test(tc, docker_py_load_inspect_tag_remove_and_a_failed_pull);
     tcase_add_test(tc, docker_py_create_start_wait_list_stop_and_two_runs_at_once);
     tcase_add_test(tc, docker_py_low_level_limits_autoremove_volumes_and_events);
     tcase_add_test(tc, docker_py_run_output_gitlab_like_attach_logs_and_exec);

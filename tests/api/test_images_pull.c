@@ -387,21 +387,9 @@ START_TEST(bearer_tokens_from_a_token_server_and_a_token_in_the_request)
     struct pf_env e;
     pf_init(&e);
     current = &e;
-    char key[PATH_MAX + 16], cert[PATH_MAX + 16], cmd[PATH_MAX * 3];
-    snprintf(key, sizeof(key), "%s/token.key", e.work);
-    snprintf(cert, sizeof(cert), "%s/token.crt", e.work);
-    snprintf(cmd, sizeof(cmd),
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout '%s' -out '%s' -subj "
-             "/CN=berth-token -days 2 >/dev/null 2>&1",
-             key, cert);
-    ck_assert_int_eq(system(cmd), 0);
+    char cert[PATH_MAX + 16], realm[128], token_host[64], cmd[PATH_MAX * 3];
     struct rf_helper tokens;
-    ck_assert(rf_helper_start(&tokens, e.work, "tokenserver",
-                              (const char *[]){"--key", key, "--cert", cert, "--issuer",
-                                               RF_TOKEN_ISSUER, "--user", PF_USERPASS, NULL}));
-    char realm[128], token_host[64];
-    snprintf(realm, sizeof(realm), "http://127.0.0.1:%d/token", tokens.port);
-    snprintf(token_host, sizeof(token_host), "127.0.0.1:%d", tokens.port);
+    pf_token_server(&e, NULL, &tokens, cert, realm, token_host);
     pf_registry(&e, &(struct rf_registry_opts){.token_realm = realm, .token_cert = cert});
     pf_push(&e, "child", "test/child:1", PF_USERPASS);
     rf_write(tokens.log, "");

@@ -361,14 +361,6 @@ snapshot_has(const struct meta_image *img, size_t layer, const char *rel)
     return lstat(path, &sb) == 0;
 }
 
-/* The registry's storage file for a blob. */
-static void
-registry_blob_file(const char *digest, char *out, size_t size)
-{
-    snprintf(out, size, "%s/docker/registry/v2/blobs/sha256/%.2s/%s/data", reg.storage, digest + 7,
-             digest + 7);
-}
-
 static void
 assert_no_secret_in(const char *msg)
 {
@@ -603,19 +595,10 @@ START_TEST(a_corrupted_blob_is_refused_and_nothing_is_stored)
     start_registry(NULL);
     push("base", "base", "test/base:1", NULL);
     make_client(&(struct client_cfg){.insecure = {reg.host}});
-    char layer[DIGEST_STR_LEN], file[PATH_MAX + 256];
+    char layer[DIGEST_STR_LEN];
     layout_layer("base", 0, layer);
-    registry_blob_file(layer, file, sizeof(file));
     /* Same size, one byte different, near the end (past the gzip header). */
-    struct stat sb;
-    ck_assert_int_eq(stat(file, &sb), 0);
-    FILE *f = fopen(file, "r+b");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, sb.st_size - 20, SEEK_SET);
-    int c = fgetc(f);
-    fseek(f, sb.st_size - 20, SEEK_SET);
-    fputc(c ^ 0x5a, f);
-    fclose(f);
+    ck_assert(rf_corrupt_blob(&reg, layer));
     struct meta_image *img = NULL;
     struct err err = {0};
     ck_assert_int_lt(pull(&(struct pull_args){.repo = "test/base", .tag = "1"}, &img, &err), 0);
