@@ -3,9 +3,11 @@
 # wait + delete through the API, with a network (CNI bridge + host-local
 # on a bridge of the bench's own) and with "network": {"disabled": true},
 # against `runc run` of an equivalent bundle in the same run (the floor)
-# and `podman run --rm` and `ctr run --rm` as peers (installed with
-# apt-get only when missing, and skipped when they cannot be installed or
-# started). Then where the network's time goes (the create's phases from
+# and `podman run --rm` and `ctr run --rm` (also with `--seccomp`) as
+# peers (installed with apt-get only when missing, and skipped when they
+# cannot be installed or started), alternated round by round with `docker
+# run --rm busybox true` through berthd's Docker listener (the real docker
+# CLI: issue 11's benchmark). Then where the network's time goes (the create's phases from
 # berthd's debug log, and the bridge plugin's ADD and DEL alone, in a
 # namespace of their own, wall and CPU time), 8 containers created at
 # once (each must get an address), and 50 idle containers (each running
@@ -22,6 +24,7 @@
 #
 #   bench/run.sh                  # 30 rounds of each, 50 idle containers
 #   ROUNDS=50 IDLE=50 PEERS=0 bench/run.sh
+#   DOCKER=0 bench/run.sh         # without the docker CLI rounds
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -496,6 +499,10 @@ EOF
         >/dev/null 2>"$tmp/peer.err" &&
         peer_round "${ctr[@]}" run --rm docker.io/library/busybox:bench bench0 true >/dev/null; then
         contenders+=(ctr)
+        # ctr applies no seccomp profile unless asked; berth, docker and
+        # podman apply one: the same run with containerd's default profile.
+        peer_round "${ctr[@]}" run --rm --seccomp docker.io/library/busybox:bench bench0s true \
+            >/dev/null && contenders+=(ctrsec)
     else
         echo "peer: ctr: cannot import the image or run it: $(tail -1 "$tmp/peer.err")"
     fi
@@ -508,6 +515,7 @@ contender_round() {
     dockernet) peer_round "${dk[@]}" run --rm busybox true ;;
     podman) peer_round "${prun[@]}" ;;
     ctr) peer_round "${ctr[@]}" run --rm docker.io/library/busybox:bench "bench$2" true ;;
+    ctrsec) peer_round "${ctr[@]}" run --rm --seccomp docker.io/library/busybox:bench "bench$2s" true ;;
     esac
 }
 declare -A cmed
@@ -530,11 +538,12 @@ if [ "${#contenders[@]}" -gt 0 ]; then
         dockernet) label="docker run --rm, on berth (its network)" ;;
         podman) label="peer: podman run --rm --network none" ;;
         ctr) label="peer: ctr run --rm" ;;
+        ctrsec) label="peer: ctr run --rm --seccomp" ;;
         esac
         printf '%-44s median %8.2f ms  mean %8.2f ms  (q1 / median / q3 %s)\n' "$label" "$m_med" \
             "$m_mean" "$(quart <"$tmp/c-$c.txt")"
     done
-    for peer in podman ctr; do
+    for peer in podman ctr ctrsec; do
         [ -n "${cmed[$peer]:-}" ] || continue
         printf '%-44s /v1 API round %.2fx' "ratio $peer / berth (medians)" \
             "$(awk -v a="${cmed[$peer]}" -v b="$api_med" 'BEGIN {print a/b}')"
