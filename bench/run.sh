@@ -3,9 +3,11 @@
 # wait + delete through the API, with a network (CNI bridge + host-local
 # on a bridge of the bench's own) and with "network": {"disabled": true},
 # against `runc run` of an equivalent bundle in the same run (the floor)
-# and `podman run --rm` and `ctr run --rm` as peers (installed with
-# apt-get only when missing, and skipped when they cannot be installed or
-# started). Then where the network's time goes (the create's phases from
+# and `podman run --rm` and `ctr run --rm` (also with `--seccomp`) as
+# peers (installed with apt-get only when missing, and skipped when they
+# cannot be installed or started), alternated round by round with `docker
+# run --rm busybox true` through berthd's Docker listener (the real docker
+# CLI: issue 11's benchmark). Then where the network's time goes (the create's phases from
 # berthd's debug log, and the bridge plugin's ADD and DEL alone, in a
 # namespace of their own, wall and CPU time), 8 containers created at
 # once (each must get an address), and 50 idle containers (each running
@@ -22,6 +24,7 @@
 #
 #   bench/run.sh                  # 30 rounds of each, 50 idle containers
 #   ROUNDS=50 IDLE=50 PEERS=0 bench/run.sh
+#   DOCKER=0 bench/run.sh         # without the docker CLI rounds
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +32,7 @@ build=${BUILD_DIR:-$src/build-bench-run}
 rounds=${ROUNDS:-30}
 idle=${IDLE:-50}
 peers=${PEERS:-1}
+docker=${DOCKER:-1}
 
 need() { command -v "$1" >/dev/null || apt-get install -y "$2" >/dev/null 2>&1 || true; }
 need runc runc
@@ -134,7 +138,8 @@ echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
 
 # ---- berthd -------------------------------------------------------------------
 "$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --log-level debug \
-    --network-name "$netname" --network-pool "$pool" --dns 192.0.2.53 2>"$tmp/log" &
+    --network-name "$netname" --network-pool "$pool" --dns 192.0.2.53 \
+    --docker-listen "unix://$tmp/docker.sock" 2>"$tmp/log" &
 pid=$!
 port=
 for _ in $(seq 100); do
@@ -431,7 +436,14 @@ if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
         "$(awk -v a="$pa_med" -v b="$pf_med" 'BEGIN {print a/b}')"
 fi
 
-# ---- peers --------------------------------------------------------------------
+# ---- docker run on berth against the peers, alternated -------------------------
+# `docker run --rm busybox true` (the real docker CLI, DOCKER_HOST at
+# berthd's Docker listener: create, attach, start, wait, AutoRemove), with
+# `--network none` and with the default network (berth's bridge), against
+# `podman run --rm --network none` and `ctr run --rm` (a new network
+# namespace with only lo), round by round in the same loop, so the
+# machine's load falls on each alike. Each figure is the CLI's wall time,
+# its own start included (each of them is a Go program).
 podman_opts=(--root "$tmp/podman/root" --runroot "$tmp/podman/run" --cgroup-manager cgroupfs
     --events-backend file)
 peer_round() {
@@ -441,25 +453,31 @@ peer_round() {
     t1=$(ms)
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f\n", (b-a)/1e6}'
 }
+contenders=()
+mkdir -p "$tmp/dockercfg"
+dk=(env DOCKER_HOST="unix://$tmp/docker.sock" DOCKER_CONFIG="$tmp/dockercfg" docker)
+if [ "$docker" = 1 ] && command -v docker >/dev/null; then
+    if peer_round "${dk[@]}" run --rm --network none busybox true >/dev/null &&
+        peer_round "${dk[@]}" run --rm busybox true >/dev/null; then
+        contenders+=(docker dockernet)
+    else
+        echo "docker run --rm on berth: failed: $(tail -1 "$tmp/peer.err")"
+    fi
+fi
 if [ "$peers" = 1 ] && command -v podman >/dev/null; then
     if podman "${podman_opts[@]}" pull -q "oci:$tmp/layout:latest" >/dev/null 2>"$tmp/peer.err"; then
         img=$(podman "${podman_opts[@]}" images -q | head -1)
-        run=(podman "${podman_opts[@]}" run --rm --network none
+        prun=(podman "${podman_opts[@]}" run --rm --network none
             --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 "$img" true)
-        if peer_round "${run[@]}" >/dev/null; then
-            : >"$tmp/podman.txt"
-            for i in $(seq "$rounds"); do peer_round "${run[@]}" >>"$tmp/podman.txt"; done
-            read -r p_med p_mean < <(stats <"$tmp/podman.txt")
-            printf '%-44s median %8.2f ms  mean %8.2f ms  (berth %.1fx faster)\n' \
-                "peer: podman run --rm" "$p_med" "$p_mean" \
-                "$(awk -v a="$p_med" -v b="$api_med" 'BEGIN {print a/b}')"
+        if peer_round "${prun[@]}" >/dev/null; then
+            contenders+=(podman)
         else
             echo "peer: podman run --rm: failed: $(tail -1 "$tmp/peer.err")"
         fi
     else
         echo "peer: podman: cannot load the image: $(tail -1 "$tmp/peer.err")"
     fi
-else
+elif [ "$peers" = 1 ]; then
     echo "peer: podman: not installed"
 fi
 if [ "$peers" = 1 ] && command -v ctr >/dev/null && command -v containerd >/dev/null; then
@@ -478,26 +496,67 @@ EOF
     ctr=(ctr -a "$tmp/containerd/sock")
     tar -C "$tmp/layout" -cf "$tmp/layout.tar" .
     if "${ctr[@]}" images import --index-name docker.io/library/busybox:bench "$tmp/layout.tar" \
-        >/dev/null 2>"$tmp/peer.err"; then
-        : >"$tmp/ctr.txt"
-        ok=1
-        for i in $(seq "$rounds"); do
-            peer_round "${ctr[@]}" run --rm docker.io/library/busybox:bench "bench$i" true \
-                >>"$tmp/ctr.txt" || { ok=0; break; }
-        done
-        if [ "$ok" = 1 ]; then
-            read -r c_med c_mean < <(stats <"$tmp/ctr.txt")
-            printf '%-44s median %8.2f ms  mean %8.2f ms  (berth %.1fx faster)\n' \
-                "peer: ctr run --rm" "$c_med" "$c_mean" \
-                "$(awk -v a="$c_med" -v b="$api_med" 'BEGIN {print a/b}')"
-        else
-            echo "peer: ctr run --rm: failed: $(tail -1 "$tmp/peer.err")"
-        fi
+        >/dev/null 2>"$tmp/peer.err" &&
+        peer_round "${ctr[@]}" run --rm docker.io/library/busybox:bench bench0 true >/dev/null; then
+        contenders+=(ctr)
+        # ctr applies no seccomp profile unless asked; berth, docker and
+        # podman apply one: the same run with containerd's default profile.
+        peer_round "${ctr[@]}" run --rm --seccomp docker.io/library/busybox:bench bench0s true \
+            >/dev/null && contenders+=(ctrsec)
     else
-        echo "peer: ctr: cannot import the image: $(tail -1 "$tmp/peer.err")"
+        echo "peer: ctr: cannot import the image or run it: $(tail -1 "$tmp/peer.err")"
     fi
-else
+elif [ "$peers" = 1 ]; then
     echo "peer: ctr: not installed"
+fi
+contender_round() {
+    case $1 in
+    docker) peer_round "${dk[@]}" run --rm --network none busybox true ;;
+    dockernet) peer_round "${dk[@]}" run --rm busybox true ;;
+    podman) peer_round "${prun[@]}" ;;
+    ctr) peer_round "${ctr[@]}" run --rm docker.io/library/busybox:bench "bench$2" true ;;
+    ctrsec) peer_round "${ctr[@]}" run --rm --seccomp docker.io/library/busybox:bench "bench$2s" true ;;
+    esac
+}
+declare -A cmed
+if [ "${#contenders[@]}" -gt 0 ]; then
+    for c in "${contenders[@]}"; do : >"$tmp/c-$c.txt"; done
+    printf '%-44s %d rounds, load %s at the start' "alternated: ${contenders[*]}" "$rounds" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)"
+    for i in $(seq "$rounds"); do
+        for c in "${contenders[@]}"; do
+            contender_round "$c" "$i" >>"$tmp/c-$c.txt" ||
+                { echo "$c failed in round $i: $(tail -1 "$tmp/peer.err")" >&2; exit 1; }
+        done
+    done
+    echo ", $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+    for c in "${contenders[@]}"; do
+        read -r m_med m_mean < <(stats <"$tmp/c-$c.txt")
+        cmed[$c]=$m_med
+        case $c in
+        docker) label="docker run --rm --network none, on berth" ;;
+        dockernet) label="docker run --rm, on berth (its network)" ;;
+        podman) label="peer: podman run --rm --network none" ;;
+        ctr) label="peer: ctr run --rm" ;;
+        ctrsec) label="peer: ctr run --rm --seccomp" ;;
+        esac
+        printf '%-44s median %8.2f ms  mean %8.2f ms  (q1 / median / q3 %s)\n' "$label" "$m_med" \
+            "$m_mean" "$(quart <"$tmp/c-$c.txt")"
+    done
+    for peer in podman ctr ctrsec; do
+        [ -n "${cmed[$peer]:-}" ] || continue
+        printf '%-44s /v1 API round %.2fx' "ratio $peer / berth (medians)" \
+            "$(awk -v a="${cmed[$peer]}" -v b="$api_med" 'BEGIN {print a/b}')"
+        for c in docker dockernet; do
+            [ -n "${cmed[$c]:-}" ] || continue
+            printf ', %s %.2fx' "$c" "$(awk -v a="${cmed[$peer]}" -v b="${cmed[$c]}" 'BEGIN {print a/b}')"
+        done
+        printf ' (goal > 1: berth faster)\n'
+        if [ -n "${cmed[docker]:-}" ]; then
+            printf '%-44s %s\n' "  per-round ratio $peer / docker q1/med/q3" \
+                "$(paste "$tmp/c-$peer.txt" "$tmp/c-docker.txt" | awk '{print $1/$2}' | quart)"
+        fi
+    done
 fi
 
 # ---- idle containers ----------------------------------------------------------

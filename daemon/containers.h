@@ -319,10 +319,18 @@ int containers_undo_blocking(struct containers *reg, struct store *st, const str
 /*
  * Removes the container: the runtime's container (which kills what is
  * left), the mount, the files, the image's use. Idempotent: every step
- * is a no-op when already done, so a failed delete can be retried.
+ * is a no-op when already done, so a failed delete can be retried. With
+ * trash NULL the directory is removed; else it is only renamed out of
+ * the way (the container is gone once it is) and *trash gets the renamed
+ * tree's path, or NULL when there was none, for
+ * containers_trash_remove_blocking after the caller was answered (caller
+ * frees). Start-up removes a renamed tree that a crash left.
  */
 int containers_delete_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
-                               const char *dir, struct err *err);
+                               const char *dir, char **trash, struct err *err);
+
+/* Removes a tree that containers_delete_blocking renamed out of the way. Blocks. */
+int containers_trash_remove_blocking(const char *trash, struct err *err);
 
 /*
  * Resolves user ("uid[:gid]", a name, or "name:group") against the

@@ -17,6 +17,7 @@
 #include "daemon/containers.h"
 
 #include <json-c/json.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,7 +375,7 @@ apply_image_config(struct store *st, const struct meta_image *img, struct ctr_pa
 }
 
 static int delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p,
-                        const char *dir, bool undo, struct err *err);
+                        const char *dir, bool undo, char **trash, struct err *err);
 
 static int
 mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
@@ -502,7 +503,7 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
     meta_image_free(img);
     if (ret < 0) {
         struct err uerr = {0};
-        if (delete_steps(reg, st, p, dir, true, &uerr) < 0)
+        if (delete_steps(reg, st, p, dir, true, NULL, &uerr) < 0)
             log_warn("undo the failed create of %s: %s", p->handle, uerr.msg);
         return err_wrap(err, "create container %s", p->handle);
     }
@@ -562,7 +563,7 @@ containers_start_blocking(struct containers *reg, struct store *st, const struct
               (uv_hrtime() - t_rt) / 1e6);
     if (ret < 0) {
         struct err uerr = {0};
-        if (delete_steps(reg, st, p, dir, true, &uerr) < 0)
+        if (delete_steps(reg, st, p, dir, true, NULL, &uerr) < 0)
             log_warn("undo the failed create of %s: %s", p->handle, uerr.msg);
         return err_wrap(err, "create container %s", p->handle);
     }
@@ -573,32 +574,40 @@ int
 containers_undo_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
                          const char *dir, struct err *err)
 {
-    return delete_steps(reg, st, p, dir, true, err);
+    return delete_steps(reg, st, p, dir, true, NULL, err);
 }
 
 /*
  * Removes a container's directory by first renaming it out of the way
- * (to ".removing-<name>" beside it): a status read racing the delete then
- * finds no process directory, instead of finding one half-removed and
- * settling it as never started (which wrote its exit record back into the
- * tree being removed: "Directory not empty"). A crash between the rename
- * and the removal leaves the renamed tree for the next start-up.
+ * (to ".removing-<name>.<n>" beside it, n unique in this daemon's life):
+ * a status read racing the delete then finds no process directory,
+ * instead of finding one half-removed and settling it as never started
+ * (which wrote its exit record back into the tree being removed:
+ * "Directory not empty"). With trash set, the renamed tree is not
+ * removed but handed back (*trash, caller frees), for a job that removes
+ * it after the delete was answered: once renamed, the tree is no
+ * container's any more, and a new container of the same name makes a
+ * directory of its own. A crash between the rename and the removal
+ * leaves the renamed tree for the next start-up.
  */
 static int
-container_dir_remove(const char *dir, struct err *err)
+container_dir_remove(const char *dir, char **trash_out, struct err *err)
 {
+    static atomic_uint serial;
     const char *slash = strrchr(dir, '/');
     if (!slash || !slash[1])
         return fs_remove_tree(dir, err);
     cleanup_free char *trash = NULL;
-    if (asprintf(&trash, "%.*s/" REMOVING_PREFIX "%s", (int)(slash - dir), dir, slash + 1) < 0)
+    if (asprintf(&trash, "%.*s/" REMOVING_PREFIX "%s.%u", (int)(slash - dir), dir, slash + 1,
+                 atomic_fetch_add(&serial, 1)) < 0)
         return err_set(err, ENOMEM, "out of memory");
-    int ret = fs_remove_tree(trash, err);
-    if (ret < 0)
-        return ret;
     int r = osfs_rename(dir, trash);
     if (r < 0)
         return r == -ENOENT ? 0 : fs_remove_tree(dir, err);
+    if (trash_out) {
+        *trash_out = steal_ptr(&trash);
+        return 0;
+    }
     return fs_remove_tree(trash, err);
 }
 
@@ -608,7 +617,7 @@ container_dir_remove(const char *dir, struct err *err)
  */
 static int
 delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p, const char *dir,
-             bool undo, struct err *err)
+             bool undo, char **trash, struct err *err)
 {
     struct os_stat sb;
     bool have_dir = osfs_stat(dir, &sb) == 0;
@@ -661,15 +670,23 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         }
     }
     if (ret == 0 && have_dir)
-        ret = container_dir_remove(dir, err);
+        ret = container_dir_remove(dir, trash, err);
     return ret < 0 ? err_wrap(err, "delete container %s", p->handle) : 0;
 }
 
 int
 containers_delete_blocking(struct containers *reg, struct store *st, const struct ctr_params *p,
-                           const char *dir, struct err *err)
+                           const char *dir, char **trash, struct err *err)
 {
-    return delete_steps(reg, st, p, dir, false, err);
+    if (trash)
+        *trash = NULL;
+    return delete_steps(reg, st, p, dir, false, trash, err);
+}
+
+int
+containers_trash_remove_blocking(const char *trash, struct err *err)
+{
+    return fs_remove_tree(trash, err);
 }
 
 /* ---- start-up --------------------------------------------------------------- */
@@ -849,7 +866,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
             snprintf(bare.handle, sizeof(bare.handle), "%s", name);
             if (!rt_handle_valid(bare.handle))
                 snprintf(bare.handle, sizeof(bare.handle), "invalid");
-            if (containers_delete_blocking(reg, d->store, p ? p : &bare, dir, &rerr) < 0)
+            if (containers_delete_blocking(reg, d->store, p ? p : &bare, dir, NULL, &rerr) < 0)
                 log_warn("%s", rerr.msg);
             ctr_params_free(p);
             continue;
@@ -857,7 +874,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         if (!state || strcmp(state, "running") != 0) {
             log_info("container %s: interrupted while %s; undoing it", p->handle,
                      state ? state : "?");
-            if (containers_delete_blocking(reg, d->store, p, dir, &rerr) < 0)
+            if (containers_delete_blocking(reg, d->store, p, dir, NULL, &rerr) < 0)
                 log_warn("%s", rerr.msg);
             ctr_params_free(p);
             continue;

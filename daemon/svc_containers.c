@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -412,6 +413,7 @@ struct ctr_delete {
     uv_timer_t *grace_timer;
     int rc;
     struct err err;
+    char *trash; /* the renamed directory, removed after the answer (delete_trash) */
     /* The undo job and the network's detach run side by side. */
     bool job_running, net_running;
     int net_rc;
@@ -439,6 +441,7 @@ delete_free(struct ctr_delete *op)
         free(op->ids[i]);
     free(op->ids);
     free(op->dir);
+    free(op->trash);
     free(op);
 }
 
@@ -455,7 +458,52 @@ static void
 delete_work(void *ctx)
 {
     struct ctr_delete *op = ctx;
-    op->rc = containers_delete_blocking(op->reg, op->st, op->p, op->dir, &op->err);
+    op->rc = containers_delete_blocking(op->reg, op->st, op->p, op->dir, &op->trash, &op->err);
+}
+
+/* ---- the renamed directory, removed after the delete was answered ---------- */
+
+struct trash_job {
+    char *path;
+    int rc;
+    struct err err;
+};
+
+static void
+trash_work(void *ctx)
+{
+    struct trash_job *t = ctx;
+    t->rc = containers_trash_remove_blocking(t->path, &t->err);
+}
+
+static void
+trash_done(void *ctx, bool cancelled)
+{
+    struct trash_job *t = ctx;
+    if (!cancelled && t->rc < 0)
+        log_warn("remove %s: %s (the next start-up tries again)", t->path, t->err.msg);
+    free(t->path);
+    free(t);
+}
+
+/*
+ * The tree a delete renamed out of the way (its files, its scratch
+ * layer's upper and work directories) is no container's any more: its
+ * removal need not add to the delete's time, nor to a docker run --rm's,
+ * which waits for the removal. What cannot be queued now (shutting down)
+ * is left for the next start-up, which removes every renamed tree.
+ */
+static void
+delete_trash(struct ctr_delete *op)
+{
+    struct trash_job *t = op->trash ? calloc(1, sizeof(*t)) : NULL;
+    if (!t)
+        return;
+    t->path = steal_ptr(&op->trash);
+    if (job_submit(op->reg->d->jobs, "container.trash", trash_work, trash_done, t) < 0) {
+        free(t->path);
+        free(t);
+    }
 }
 
 /* The delete's last step, once the undo job and the detach both ended:
@@ -467,6 +515,7 @@ delete_settle(struct ctr_delete *op)
         return;
     struct container *c = op->c;
     c->removing = false;
+    delete_trash(op);
     if (op->rc == 0 && op->net_rc < 0) {
         op->rc = op->net_rc;
         err_copy(&op->err, &op->net_err);

@@ -674,6 +674,9 @@ cc_verify_empty(struct cc_campaign *c, char *why, size_t len)
                    "volumes",
                    json_object_array_length(v->images), v->containers.n, v->volumes.n);
     ok = ok && check_gc(v) && leaks(v, "after deleting everything");
+    /* A deleted container's directory goes in a job after its 204. */
+    ok = ok && (wait_container_trash_gone(&c->b, 30000) ||
+                vfail(v, "after deleting everything: a renamed container directory is left"));
     struct cc_names n;
     const char *const dirs[] = {"content/sha256", "snapshots",    "containers",
                                 "volumes",        "runtime/runc", NULL};

@@ -972,6 +972,34 @@ wait_health_int(const struct berthd *b, const char *dotted, int64_t want, int ti
     return false;
 }
 
+static bool
+container_trash_left(const char *root)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/containers", root);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool left = false;
+    struct dirent *e;
+    while (!left && (e = readdir(d)))
+        left = strncmp(e->d_name, ".removing-", strlen(".removing-")) == 0;
+    closedir(d);
+    return left;
+}
+
+bool
+wait_container_trash_gone(const struct berthd *b, int timeout_ms)
+{
+    double deadline = now_ms() + timeout_ms;
+    while (container_trash_left(b->root)) {
+        if (now_ms() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+    return true;
+}
+
 int
 harness_run_suite(Suite *s)
 {

@@ -214,6 +214,13 @@ void bg_join(struct bg_req *bg);
  * integer) or timeout_ms passes; returns whether it did. */
 bool wait_health_int(const struct berthd *b, const char *dotted, int64_t want, int timeout_ms);
 
+/*
+ * Polls until b's store has no container directory a delete renamed out
+ * of the way (containers/.removing-*: removed by a job after the delete
+ * was answered) or timeout_ms passes; returns whether none was left.
+ */
+bool wait_container_trash_gone(const struct berthd *b, int timeout_ms);
+
 /* Builds a Check suite runner for one suite and runs it; the main of
  * every test_*.c. */
 int harness_run_suite(Suite *s);

@@ -40,6 +40,9 @@ assert_nothing_left(const struct berthd *b, const char *handle)
                                 "head -1",
                                 handle);
     ck_assert_msg(cg[0] == '\0', "cgroup %s is left", cg);
+    /* The directory, renamed at the delete, goes in a job after the answer. */
+    ck_assert_msg(wait_container_trash_gone(b, 30000), "a renamed directory is left: %s",
+                  ctr_sh_out("ls -a %s/containers | tr '\\n' ' '", b->root));
 }
 
 START_TEST(container_create_validates_its_request)
@@ -648,6 +651,28 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
 }
 END_TEST
 
+START_TEST(a_renamed_directory_a_crash_left_is_removed_at_start_up)
+{
+    /* The delete renames a container's directory and answers; a job
+     * removes the tree. A daemon killed in between leaves the tree, with
+     * files and directories a container wrote, for the next start-up. */
+    struct berthd b1 = {0}, b2 = {0};
+    ctr_require_runtime();
+    berthd_start(&b1, NULL);
+    ck_assert_int_eq(berthd_term(&b1, 10000), 0);
+    char root[PATH_MAX], trash[PATH_MAX + 64];
+    snprintf(root, sizeof(root), "%s", b1.root);
+    snprintf(trash, sizeof(trash), "%s/containers/.removing-gone.7", root);
+    ck_assert_int_eq(
+        ctr_sh("mkdir -p %s/scratch/upper/a/b && echo x > %s/scratch/upper/a/b/f", trash, trash),
+        0);
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ck_assert_msg(access(trash, F_OK) != 0, "%s is left after the restart", trash);
+    berthd_finish(&b2);
+    berthd_cleanup(&b1);
+}
+END_TEST
+
 static Suite *
 containers_suite(void)
 {
@@ -667,6 +692,7 @@ containers_suite(void)
     tcase_add_test(tc, container_runtime_missing_is_503_with_its_error);
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
     tcase_add_test(tc, mounts_a_crash_left_are_undone_at_restart);
+    tcase_add_test(tc, a_renamed_directory_a_crash_left_is_removed_at_start_up);
     tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
     tcase_add_test(tc, daemon_stop_removes_its_empty_cgroup_parent);
     tcase_add_test(tc, no_cgroup_is_left_after_the_last_container_and_the_daemon);

@@ -325,6 +325,9 @@ check_containers(struct berthd *b, const char *what, const struct name_set *vols
         set_add(&ctrs, list[i]);
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/containers", b->root);
+    /* A deleted container's directory goes in a job after its 204. */
+    if (check_files && !wait_container_trash_gone(b, 30000))
+        fault_check(b, what, false, "a deleted container's renamed directory is left");
     if (check_files)
         dir_entries(dir, &have);
     for (size_t i = 0; i < have.n; i++)

@@ -3,6 +3,9 @@
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "runtime/driver.h"
 #include "runtime/oci/defaults.h"
@@ -300,12 +303,55 @@ START_TEST(driver_probe_reports_missing_runtime)
 }
 END_TEST
 
+#if defined(__x86_64__)
+/* What the kernel says to an x32 getpid, asked here independently of the probe. */
+static bool
+kernel_runs_x32(void)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(syscall(0x40000000L | SYS_getpid) > 0 ? 0 : 1);
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+START_TEST(seccomp_lists_the_x32_abi_only_where_the_kernel_runs_it)
+{
+    /* A filter without an ABI refuses its syscalls: x32 is left out where
+     * the kernel would refuse them anyway, which spares runc its filter. */
+    struct json_object *with = rt_oci_seccomp_profile(true),
+                       *without = rt_oci_seccomp_profile(false);
+    ck_assert(array_has(at(with, "architectures"), "SCMP_ARCH_X32"));
+    ck_assert(array_has(at(with, "architectures"), "SCMP_ARCH_X86"));
+    ck_assert(!array_has(at(without, "architectures"), "SCMP_ARCH_X32"));
+    ck_assert(array_has(at(without, "architectures"), "SCMP_ARCH_X86_64"));
+    ck_assert(array_has(at(without, "architectures"), "SCMP_ARCH_X86"));
+    ck_assert_int_eq(json_object_array_length(at(without, "syscalls")),
+                     json_object_array_length(at(with, "syscalls")));
+    json_object_put(with);
+    json_object_put(without);
+
+    bool runs = kernel_runs_x32();
+    ck_assert_int_eq(rt_oci_kernel_runs_x32(), runs);
+    struct json_object *j = build(&(struct rt_container_spec){
+        .handle = "c1", .dir = "/var/lib/berth/containers/c1", .rootfs = "/r"});
+    ck_assert_int_eq(array_has(at(j, "linux.seccomp.architectures"), "SCMP_ARCH_X32"), runs);
+    json_object_put(j);
+}
+END_TEST
+#endif
+
 int
 main(void)
 {
     Suite *s = suite_create("runtime_spec");
     TCase *tc = tcase_create("spec");
     tcase_add_test(tc, spec_has_security_defaults);
+#if defined(__x86_64__)
+    tcase_add_test(tc, seccomp_lists_the_x32_abi_only_where_the_kernel_runs_it);
+#endif
     tcase_add_test(tc, spec_maps_limits_and_mounts);
     tcase_add_test(tc, spec_rejects_invalid_requests);
     tcase_add_test(tc, spec_joins_the_network_namespace_it_is_given);
