@@ -489,11 +489,16 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
         }
     }
     uint64_t t_meta = uv_hrtime();
-    if (ret == 0)
+    if (ret == 0 && p->rootfs_dir && reg->drv->rootfs_normalise) {
+        /* The driver takes a raw rootfs as it is (hcs: its layer folder). */
+        if (!(*rootfs = strdup(p->rootfs_dir)))
+            ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+    } else if (ret == 0) {
         ret = mount_rootfs(st, p, dir, img, &m, err);
+    }
     /* No rootfs path (Windows layers: the driver is given the layers
      * instead) is the runtime's to judge, not a failure here. */
-    const char *mounted = ret == 0 ? mounted_layers_rootfs(m) : NULL;
+    const char *mounted = ret == 0 && m ? mounted_layers_rootfs(m) : NULL;
     if (mounted && !(*rootfs = strdup(mounted)))
         ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
     log_debug("create %s: record and image %.1f ms, mount %.1f ms", p->handle,

@@ -221,6 +221,16 @@ struct rt_driver {
      * err. What start-up detection found: does not block, any thread.
      */
     int (*isolation_usable)(void *ctx, const char *mode, struct err *err);
+    /*
+     * Optional. Present: the driver takes a raw rootfs ("rootfs":
+     * "raw:///...") as it is, a path of its own platform, and the daemon
+     * mounts nothing for it (hcs: a Windows path, the container's layer
+     * folder). Checks path, the URI's decoded path, and writes its normal
+     * form into out (size bytes); EINVAL naming it otherwise. NULL: the
+     * daemon's rules (an absolute POSIX directory, overlaid with a
+     * writable layer of the container's own). Pure; any thread.
+     */
+    int (*rootfs_normalise)(const char *path, char *out, size_t size, struct err *err);
 };
 
 /*
