@@ -40,6 +40,8 @@ struct hcsd {
     char rec[PATH_MAX + 16]; /* BERTH_HCS_DOUBLE_DIR, a Linux path */
     char rootfs[PATH_MAX + 16];
     char raw[PATH_MAX * 3]; /* raw:/// and rootfs as Windows names it, percent-encoded */
+    bool keep;              /* BERTH_HCS_DOUBLE_STATE: systems outlive berthd.exe's process */
+    char state[PATH_MAX + 16];
     char env[6][PATH_MAX * 2];
 };
 
@@ -99,6 +101,14 @@ hcsd_start(struct hcsd *h, const char *fail, bool scratch)
     o.env[n] = h->env[n], n++;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_FAIL=%s", fail ? fail : "");
     o.env[n] = h->env[n], n++;
+    if (h->keep) {
+        snprintf(h->state, sizeof(h->state), "%s/hcs-state", h->b.tmp);
+        mkdir(h->state, 0700);
+        char state_win[PATH_MAX + 24];
+        wine_path(h->state, state_win, sizeof(state_win));
+        snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_STATE=%s", state_win);
+        o.env[n] = h->env[n], n++;
+    }
     if (scratch) {
         snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_SCRATCH_VOLUME=%s", VOLUME);
         o.env[n] = h->env[n], n++;
@@ -187,12 +197,13 @@ spawn(const struct hcsd *h, const char *handle, const char *id, const char *args
     hresp_free(&r);
 }
 
-/* GET of a process's sub-resource (stdout, wait?...), its body copied (caller frees). */
+/* GET of a process ("") or its sub-resource (stdout, wait?...), its body copied (caller frees). */
 static char *
 proc_get(const struct hcsd *h, const char *handle, const char *id, const char *what, long *status)
 {
     char path[512];
-    snprintf(path, sizeof(path), "/v1/containers/%s/processes/%s/%s", handle, id, what);
+    snprintf(path, sizeof(path), "/v1/containers/%s/processes/%s%s%s", handle, id,
+             what[0] ? "/" : "", what);
     struct hresp r;
     http_do(&h->b, &(struct hreq){.method = "GET", .path = path, .timeout_ms = 60000}, &r);
     *status = r.status;
@@ -464,6 +475,52 @@ START_TEST(a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest)
 }
 END_TEST
 
+/*
+ * With BERTH_HCS_DOUBLE_STATE the double keeps a started system across
+ * berthd.exe's processes, as the service does (its processes, threads of
+ * the process that ended, do not survive): the restarted daemon reopens
+ * the system and goes on using it.
+ */
+START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
+{
+    struct hcsd h = {.keep = true};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    create(&h, "live", NULL, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    spawn(&h, "live", "task", "\"out\",\"before\",\"wait\"");
+    wait_stdout(&h, "live", "task", "before");
+    int ws = berthd_term(&h.b, 60000);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "stop: status %d", ws);
+
+    hcsd_start(&h, NULL, true);
+    http_get(&h.b, "/v1/containers/live", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "state"), "running");
+    hresp_free(&r);
+    /* The process did not outlive the old daemon's double: no exit code is invented. */
+    ck_assert_int_eq(wait_exit(&h, "live", "task"), 255);
+    long st = 0;
+    char *body = proc_get(&h, "live", "task", "", &st);
+    ck_assert_msg(st == 200 && strstr(body, "exit code is lost"), "process: %ld %s", st, body);
+    free(body);
+    char *out = proc_get(&h, "live", "task", "stdout", &st);
+    ck_assert_msg(st == 200 && strcmp(out, "before") == 0, "stdout: %ld %s", st, out);
+    free(out);
+    /* The reopened system runs new processes. */
+    spawn(&h, "live", "after", "\"out\",\"again\",\"exit\",\"5\"");
+    ck_assert_int_eq(wait_exit(&h, "live", "after"), 5);
+    wait_stdout(&h, "live", "after", "again");
+    delete_ctr(&h, "live");
+    char kept[PATH_MAX + 64];
+    snprintf(kept, sizeof(kept), "%s/runtime/hcs/live", h.b.root);
+    struct stat sb;
+    ck_assert_msg(stat(kept, &sb) != 0, "live's record is still there");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -481,6 +538,7 @@ main(void)
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
+    tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }

@@ -19,6 +19,14 @@
  *   BERTH_HCS_DOUBLE_DIR    a directory: every document received is
  *                           written there as NNNN-<Function>.json, and
  *                           calls.log gets "NNNN <Function> <id>" per call
+ *   BERTH_HCS_DOUBLE_STATE  a directory standing in for the service's own
+ *                           memory across client processes (the double lives
+ *                           in its client's process, HCS does not): a system
+ *                           started without ShouldTerminateOnLastHandleClosed
+ *                           is written there as <id> until it stops, and
+ *                           HcsOpenComputeSystem in a later process finds it
+ *                           running, with none of its processes (they were
+ *                           threads of the process that ended)
  *   BERTH_HCS_DOUBLE_LPS    logical processors ProcessorTopology reports (4)
  *   BERTH_HCS_DOUBLE_DELAY_MS  delay before an operation completes (5)
  *   BERTH_HCS_DOUBLE_FAIL   comma-separated failures, the way real hosts fail:
@@ -101,6 +109,8 @@ bool dbl_wait(DWORD ms);
 void dbl_broadcast(void);
 
 /* ---- environment ---- */
+/* The variable's value in buf (size bytes); false when unset, empty or too long. */
+bool dbl_env(const char *name, char *buf, DWORD size);
 bool dbl_fail(const char *mode);
 long dbl_fail_value(const char *mode, long dflt);
 
