@@ -5,7 +5,8 @@
  * driven over HTTP from the Linux side: health's runtime.isolations with
  * and without Hyper-V, a container from a raw:// rootfs with a
  * percent-encoded Windows path, a process's output replayed and
- * followed, a signal and the exit code it gives, the delete, a hyperv
+ * followed, a signal and the exit code it gives, stdin, two processes
+ * named task at once, the delete, a hyperv
  * container sized from its limit, admission's 507 against the host's
  * commit, the 409 of a host without Hyper-V, and a restart of berthd.exe.
  *
@@ -330,12 +331,53 @@ START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
                   str_at(p, "CommandLine"));
     json_object_put(p);
 
+    /* Stdin streamed in: its end is the end of the process's input. */
+    http_post_json(&h.b, "/v1/containers/w1/processes",
+                   "{\"id\":\"cat\",\"path\":\"prog.exe\",\"args\":[\"echo\"],\"stdin\":true}", &r);
+    ck_assert_msg(r.status == 201, "spawn cat: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    http_do(&h.b,
+            &(struct hreq){.method = "PUT",
+                           .path = "/v1/containers/w1/processes/cat/stdin",
+                           .body = "ping\npong\n",
+                           .content_type = "application/octet-stream",
+                           .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 200, "stdin: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(wait_exit(&h, "w1", "cat"), 0);
+    wait_stdout(&h, "w1", "cat", "ping\npong\n");
+
     delete_ctr(&h, "w1");
     ck_assert_int_ge(called(&h, "HcsTerminateComputeSystem"), 1);
     ck_assert_int_ge(called(&h, "HcsCloseComputeSystem"), 1);
     http_get(&h.b, "/v1/containers/w1", &r);
     ck_assert_int_eq(r.status, 404);
     hresp_free(&r);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* Concourse names every task's process "task": two containers run theirs at once. */
+START_TEST(two_containers_run_a_process_named_task_at_once)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    const char *handles[] = {"ta", "tb"};
+    for (int i = 0; i < 2; i++) {
+        create(&h, handles[i], NULL, &r);
+        ck_assert_msg(r.status == 201, "create %s: %ld %s", handles[i], r.status, r.body);
+        hresp_free(&r);
+    }
+    spawn(&h, "ta", "task", "\"out\",\"from a\",\"sleep\",\"300\"");
+    spawn(&h, "tb", "task", "\"out\",\"from b\",\"sleep\",\"300\"");
+    ck_assert_int_eq(wait_exit(&h, "ta", "task"), 0);
+    ck_assert_int_eq(wait_exit(&h, "tb", "task"), 0);
+    wait_stdout(&h, "ta", "task", "from a");
+    wait_stdout(&h, "tb", "task", "from b");
+    for (int i = 0; i < 2; i++)
+        delete_ctr(&h, handles[i]);
     berthd_finish(&h.b);
 }
 END_TEST
@@ -534,6 +576,7 @@ main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, health_shows_both_isolations_usable_on_the_double);
     tcase_add_test(tc, a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted);
+    tcase_add_test(tc, two_containers_run_a_process_named_task_at_once);
     tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
