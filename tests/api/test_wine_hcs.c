@@ -6,9 +6,10 @@
  * and without Hyper-V, a container from a raw:// rootfs with a
  * percent-encoded Windows path, a process's output replayed and
  * followed, a signal and the exit code it gives, stdin, two processes
- * named task at once, the delete, a hyperv
- * container sized from its limit, admission's 507 against the host's
- * commit, the 409 of a host without Hyper-V, and a restart of berthd.exe.
+ * named task at once, a volume as a mapped directory, the delete, a
+ * hyperv container sized from its limit, admission's 507 against the
+ * host's commit, the 409 of a host without Hyper-V, and restarts of
+ * berthd.exe.
  *
  * The double is loaded through BERTH_TEST_HCS_DLL (honoured by test
  * builds only, runtime/hcs/hcs_api.h); it records every call and
@@ -382,6 +383,35 @@ START_TEST(two_containers_run_a_process_named_task_at_once)
 }
 END_TEST
 
+/* A volume is a mapped directory, at the caller's POSIX target made a C:\ path. */
+START_TEST(a_volume_mount_is_a_mapped_directory)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    http_post_json(&h.b, "/v1/volumes", "{\"handle\":\"cache\"}", &r);
+    ck_assert_msg(r.status == 201, "volume: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    create(&h, "vm1",
+           "\"mounts\":[{\"volume\":\"cache\",\"target\":\"/tmp/build/in\",\"readonly\":true}]",
+           &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
+    json_object *mds = json_at(doc, "Container.MappedDirectories");
+    ck_assert_msg(mds && json_object_array_length(mds) == 1, "%s", json_object_to_json_string(doc));
+    json_object *md = json_object_array_get_idx(mds, 0);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(md, "ContainerPath")),
+                     "C:\\tmp\\build\\in");
+    ck_assert(json_object_get_boolean(json_object_object_get(md, "ReadOnly")));
+    const char *host = json_object_get_string(json_object_object_get(md, "HostPath"));
+    ck_assert_msg(host && strncmp(host, "Z:\\", 3) == 0 && strstr(host, "cache"), "host %s", host);
+    json_object_put(doc);
+    delete_ctr(&h, "vm1");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 /* Without the scratch that berth cannot make yet, a raw rootfs is refused by name. */
 START_TEST(a_raw_rootfs_without_a_scratch_volume_is_refused_plainly)
 {
@@ -577,6 +607,7 @@ main(void)
     tcase_add_test(tc, health_shows_both_isolations_usable_on_the_double);
     tcase_add_test(tc, a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted);
     tcase_add_test(tc, two_containers_run_a_process_named_task_at_once);
+    tcase_add_test(tc, a_volume_mount_is_a_mapped_directory);
     tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
