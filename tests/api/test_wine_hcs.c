@@ -47,22 +47,12 @@ struct hcsd {
     char env[6][PATH_MAX * 2];
 };
 
-/* path as Windows names it under Wine: Z: and backslashes. */
-static void
-wine_path(const char *path, char *out, size_t len)
-{
-    snprintf(out, len, "Z:%s", path);
-    for (char *c = out; *c; c++)
-        if (*c == '/')
-            *c = '\\';
-}
-
 /* "raw:///" and the Windows path of dir, every byte outside [A-Za-z0-9._-] escaped. */
 static void
 raw_uri(const char *dir, char *out, size_t len)
 {
     char win[PATH_MAX + 8];
-    wine_path(dir, win, sizeof(win));
+    harness_wine_path(dir, win, sizeof(win));
     size_t n = (size_t)snprintf(out, len, "raw:///");
     for (const unsigned char *s = (const unsigned char *)win; *s && n + 4 < len; s++) {
         if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -87,14 +77,14 @@ hcsd_start(struct hcsd *h, const char *fail, bool scratch)
     ck_assert_msg(dbl && *dbl, "BERTH_TEST_HCS_DOUBLE is not set");
     if (!h->b.tmp[0])
         harness_mkdtemp(h->b.tmp, sizeof(h->b.tmp));
-    wine_path(dbl, h->dll, sizeof(h->dll));
+    harness_wine_path(dbl, h->dll, sizeof(h->dll));
     snprintf(h->rec, sizeof(h->rec), "%s/hcs-rec", h->b.tmp);
     snprintf(h->rootfs, sizeof(h->rootfs), "%s/rootfs", h->b.tmp);
     mkdir(h->rec, 0700);
     mkdir(h->rootfs, 0700);
     raw_uri(h->rootfs, h->raw, sizeof(h->raw));
     char rec_win[PATH_MAX + 24];
-    wine_path(h->rec, rec_win, sizeof(rec_win));
+    harness_wine_path(h->rec, rec_win, sizeof(rec_win));
     struct berthd_opts o = {.args = {"--runtime", "hcs", NULL}};
     size_t n = 0;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_DLL=%s", h->dll);
@@ -107,7 +97,7 @@ hcsd_start(struct hcsd *h, const char *fail, bool scratch)
         snprintf(h->state, sizeof(h->state), "%s/hcs-state", h->b.tmp);
         mkdir(h->state, 0700);
         char state_win[PATH_MAX + 24];
-        wine_path(h->state, state_win, sizeof(state_win));
+        harness_wine_path(h->state, state_win, sizeof(state_win));
         snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_STATE=%s", state_win);
         o.env[n] = h->env[n], n++;
     }
@@ -175,6 +165,16 @@ create(const struct hcsd *h, const char *handle, const char *extra, struct hresp
             r);
 }
 
+/* A process-isolated container from the raw rootfs, 201. */
+static void
+create_ok(const struct hcsd *h, const char *handle)
+{
+    struct hresp r;
+    create(h, handle, NULL, &r);
+    ck_assert_msg(r.status == 201, "create %s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
 static void
 delete_ctr(const struct hcsd *h, const char *handle)
 {
@@ -183,6 +183,18 @@ delete_ctr(const struct hcsd *h, const char *handle)
     struct hresp r;
     http_do(&h->b, &(struct hreq){.method = "DELETE", .path = path, .timeout_ms = 60000}, &r);
     ck_assert_msg(r.status == 204, "delete %s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+/* The container is gone from the API. */
+static void
+ctr_gone(const struct hcsd *h, const char *handle)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/containers/%s", handle);
+    struct hresp r;
+    http_get(&h->b, path, &r);
+    ck_assert_msg(r.status == 404, "%s: %ld %s", handle, r.status, r.body);
     hresp_free(&r);
 }
 
@@ -284,7 +296,7 @@ START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
     /* The raw rootfs is the container's layer, the scratch its storage. */
     json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
     char win[PATH_MAX + 8];
-    wine_path(h.rootfs, win, sizeof(win));
+    harness_wine_path(h.rootfs, win, sizeof(win));
     json_object *layers = json_at(doc, "Container.Storage.Layers");
     ck_assert_int_eq(json_object_array_length(layers), 1);
     ck_assert_str_eq(json_object_get_string(
@@ -352,9 +364,7 @@ START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
     delete_ctr(&h, "w1");
     ck_assert_int_ge(called(&h, "HcsTerminateComputeSystem"), 1);
     ck_assert_int_ge(called(&h, "HcsCloseComputeSystem"), 1);
-    http_get(&h.b, "/v1/containers/w1", &r);
-    ck_assert_int_eq(r.status, 404);
-    hresp_free(&r);
+    ctr_gone(&h, "w1");
     berthd_finish(&h.b);
 }
 END_TEST
@@ -364,13 +374,9 @@ START_TEST(two_containers_run_a_process_named_task_at_once)
 {
     struct hcsd h = {0};
     hcsd_start(&h, NULL, true);
-    struct hresp r;
     const char *handles[] = {"ta", "tb"};
-    for (int i = 0; i < 2; i++) {
-        create(&h, handles[i], NULL, &r);
-        ck_assert_msg(r.status == 201, "create %s: %ld %s", handles[i], r.status, r.body);
-        hresp_free(&r);
-    }
+    for (int i = 0; i < 2; i++)
+        create_ok(&h, handles[i]);
     spawn(&h, "ta", "task", "\"out\",\"from a\",\"sleep\",\"300\"");
     spawn(&h, "tb", "task", "\"out\",\"from b\",\"sleep\",\"300\"");
     ck_assert_int_eq(wait_exit(&h, "ta", "task"), 0);
@@ -461,9 +467,7 @@ START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
     ck_assert_msg(strstr(r.body, "CommitLimit") && strstr(r.body, "CommitTotal"), "%s", r.body);
     hresp_free(&r);
     ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 2);
-    http_get(&h.b, "/v1/containers/huge", &r);
-    ck_assert_int_eq(r.status, 404);
-    hresp_free(&r);
+    ctr_gone(&h, "huge");
     berthd_finish(&h.b);
 }
 END_TEST
@@ -488,9 +492,7 @@ START_TEST(a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409)
     hresp_free(&r);
     ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
     /* Process isolation still works. */
-    create(&h, "argon", NULL, &r);
-    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
-    hresp_free(&r);
+    create_ok(&h, "argon");
     delete_ctr(&h, "argon");
     berthd_finish(&h.b);
 }
@@ -508,9 +510,7 @@ START_TEST(a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest)
     struct hcsd h = {0};
     hcsd_start(&h, NULL, true);
     struct hresp r;
-    create(&h, "keep", NULL, &r);
-    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
-    hresp_free(&r);
+    create_ok(&h, "keep");
     spawn(&h, "keep", "task", "\"out\",\"before\",\"wait\"");
     wait_stdout(&h, "keep", "task", "before");
     /* Stopped, not finished: the root and the recordings stay for the restart. */
@@ -558,9 +558,7 @@ START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
     struct hcsd h = {.keep = true};
     hcsd_start(&h, NULL, true);
     struct hresp r;
-    create(&h, "live", NULL, &r);
-    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
-    hresp_free(&r);
+    create_ok(&h, "live");
     spawn(&h, "live", "task", "\"out\",\"before\",\"wait\"");
     wait_stdout(&h, "live", "task", "before");
     int ws = berthd_term(&h.b, 60000);
