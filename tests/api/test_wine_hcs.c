@@ -460,10 +460,12 @@ START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
     delete_ctr(&h, "hv");
     ck_assert_int_eq(called(&h, "HcsTerminateComputeSystem"), 2);
 
-    /* Past the host's commit (Wine's GetPerformanceInfo: this machine's): 507, and nothing made. */
-    create(&h, "huge", "\"isolation\":\"hyperv\",\"limits\":{\"memory_bytes\":549755813888}", &r);
+    /* Past the host's commit (Wine's GetPerformanceInfo: this machine's): 507, and nothing
+     * made. The largest VM berth sizes, 1 TiB (a task of 1 TiB - 256 MB), so that no CI
+     * machine has the commit for it. */
+    create(&h, "huge", "\"isolation\":\"hyperv\",\"limits\":{\"memory_bytes\":1099243192320}", &r);
     ck_assert_error_reply(&r, 507, "insufficient_storage",
-                          "not enough memory commit for a 524544 MB utility vm");
+                          "not enough memory commit for a 1048576 MB utility vm");
     ck_assert_msg(strstr(r.body, "CommitLimit") && strstr(r.body, "CommitTotal"), "%s", r.body);
     hresp_free(&r);
     ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 2);
