@@ -485,8 +485,8 @@ static const char *
 scratch_of(const struct rt_container_spec *spec, bool hyperv, char *buf, size_t size,
            struct err *err)
 {
-    if (spec->scratch || spec->layers)
-        return spec->scratch ? spec->scratch : ""; /* the documents refuse "" by name */
+    if (spec->scratch || spec->layers || !spec->rootfs)
+        return spec->scratch ? spec->scratch : ""; /* refused by name further on */
 #ifdef BERTH_TEST_HOOKS
     const char *vol = getenv("BERTH_TEST_HCS_SCRATCH_VOLUME");
     if (vol && *vol) {
