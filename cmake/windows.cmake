@@ -123,6 +123,7 @@ set(BERTH_WIN_SOURCES
     daemon/containers_ops.c
     daemon/ctr_create.c
     daemon/ctr_events.c
+    daemon/ctr_stops.c
     daemon/ctr_user.c
     daemon/daemon.c
     daemon/job.c

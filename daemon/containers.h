@@ -40,6 +40,7 @@ struct daemon;
 struct store;
 struct ctr_delete;
 struct ctr_events;
+struct ctr_stops;
 struct ctr_stop;
 
 #define CTR_HANDLE_MAX 128
@@ -191,6 +192,7 @@ struct containers {
     unsigned count;
     struct ctr_events *events; /* subscribers and recent history (daemon/ctr_events.h) */
     struct ctr_exec *execs;    /* exec instances (daemon/svc_exec.h) */
+    struct ctr_stops *stops;   /* the driver's word of containers that stopped (ctr_stops.h) */
 };
 
 /*

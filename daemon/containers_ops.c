@@ -32,6 +32,7 @@
 #include "common/strv.h"
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
+#include "daemon/ctr_stops.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_main.h"
 #include "store/layer.h"
@@ -823,9 +824,12 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         log_warn("containers: %s", reg->drv_err.msg);
         return 0;
     }
+    int ret = ctr_stops_open(reg, err);
+    if (ret < 0)
+        return ret;
     if (!d->store)
         return 0; /* the API answers 503 anyway; the records wait for a usable store */
-    int ret = fs_mkdir_p(reg->root, 0700, err);
+    ret = fs_mkdir_p(reg->root, 0700, err);
     if (ret < 0)
         return ret;
     struct osfs_dir *dp = NULL;

@@ -231,6 +231,15 @@ struct rt_driver {
      * writable layer of the container's own). Pure; any thread.
      */
     int (*rootfs_normalise)(const char *path, char *out, size_t size, struct err *err);
+    /*
+     * Optional: tells of running containers that stop on their own (not
+     * through container_delete). cb(arg, handle) runs on a thread of the
+     * driver's (hcs: HCS's event callback) and must only hand the handle on
+     * (uv_async_send); it is not called once close has begun. Set once,
+     * right after open. NULL: the daemon watches the init's pid instead
+     * (rt_container_state.init_pid).
+     */
+    void (*set_stop_cb)(void *ctx, void (*cb)(void *arg, const char *handle), void *arg);
 };
 
 /*

@@ -120,8 +120,14 @@ system_event_cb(void *arg, const struct hcs_event *ev)
     if (ev->type != HCS_EVENT_SYSTEM_EXITED)
         return;
     pthread_mutex_lock(&c->drv->mu);
+    bool was_running = c->status == RT_CONTAINER_RUNNING;
     c->status = RT_CONTAINER_STOPPED;
+    void (*cb)(void *, const char *) = c->drv->stop_cb;
+    void *cb_arg = c->drv->stop_arg;
     pthread_mutex_unlock(&c->drv->mu);
+    /* A delete's own shutdown goes this way too: the daemon knows it is deleting. */
+    if (was_running && cb)
+        cb(cb_arg, c->handle);
 }
 
 /* ---- records ---- */
@@ -224,6 +230,9 @@ hcs_close(void *p)
     struct hcs_drv *drv = p;
     if (!drv)
         return;
+    pthread_mutex_lock(&drv->mu);
+    drv->stop_cb = NULL;
+    pthread_mutex_unlock(&drv->mu);
     /* Systems keep running (they outlive the daemon); only our handles go. */
     while (drv->ctrs) {
         struct hcs_dctr *c = drv->ctrs;
@@ -805,6 +814,16 @@ hcs_isolation_usable(void *p, const char *mode, struct err *err)
     return err_set(err, EINVAL, "isolation %.32s: want process or hyperv", mode);
 }
 
+static void
+hcs_set_stop_cb(void *p, void (*cb)(void *arg, const char *handle), void *arg)
+{
+    struct hcs_drv *drv = p;
+    pthread_mutex_lock(&drv->mu);
+    drv->stop_cb = cb;
+    drv->stop_arg = arg;
+    pthread_mutex_unlock(&drv->mu);
+}
+
 static int
 hcs_container_list(void *p, char ***handles, struct err *err)
 {
@@ -836,4 +855,5 @@ const struct rt_driver rt_hcs_driver = {
     .container_list = hcs_container_list,
     .isolation_usable = hcs_isolation_usable,
     .rootfs_normalise = hcs_path_from_raw_path,
+    .set_stop_cb = hcs_set_stop_cb,
 };

@@ -389,6 +389,39 @@ START_TEST(two_containers_run_a_process_named_task_at_once)
 }
 END_TEST
 
+/* A compute system that dies under its container: HCS's exit event reaches the API. */
+START_TEST(a_system_that_dies_is_reported_stopped)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    create_ok(&h, "dies");
+    spawn(&h, "dies", "task", "\"out\",\"working\",\"wait\"");
+    wait_stdout(&h, "dies", "task", "working");
+    spawn(&h, "dies", "boom", "\"crash\"");
+    struct hresp r = {0};
+    double deadline = now_ms() + 30000;
+    const char *state = NULL;
+    do {
+        hresp_free(&r);
+        sleep_ms(100);
+        http_get(&h.b, "/v1/containers/dies", &r);
+        state = r.json ? str_at(r.json, "state") : NULL;
+    } while (!(state && strcmp(state, "stopped") == 0) && now_ms() < deadline);
+    ck_assert_msg(state && strcmp(state, "stopped") == 0, "container: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    /* Its processes ended with it, with the codes the runtime recorded. */
+    ck_assert_int_eq(wait_exit(&h, "dies", "task"), 1);
+    char body[128];
+    snprintf(body, sizeof(body), "{\"id\":\"late\",\"path\":\"prog.exe\",\"args\":[]}");
+    http_post_json(&h.b, "/v1/containers/dies/processes", body, &r);
+    ck_assert_msg(r.status == 409 || r.status == 503, "spawn in a stopped container: %ld %s",
+                  r.status, r.body);
+    hresp_free(&r);
+    delete_ctr(&h, "dies");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 /* A volume is a mapped directory, at the caller's POSIX target made a C:\ path. */
 START_TEST(a_volume_mount_is_a_mapped_directory)
 {
@@ -607,6 +640,7 @@ main(void)
     tcase_add_test(tc, health_shows_both_isolations_usable_on_the_double);
     tcase_add_test(tc, a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted);
     tcase_add_test(tc, two_containers_run_a_process_named_task_at_once);
+    tcase_add_test(tc, a_system_that_dies_is_reported_stopped);
     tcase_add_test(tc, a_volume_mount_is_a_mapped_directory);
     tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);

@@ -57,6 +57,7 @@
  *   sleep MS       waits MS milliseconds
  *   wait           waits until a signal or termination
  *   ignore-signals signals are acknowledged and otherwise ignored
+ *   crash          its compute system exits unexpectedly (as die-after-ms, at once)
  *   exit N         exits with code N (after the last step: 0)
  *
  * A signal (HcsSignalProcess) ends the process with STATUS_CONTROL_C_EXIT
@@ -194,6 +195,8 @@ struct dsys {
 
 /* Drops a reference; the last frees the system and its processes. */
 void dbl_system_release(struct dsys *s);
+/* Makes s exit unexpectedly, from a thread of its own (any caller, lock not held). */
+void dbl_system_die(struct dsys *s);
 
 /* Fires an event to every handle's callback; call without the lock. */
 void dbl_fire(struct dhandle **list, HCS_EVENT_TYPE type, const char *data);

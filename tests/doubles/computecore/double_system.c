@@ -362,6 +362,16 @@ death_main(void *p)
     return 0;
 }
 
+void
+dbl_system_die(struct dsys *s)
+{
+    struct death *d = malloc(sizeof(*d));
+    d->sys = s;
+    d->ms = 0;
+    InterlockedIncrement(&s->refs);
+    dbl_spawn(death_main, d);
+}
+
 static void
 start_work(struct dop *op)
 {
