@@ -411,9 +411,8 @@ START_TEST(a_system_that_dies_is_reported_stopped)
     hresp_free(&r);
     /* Its processes ended with it, with the codes the runtime recorded. */
     ck_assert_int_eq(wait_exit(&h, "dies", "task"), 1);
-    char body[128];
-    snprintf(body, sizeof(body), "{\"id\":\"late\",\"path\":\"prog.exe\",\"args\":[]}");
-    http_post_json(&h.b, "/v1/containers/dies/processes", body, &r);
+    http_post_json(&h.b, "/v1/containers/dies/processes",
+                   "{\"id\":\"late\",\"path\":\"prog.exe\",\"args\":[]}", &r);
     ck_assert_msg(r.status == 409 || r.status == 503, "spawn in a stopped container: %ld %s",
                   r.status, r.body);
     hresp_free(&r);
