@@ -174,6 +174,8 @@ struct container {
      * records for a spawn cut short and write them again). */
     bool removing;
     uv_poll_t *init_watch; /* readable when the container's init exits */
+    /* The driver said it stopped while its create still ran (ctr_stops.c). */
+    bool stopped_while_creating;
     /* The main process (p->main): its latest run, or NULL before the first. */
     struct ctr_proc *main_proc;
     unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */

@@ -26,6 +26,15 @@ struct ctr_stops {
     bool async_closed;
 };
 
+void
+ctr_stops_mark(struct container *c)
+{
+    log_warn("container %s: its runtime says it stopped; the container is stopped", c->p->handle);
+    c->state = CTR_STOPPED;
+    for (struct ctr_proc *pr = c->procs; pr; pr = pr->next)
+        container_proc_check(pr);
+}
+
 /* The driver's thread. */
 static void
 stopped_cb(void *arg, const char *handle)
@@ -60,14 +69,12 @@ relay_cb(uv_async_t *a)
         struct stop_item *it = list;
         list = it->next;
         struct container *c = containers_find(s->reg, it->handle);
-        /* A delete's own shutdown, or a create that failed, is not news. */
-        if (c && c->state == CTR_RUNNING && !c->removing) {
-            log_warn("container %s: its runtime says it stopped; the container is stopped",
-                     it->handle);
-            c->state = CTR_STOPPED;
-            for (struct ctr_proc *pr = c->procs; pr; pr = pr->next)
-                container_proc_check(pr);
-        }
+        /* A delete's own shutdown is not news; a create still running
+         * takes it when it ends (ctr_create.c). */
+        if (c && c->state == CTR_CREATING)
+            c->stopped_while_creating = true;
+        else if (c && c->state == CTR_RUNNING && !c->removing)
+            ctr_stops_mark(c);
         free(it);
     }
 }

@@ -20,4 +20,7 @@ void ctr_stops_close(struct containers *reg);
 /* Frees what is left; after the loop ran the close and the driver is closed. */
 void ctr_stops_free(struct containers *reg);
 
+/* Marks c, which its driver said stopped, stopped, and reads its processes' records again. */
+void ctr_stops_mark(struct container *c);
+
 #endif

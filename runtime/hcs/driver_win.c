@@ -120,7 +120,8 @@ system_event_cb(void *arg, const struct hcs_event *ev)
     if (ev->type != HCS_EVENT_SYSTEM_EXITED)
         return;
     pthread_mutex_lock(&c->drv->mu);
-    bool was_running = c->status == RT_CONTAINER_RUNNING;
+    /* CREATED: its create still runs (the daemon takes the news when it ends). */
+    bool was_running = c->status == RT_CONTAINER_RUNNING || c->status == RT_CONTAINER_CREATED;
     c->status = RT_CONTAINER_STOPPED;
     void (*cb)(void *, const char *) = c->drv->stop_cb;
     void *cb_arg = c->drv->stop_arg;

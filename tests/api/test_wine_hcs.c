@@ -389,6 +389,25 @@ START_TEST(two_containers_run_a_process_named_task_at_once)
 }
 END_TEST
 
+/* Polls GET of the container until its state is stopped (30 s at most). */
+static void
+wait_stopped(const struct hcsd *h, const char *handle)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/containers/%s", handle);
+    struct hresp r = {0};
+    double deadline = now_ms() + 30000;
+    const char *state = NULL;
+    do {
+        hresp_free(&r);
+        sleep_ms(100);
+        http_get(&h->b, path, &r);
+        state = r.json ? str_at(r.json, "state") : NULL;
+    } while (!(state && strcmp(state, "stopped") == 0) && now_ms() < deadline);
+    ck_assert_msg(state && strcmp(state, "stopped") == 0, "%s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
 /* A compute system that dies under its container: HCS's exit event reaches the API. */
 START_TEST(a_system_that_dies_is_reported_stopped)
 {
@@ -398,17 +417,8 @@ START_TEST(a_system_that_dies_is_reported_stopped)
     spawn(&h, "dies", "task", "\"out\",\"working\",\"wait\"");
     wait_stdout(&h, "dies", "task", "working");
     spawn(&h, "dies", "boom", "\"crash\"");
-    struct hresp r = {0};
-    double deadline = now_ms() + 30000;
-    const char *state = NULL;
-    do {
-        hresp_free(&r);
-        sleep_ms(100);
-        http_get(&h.b, "/v1/containers/dies", &r);
-        state = r.json ? str_at(r.json, "state") : NULL;
-    } while (!(state && strcmp(state, "stopped") == 0) && now_ms() < deadline);
-    ck_assert_msg(state && strcmp(state, "stopped") == 0, "container: %ld %s", r.status, r.body);
-    hresp_free(&r);
+    wait_stopped(&h, "dies");
+    struct hresp r;
     /* Its processes ended with it, with the codes the runtime recorded. */
     ck_assert_int_eq(wait_exit(&h, "dies", "task"), 1);
     http_post_json(&h.b, "/v1/containers/dies/processes",
@@ -417,6 +427,18 @@ START_TEST(a_system_that_dies_is_reported_stopped)
                   r.status, r.body);
     hresp_free(&r);
     delete_ctr(&h, "dies");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* One that dies as it starts, while berth's create still runs, is stopped all the same. */
+START_TEST(a_system_that_dies_during_the_create_is_reported_stopped)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, "die-at-start", true);
+    create_ok(&h, "early");
+    wait_stopped(&h, "early");
+    delete_ctr(&h, "early");
     berthd_finish(&h.b);
 }
 END_TEST
@@ -640,6 +662,7 @@ main(void)
     tcase_add_test(tc, a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted);
     tcase_add_test(tc, two_containers_run_a_process_named_task_at_once);
     tcase_add_test(tc, a_system_that_dies_is_reported_stopped);
+    tcase_add_test(tc, a_system_that_dies_during_the_create_is_reported_stopped);
     tcase_add_test(tc, a_volume_mount_is_a_mapped_directory);
     tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);

@@ -39,6 +39,7 @@
  *     commit-limit  starting a VirtualMachine fails with ERROR_COMMITMENT_LIMIT,
  *                   "The paging file is too small for this operation to complete"
  *     die-after-ms=N  a started system exits unexpectedly N ms later
+ *     die-at-start  a start succeeds, but the system's exit event comes first
  *     start-hangs   a start never completes until cancelled
  *     create-process-quirk  HcsCreateProcess's operation fails with
  *                   E_INVALIDARG though the process runs (Server 2022's quirk)

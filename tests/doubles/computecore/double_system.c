@@ -416,6 +416,13 @@ start_work(struct dop *op)
     }
     s->state = DSYS_RUNNING;
     s->started = GetTickCount64();
+    if (dbl_fail("die-at-start")) {
+        /* Its exit event comes before the start's own answer, which is success. */
+        dbl_unlock();
+        dsys_stop(s, "UnexpectedExit", HCS_E_UNEXPECTED_EXIT, DBL_EXIT_TERMINATED);
+        dbl_op_complete(op, S_OK, NULL, NULL);
+        return;
+    }
     kept_write(s);
     long die = dbl_fail_value("die-after-ms", -1);
     if (die >= 0) {
