@@ -125,6 +125,7 @@ set(BERTH_WIN_SOURCES
     daemon/containers_ops.c
     daemon/ctr_create.c
     daemon/ctr_events.c
+    daemon/ctr_stops.c
     daemon/ctr_user.c
     daemon/daemon.c
     daemon/job.c
@@ -307,8 +308,8 @@ berth_win_skip_suite(test_runtime_spec "OCI runtime bundles: Linux only by desig
 file(GLOB BERTH_API_SUITES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/api/test_*.c)
 foreach(src ${BERTH_API_SUITES})
   get_filename_component(name ${src} NAME_WE)
-  if(NOT name STREQUAL "test_wine")
-    berth_win_skip_suite(${name} "an API suite of Linux behaviour (runc, Linux file metadata); test_wine covers the portable API against berthd.exe")
+  if(NOT name MATCHES "^test_wine")
+    berth_win_skip_suite(${name} "an API suite of Linux behaviour (runc, Linux file metadata); test_wine covers the portable API against berthd.exe, test_wine_hcs its containers against the computecore double")
   endif()
 endforeach()
 
@@ -446,6 +447,13 @@ if(BERTH_TESTS)
     add_test(NAME api_test_wine COMMAND ${BERTH_WINE_API_SUITE})
     set_tests_properties(api_test_wine PROPERTIES LABELS "api;windows" TIMEOUT 900
                          ENVIRONMENT "${api_env}" SKIP_RETURN_CODE 77)
+    # Its sibling, built beside it: containers through berthd.exe's API with
+    # --runtime hcs against the double of computecore.dll.
+    get_filename_component(wine_api_dir ${BERTH_WINE_API_SUITE} DIRECTORY)
+    add_test(NAME api_test_wine_hcs COMMAND ${wine_api_dir}/api_test_wine_hcs)
+    set_tests_properties(api_test_wine_hcs PROPERTIES LABELS "api;windows" TIMEOUT 900
+                         ENVIRONMENT "${api_env};BERTH_TEST_HCS_DOUBLE=$<TARGET_FILE:computecore_double>"
+                         SKIP_RETURN_CODE 77)
   else()
     message(STATUS "Windows: api_test_wine not registered (BERTH_WINE_API_SUITE or the Wine "
                    "emulator not given; scripts/build-windows.sh gives both)")

@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 #include "daemon/job.h"
 #include "daemon/ctr_events.h"
+#include "daemon/ctr_stops.h"
 #include "daemon/svc_exec.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_main.h"
@@ -663,6 +664,7 @@ containers_close(struct containers *reg)
         container_unref(c);
     }
     ctr_events_free(reg);
+    ctr_stops_close(reg);
 }
 
 void
@@ -673,6 +675,7 @@ containers_free(struct containers *reg)
     ctr_execs_free(reg);
     if (reg->drv && reg->drv->close)
         reg->drv->close(reg->drv_ctx);
+    ctr_stops_free(reg); /* after the driver: its callbacks are over */
     free(reg->root);
     free(reg);
 }

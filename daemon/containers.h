@@ -40,6 +40,7 @@ struct daemon;
 struct store;
 struct ctr_delete;
 struct ctr_events;
+struct ctr_stops;
 struct ctr_stop;
 
 #define CTR_HANDLE_MAX 128
@@ -173,6 +174,8 @@ struct container {
      * records for a spawn cut short and write them again). */
     bool removing;
     uv_poll_t *init_watch; /* readable when the container's init exits */
+    /* The driver said it stopped while its create still ran (ctr_stops.c). */
+    bool stopped_while_creating;
     /* The main process (p->main): its latest run, or NULL before the first. */
     struct ctr_proc *main_proc;
     unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */
@@ -191,6 +194,7 @@ struct containers {
     unsigned count;
     struct ctr_events *events; /* subscribers and recent history (daemon/ctr_events.h) */
     struct ctr_exec *execs;    /* exec instances (daemon/svc_exec.h) */
+    struct ctr_stops *stops;   /* the driver's word of containers that stopped (ctr_stops.h) */
 };
 
 /*

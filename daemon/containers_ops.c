@@ -33,6 +33,7 @@
 #include "common/strv.h"
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
+#include "daemon/ctr_stops.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_main.h"
 #include "store/layer.h"
@@ -490,11 +491,16 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
         }
     }
     uint64_t t_meta = uv_hrtime();
-    if (ret == 0)
+    if (ret == 0 && p->rootfs_dir && reg->drv->rootfs_normalise) {
+        /* The driver takes a raw rootfs as it is (hcs: its layer folder). */
+        if (!(*rootfs = strdup(p->rootfs_dir)))
+            ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+    } else if (ret == 0) {
         ret = mount_rootfs(st, p, dir, img, &m, err);
+    }
     /* No rootfs path (Windows layers: the driver is given the layers
      * instead) is the runtime's to judge, not a failure here. */
-    const char *mounted = ret == 0 ? mounted_layers_rootfs(m) : NULL;
+    const char *mounted = ret == 0 && m ? mounted_layers_rootfs(m) : NULL;
     if (mounted && !(*rootfs = strdup(mounted)))
         ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
     log_debug("create %s: record and image %.1f ms, mount %.1f ms", p->handle,
@@ -835,9 +841,12 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         log_warn("containers: %s", reg->drv_err.msg);
         return 0;
     }
+    int ret = ctr_stops_open(reg, err);
+    if (ret < 0)
+        return ret;
     if (!d->store)
         return 0; /* the API answers 503 anyway; the records wait for a usable store */
-    int ret = fs_mkdir_p(reg->root, 0700, err);
+    ret = fs_mkdir_p(reg->root, 0700, err);
     if (ret < 0)
         return ret;
     struct osfs_dir *dp = NULL;

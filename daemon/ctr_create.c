@@ -31,6 +31,7 @@
 
 #include "common/log.h"
 #include "daemon/ctr_events.h"
+#include "daemon/ctr_stops.h"
 #include "daemon/daemon.h"
 #include "daemon/net.h"
 
@@ -124,6 +125,8 @@ finish(struct ctr_create *op)
         op->p = NULL;
         log_info("container %s: created", c->p->handle);
         ctr_events_emit(c, CTR_CHANGE_CREATE, -1, 0);
+        if (c->stopped_while_creating)
+            ctr_stops_mark(c);
     } else {
         if (op->call.detached) /* else the caller reports it */
             log_info("%s", op->err.msg);

@@ -7,6 +7,7 @@
  */
 #include "daemon/containers.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,12 +110,15 @@ containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32
     if (!uname || !root)
         return err_set(err, ENOMEM, "user %s: out of memory", user);
     cleanup_close int rfd = rootdir_open(root);
-    if (rfd < 0)
+    /* No rootfs directory: the driver keeps the container's files itself
+     * (hcs: layer folders and a scratch volume), so there is no /etc/passwd
+     * to read and only a numeric user resolves. */
+    if (rfd < 0 && rfd != -ENOENT)
         return err_errno(err, -rfd, "user %s: open the container's rootfs", user);
 
     bool numeric = parse_u32(uname, ulen, uid) == 0;
     struct etc_entry pw = {0};
-    cleanup_fclose FILE *passwd = open_etc(rfd, "passwd");
+    cleanup_fclose FILE *passwd = rfd >= 0 ? open_etc(rfd, "passwd") : NULL;
     bool found = passwd && etc_find(passwd, uname, numeric, numeric ? *uid : 0, &pw);
     if (!numeric && !passwd)
         return err_set(err, ERR_INVALID_CONTENT, "user %s: the image has no /etc/passwd", user);
@@ -132,7 +136,7 @@ containers_resolve_user(const char *dir, const char *user, uint32_t *uid, uint32
         return 0;
     if (parse_u32(group, strlen(group), gid) == 0)
         return 0;
-    cleanup_fclose FILE *groups = open_etc(rfd, "group");
+    cleanup_fclose FILE *groups = rfd >= 0 ? open_etc(rfd, "group") : NULL;
     struct etc_entry gr = {0};
     if (!groups || !etc_find(groups, group, false, 0, &gr)) {
         free(*home);

@@ -235,7 +235,19 @@ check_create(const struct containers *reg, struct ctr_params *p, const char *iso
         return err_set(err, EINVAL, "give exactly one of the fields \"image\" and \"rootfs\"");
     if (p->image_ref && (!*p->image_ref || strlen(p->image_ref) > 512))
         return err_set(err, EINVAL, "field \"image\": expected a digest, a prefix or a name");
-    if (p->rootfs_dir && (!abs_path_ok(p->rootfs_dir) || strpbrk(p->rootfs_dir, ":,\n")))
+    if (p->rootfs_dir && reg->drv && reg->drv->rootfs_normalise) {
+        /* The driver's own platform path (hcs: a Windows one), taken as it is. */
+        size_t n = strlen(p->rootfs_dir) + 8;
+        char *norm = malloc(n);
+        if (!norm)
+            return err_set(err, ENOMEM, "out of memory");
+        if (reg->drv->rootfs_normalise(p->rootfs_dir, norm, n, err) < 0) {
+            free(norm);
+            return err_wrap(err, "field \"rootfs\"");
+        }
+        free(p->rootfs_dir);
+        p->rootfs_dir = norm;
+    } else if (p->rootfs_dir && (!abs_path_ok(p->rootfs_dir) || strpbrk(p->rootfs_dir, ":,\n")))
         return err_set(err, EINVAL,
                        "field \"rootfs\": %.200s is not raw:///percent-encoded/absolute/dir "
                        "(without ':' or ',')",

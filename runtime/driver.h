@@ -221,6 +221,25 @@ struct rt_driver {
      * err. What start-up detection found: does not block, any thread.
      */
     int (*isolation_usable)(void *ctx, const char *mode, struct err *err);
+    /*
+     * Optional. Present: the driver takes a raw rootfs ("rootfs":
+     * "raw:///...") as it is, a path of its own platform, and the daemon
+     * mounts nothing for it (hcs: a Windows path, the container's layer
+     * folder). Checks path, the URI's decoded path, and writes its normal
+     * form into out (size bytes); EINVAL naming it otherwise. NULL: the
+     * daemon's rules (an absolute POSIX directory, overlaid with a
+     * writable layer of the container's own). Pure; any thread.
+     */
+    int (*rootfs_normalise)(const char *path, char *out, size_t size, struct err *err);
+    /*
+     * Optional: tells of running containers that stop on their own (not
+     * through container_delete). cb(arg, handle) runs on a thread of the
+     * driver's (hcs: HCS's event callback) and must only hand the handle on
+     * (uv_async_send); it is not called once close has begun. Set once,
+     * right after open. NULL: the daemon watches the init's pid instead
+     * (rt_container_state.init_pid).
+     */
+    void (*set_stop_cb)(void *ctx, void (*cb)(void *arg, const char *handle), void *arg);
 };
 
 /*

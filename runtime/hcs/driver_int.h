@@ -85,6 +85,9 @@ struct hcs_drv {
     uint64_t max_output_bytes;
     pthread_mutex_t mu;
     struct hcs_dctr *ctrs;
+    /* Under mu: who hears of a system that stopped on its own (rt_driver.set_stop_cb). */
+    void (*stop_cb)(void *arg, const char *handle);
+    void *stop_arg;
 };
 
 /* ---- driver_win.c ---- */

@@ -120,8 +120,15 @@ system_event_cb(void *arg, const struct hcs_event *ev)
     if (ev->type != HCS_EVENT_SYSTEM_EXITED)
         return;
     pthread_mutex_lock(&c->drv->mu);
+    /* CREATED: its create still runs (the daemon takes the news when it ends). */
+    bool was_running = c->status == RT_CONTAINER_RUNNING || c->status == RT_CONTAINER_CREATED;
     c->status = RT_CONTAINER_STOPPED;
+    void (*cb)(void *, const char *) = c->drv->stop_cb;
+    void *cb_arg = c->drv->stop_arg;
     pthread_mutex_unlock(&c->drv->mu);
+    /* A delete's own shutdown goes this way too: the daemon knows it is deleting. */
+    if (was_running && cb)
+        cb(cb_arg, c->handle);
 }
 
 /* ---- records ---- */
@@ -224,6 +231,9 @@ hcs_close(void *p)
     struct hcs_drv *drv = p;
     if (!drv)
         return;
+    pthread_mutex_lock(&drv->mu);
+    drv->stop_cb = NULL;
+    pthread_mutex_unlock(&drv->mu);
     /* Systems keep running (they outlive the daemon); only our handles go. */
     while (drv->ctrs) {
         struct hcs_dctr *c = drv->ctrs;
@@ -391,10 +401,14 @@ build_free(struct build *b)
 static int
 build_prepare(const struct rt_container_spec *spec, struct build *b, struct err *err)
 {
-    b->nlayers = spec->layers ? strv_len(spec->layers) : 0;
+    /* A raw rootfs is the container's one layer folder (rootfs_normalise). */
+    char *const raw[] = {(char *)spec->rootfs, NULL};
+    char *const *layers = spec->layers ? spec->layers : spec->rootfs ? raw : NULL;
+    b->nlayers = layers ? strv_len(layers) : 0;
     if (b->nlayers == 0)
         return err_set(err, EINVAL,
-                       "container %s: the hcs runtime needs the image's layer folders (none given)",
+                       "container %s: the hcs runtime needs the image's layer folders or a raw "
+                       "rootfs (none given)",
                        spec->handle);
     b->nmounts = spec->nmounts;
     size_t nm = b->nmounts ? b->nmounts : 1;
@@ -409,7 +423,7 @@ build_prepare(const struct rt_container_spec *spec, struct build *b, struct err 
         !b->mount_src || !b->mount_dst)
         return err_set(err, ENOMEM, "container %s: out of memory", spec->handle);
     for (size_t i = 0; i < b->nlayers; i++) {
-        int ret = hcs_path_to_windows(spec->layers[i], b->layer_paths[i], HCS_PATH_MAX + 1, err);
+        int ret = hcs_path_to_windows(layers[i], b->layer_paths[i], HCS_PATH_MAX + 1, err);
         if (ret < 0)
             return err_wrap(err, "container %s: layer %zu", spec->handle, i);
         const char *name = strrchr(b->layer_paths[i], '\\');
@@ -469,10 +483,48 @@ vm_modify(struct hcs_dctr *c, json_object *req, struct err *err)
     return hcs_system_modify(c->vm, s, HCS_OP_TIMEOUT_MS, err);
 }
 
+/*
+ * The container's writable layer: what the daemon mounted (spec->scratch),
+ * else, for a raw rootfs, nothing yet: making a scratch .vhdx, attaching it
+ * and filtering its volume is computestorage's work (store/layer_windows.c),
+ * not written. Test builds take a volume from BERTH_TEST_HCS_SCRATCH_VOLUME
+ * (the double attaches any path), and a hyperv container then names
+ * <dir>\scratch.vhdx, which nothing makes. NULL with err set when there is none.
+ */
+static const char *
+scratch_of(const struct rt_container_spec *spec, bool hyperv, char *buf, size_t size,
+           struct err *err)
+{
+    if (spec->scratch || spec->layers || !spec->rootfs)
+        return spec->scratch ? spec->scratch : ""; /* refused by name further on */
+#ifdef BERTH_TEST_HOOKS
+    const char *vol = getenv("BERTH_TEST_HCS_SCRATCH_VOLUME");
+    if (vol && *vol) {
+        if (!hyperv)
+            return vol;
+        char dir[HCS_PATH_MAX + 1];
+        if (hcs_path_to_windows(spec->dir, dir, sizeof(dir), err) < 0) {
+            err_wrap(err, "container %s: its directory", spec->handle);
+            return NULL;
+        }
+        snprintf(buf, size, "%s\\scratch.vhdx", dir);
+        return buf;
+    }
+#else
+    (void)buf, (void)size;
+#endif
+    err_set(err, ENOTSUP,
+            "container %s: a raw rootfs needs a writable layer (%s) that berth cannot make on "
+            "Windows yet: computestorage is not written (store/layer_windows.c)",
+            spec->handle, hyperv ? "a scratch .vhdx" : "a mounted scratch volume");
+    return NULL;
+}
+
 /* Boots the utility VM of c and gives it the container's storage; fills d for the hosted doc. */
 static int
 vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *spec,
-      struct build *b, struct hcs_container_doc *d, char *hostname, struct err *err)
+      const char *scratch, struct build *b, struct hcs_container_doc *d, char *hostname,
+      struct err *err)
 {
     struct hcs_uvm_size size;
     int ret = hcs_uvm_size(&drv->uvm, spec->limits.memory_bytes, drv->caps.lp_count, &size, err);
@@ -509,11 +561,10 @@ vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *s
             ret = hcs_vsmb_guest_path(share, b->guest_paths[k], sizeof(b->guest_paths[k]), err);
         b->layers[k].path = b->guest_paths[k];
     }
-    if (ret == 0 && !spec->scratch)
+    if (ret == 0 && !scratch[0])
         ret = err_set(err, EINVAL, "container %s: hyperv needs a scratch .vhdx", spec->handle);
     if (ret == 0)
-        ret = vm_modify(c, hcs_req_scsi_add(HCS_SCRATCH_LUN, spec->scratch, HCS_GUEST_ROOT, err),
-                        err);
+        ret = vm_modify(c, hcs_req_scsi_add(HCS_SCRATCH_LUN, scratch, HCS_GUEST_ROOT, err), err);
     if (ret == 0)
         ret = vm_modify(c, hcs_req_combined_layers_add(HCS_GUEST_ROOT, b->layers, b->nlayers, err),
                         err);
@@ -608,6 +659,12 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
              rnd[1], rnd[2], rnd[3]);
     if (hyperv)
         snprintf(c->vm_id, sizeof(c->vm_id), "%s-vm", c->sys_id);
+    char scratch_buf[HCS_PATH_MAX + 1];
+    const char *scratch = scratch_of(spec, hyperv, scratch_buf, sizeof(scratch_buf), err);
+    if (!scratch) {
+        ret = -err->code;
+        goto fail;
+    }
     if ((ret = build_prepare(spec, &b, err)) < 0)
         goto fail;
     d.layers = b.layers;
@@ -619,11 +676,11 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
         goto fail;
     json_object *doc;
     if (hyperv) {
-        if ((ret = vm_up(drv, c, spec, &b, &d, hostname, err)) < 0)
+        if ((ret = vm_up(drv, c, spec, scratch, &b, &d, hostname, err)) < 0)
             goto undo;
         doc = hcs_doc_hosted_container(&d, c->vm_id, err);
     } else {
-        d.scratch_path = spec->scratch ? spec->scratch : "";
+        d.scratch_path = scratch;
         if ((ret = container_doc_fill(spec, drv->caps.lp_count, &d, hostname, err)) < 0)
             goto undo;
         doc = hcs_doc_container(&d, err);
@@ -758,6 +815,16 @@ hcs_isolation_usable(void *p, const char *mode, struct err *err)
     return err_set(err, EINVAL, "isolation %.32s: want process or hyperv", mode);
 }
 
+static void
+hcs_set_stop_cb(void *p, void (*cb)(void *arg, const char *handle), void *arg)
+{
+    struct hcs_drv *drv = p;
+    pthread_mutex_lock(&drv->mu);
+    drv->stop_cb = cb;
+    drv->stop_arg = arg;
+    pthread_mutex_unlock(&drv->mu);
+}
+
 static int
 hcs_container_list(void *p, char ***handles, struct err *err)
 {
@@ -788,4 +855,6 @@ const struct rt_driver rt_hcs_driver = {
     .proc_remove = hcs_proc_remove,
     .container_list = hcs_container_list,
     .isolation_usable = hcs_isolation_usable,
+    .rootfs_normalise = hcs_path_from_raw_path,
+    .set_stop_cb = hcs_set_stop_cb,
 };

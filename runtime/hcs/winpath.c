@@ -152,6 +152,21 @@ hcs_path_is_windows(const char *s)
     return ok;
 }
 
+/* A raw rootfs's decoded path (what names it in messages) to the normal form. */
+static int
+from_decoded(const char *what, const char *decoded, char *out, size_t size, struct err *err)
+{
+    if (!(is_drive_letter(decoded[0]) && decoded[1] == ':'))
+        return err_set(err, EINVAL,
+                       "rootfs %.200s: the path %.200s is not a windows path (want a drive, "
+                       "e.g. raw:///C%%3A%%5Cdir)",
+                       what, decoded);
+    int r = hcs_path_to_windows(decoded, out, size, err);
+    if (r < 0)
+        return err_wrap(err, "rootfs %.200s", what);
+    return 0;
+}
+
 int
 hcs_path_from_raw_uri(const char *uri, char *out, size_t size, struct err *err)
 {
@@ -174,13 +189,13 @@ hcs_path_from_raw_uri(const char *uri, char *out, size_t size, struct err *err)
                        "rootfs %.200s: a %% escape is not two hex digits, or is an escaped NUL "
                        "(%%00)",
                        uri);
-    if (!(is_drive_letter(decoded[0]) && decoded[1] == ':'))
-        return err_set(err, EINVAL,
-                       "rootfs %.200s: the path %.200s is not a windows path (want a drive, "
-                       "e.g. raw:///C%%3A%%5Cdir)",
-                       uri, decoded);
-    int r = hcs_path_to_windows(decoded, out, size, err);
-    if (r < 0)
-        return err_wrap(err, "rootfs %.200s", uri);
-    return 0;
+    return from_decoded(uri, decoded, out, size, err);
+}
+
+int
+hcs_path_from_raw_path(const char *path, char *out, size_t size, struct err *err)
+{
+    if (!path)
+        return err_set(err, EINVAL, "rootfs: no path");
+    return from_decoded(path, path[0] == '/' ? path + 1 : path, out, size, err);
 }

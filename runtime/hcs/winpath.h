@@ -54,4 +54,11 @@ bool hcs_path_is_windows(const char *s);
  */
 int hcs_path_from_raw_uri(const char *uri, char *out, size_t size, struct err *err);
 
+/*
+ * The same for a URI's path once decoded ("/C:\\dir", or "C:/dir"): one
+ * leading "/" before the drive is dropped, and the rest must be
+ * drive-absolute and pass the rules above. EINVAL naming path otherwise.
+ */
+int hcs_path_from_raw_path(const char *path, char *out, size_t size, struct err *err);
+
 #endif

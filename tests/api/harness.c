@@ -64,6 +64,15 @@ harness_wine(void)
     return w && *w ? w : NULL;
 }
 
+void
+harness_wine_path(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "Z:%s", path);
+    for (char *c = out; *c; c++)
+        if (*c == '/')
+            *c = '\\';
+}
+
 /* The pid of the process running the suite: temporary directories carry
  * it, so the runner can remove what a failed test (whose process Check
  * ends with _exit, skipping atexit) left behind. */

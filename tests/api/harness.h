@@ -68,6 +68,9 @@ const char *harness_berthd_path(void);
 /* Wine's loader when the suites run berthd.exe under Wine, else NULL. */
 const char *harness_wine(void);
 
+/* A Linux path as Windows programs under Wine name it: Z: and backslashes. */
+void harness_wine_path(const char *path, char *out, size_t len);
+
 /* A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); aborts on failure. */
 void harness_mkdtemp(char *out, size_t len);
 

@@ -322,16 +322,6 @@ free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* path as Windows names it under Wine: Z: and backslashes. */
-static void
-wine_path(const char *path, char *out, size_t len)
-{
-    snprintf(out, len, "Z:%s", path);
-    for (char *c = out; *c; c++)
-        if (*c == '/')
-            *c = '\\';
-}
-
 /* The service's state from sc query: 1 stopped, 4 running, 0 unknown. */
 static int
 service_state(const char *name)
@@ -359,9 +349,9 @@ START_TEST(service_starts_serves_and_stops_under_sc)
 
     char name[64], exe[PATH_MAX + 8], root[PATH_MAX + 32], wroot[PATH_MAX + 40];
     snprintf(name, sizeof(name), "berth-test-%ld", (long)getpid());
-    wine_path(harness_berthd_path(), exe, sizeof(exe));
+    harness_wine_path(harness_berthd_path(), exe, sizeof(exe));
     snprintf(root, sizeof(root), "%s/svcroot", keep.tmp);
-    wine_path(root, wroot, sizeof(wroot));
+    harness_wine_path(root, wroot, sizeof(wroot));
     unsigned port = free_port();
     ck_assert_int_eq(sh("'%s' sc create %s binpath= '%s --service --root %s --listen "
                         "127.0.0.1:%u' >/dev/null",

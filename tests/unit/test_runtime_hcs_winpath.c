@@ -169,6 +169,32 @@ START_TEST(bad_raw_uris_are_refused)
 }
 END_TEST
 
+/* What the API hands on: the URI's path decoded, its leading "/" kept. */
+START_TEST(decoded_raw_paths_take_the_same_rules)
+{
+    struct err err = {0};
+    char out[256];
+    ck_assert_int_eq(hcs_path_from_raw_path("/Z:\\tmp\\root", out, sizeof(out), &err), 0);
+    ck_assert_str_eq(out, "Z:\\tmp\\root");
+    ck_assert_int_eq(hcs_path_from_raw_path("c:/w/", out, sizeof(out), &err), 0);
+    ck_assert_str_eq(out, "C:\\w");
+    static const struct {
+        const char *in, *msg;
+    } bad[] = {
+        {"/tmp/rootfs", "is not a windows path"}, {"//C:\\x", "is not a windows path"},
+        {"/C:\\w\\..\\x", "\"..\" component"},    {"/C:w", "drive-relative"},
+        {"/C:\\x:stream", "has a ':'"},           {"", "is not a windows path"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(hcs_path_from_raw_path(bad[i].in, out, sizeof(out), &err) == -EINVAL,
+                      "%s accepted as %s", bad[i].in, out);
+        ck_assert_msg(strstr(err.msg, bad[i].msg) && strstr(err.msg, bad[i].in),
+                      "%s: \"%s\" lacks \"%s\"", bad[i].in, err.msg, bad[i].msg);
+    }
+    ck_assert_int_eq(hcs_path_from_raw_path(NULL, out, sizeof(out), &err), -EINVAL);
+}
+END_TEST
+
 static Suite *
 winpath_suite(void)
 {
@@ -180,6 +206,7 @@ winpath_suite(void)
     tcase_add_test(tc, normal_form_predicate);
     tcase_add_test(tc, raw_uris_with_encoded_windows_paths_are_accepted);
     tcase_add_test(tc, bad_raw_uris_are_refused);
+    tcase_add_test(tc, decoded_raw_paths_take_the_same_rules);
     suite_add_tcase(s, tc);
     return s;
 }

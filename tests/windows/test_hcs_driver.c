@@ -629,6 +629,44 @@ START_TEST(a_start_that_fails_is_undone)
     ck_assert_ptr_nonnull(strstr(err.msg, "not-a-volume"));
     spec.layers = NULL;
     ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -EINVAL);
+    spec.scratch = NULL;
+    ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "none given"), "%s", err.msg);
+    ck_assert_uint_eq(ctr_count(), 0);
+}
+END_TEST
+
+START_TEST(a_raw_rootfs_is_the_containers_one_layer)
+{
+    struct err err = {0};
+    /* What the daemon hands on for "rootfs": "raw:///C%3A%5C...": the normal form. */
+    char norm[256];
+    ck_assert_int_eq(
+        drv->rootfs_normalise("/c:/ProgramData/berth/snapshots/base/", norm, sizeof(norm), &err),
+        0);
+    ck_assert_str_eq(norm, BASE_LAYER);
+    ck_assert_int_eq(drv->rootfs_normalise("/tmp/rootfs", norm, sizeof(norm), &err), -EINVAL);
+    struct rt_container_spec spec = {
+        .handle = "raw", .dir = ctr_dir("raw"), .rootfs = BASE_LAYER, .scratch = VOLUME};
+    ck_assert_msg(drv->container_create(ctx, &spec, &err) == 0, "%s", err.msg);
+    json_object *doc = recorded("HcsCreateComputeSystem", 1);
+    json_object *layers = json_object_object_get(
+        json_object_object_get(json_object_object_get(doc, "Container"), "Storage"), "Layers");
+    ck_assert_int_eq(json_object_array_length(layers), 1);
+    ck_assert_str_eq(json_object_get_string(
+                         json_object_object_get(json_object_array_get_idx(layers, 0), "Path")),
+                     BASE_LAYER);
+    json_object_put(doc);
+    ctr_delete("raw");
+    /* Without a scratch (berth makes none on Windows yet), it is refused by name. */
+    spec.scratch = NULL;
+    ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -ENOTSUP);
+    ck_assert_msg(strstr(err.msg, "a mounted scratch volume") && strstr(err.msg, "cannot make"),
+                  "%s", err.msg);
+    spec.isolation = "hyperv";
+    ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -ENOTSUP);
+    ck_assert_msg(strstr(err.msg, "a scratch .vhdx"), "%s", err.msg);
+    ck_assert_int_eq(called("HcsCreateComputeSystem"), 1);
     ck_assert_uint_eq(ctr_count(), 0);
 }
 END_TEST
@@ -724,6 +762,7 @@ driver_suite(void)
     tcase_add_test(run, stdin_reaches_the_process_and_closes);
     tcase_add_test(run, output_past_the_cap_kills_and_keeps_the_first_bytes);
     tcase_add_test(run, two_tasks_named_task_run_at_once);
+    tcase_add_test(run, a_raw_rootfs_is_the_containers_one_layer);
     suite_add_tcase(s, run);
     TCase *hv = tcase_create("hyperv");
     tcase_set_timeout(hv, 120);

@@ -41,12 +41,13 @@ dbl_broadcast(void)
     WakeAllConditionVariable(&cond);
 }
 
-static bool
-env_get(const char *name, char *buf, DWORD size)
+bool
+dbl_env(const char *name, char *buf, DWORD size)
 {
     DWORD n = GetEnvironmentVariableA(name, buf, size);
     return n > 0 && n < size;
 }
+#define env_get dbl_env
 
 /* The value of mode in BERTH_HCS_DOUBLE_FAIL ("mode" or "mode=N"), or NULL. */
 static const char *

@@ -19,6 +19,14 @@
  *   BERTH_HCS_DOUBLE_DIR    a directory: every document received is
  *                           written there as NNNN-<Function>.json, and
  *                           calls.log gets "NNNN <Function> <id>" per call
+ *   BERTH_HCS_DOUBLE_STATE  a directory standing in for the service's own
+ *                           memory across client processes (the double lives
+ *                           in its client's process, HCS does not): a system
+ *                           started without ShouldTerminateOnLastHandleClosed
+ *                           is written there as <id> until it stops, and
+ *                           HcsOpenComputeSystem in a later process finds it
+ *                           running, with none of its processes (they were
+ *                           threads of the process that ended)
  *   BERTH_HCS_DOUBLE_LPS    logical processors ProcessorTopology reports (4)
  *   BERTH_HCS_DOUBLE_DELAY_MS  delay before an operation completes (5)
  *   BERTH_HCS_DOUBLE_FAIL   comma-separated failures, the way real hosts fail:
@@ -31,6 +39,7 @@
  *     commit-limit  starting a VirtualMachine fails with ERROR_COMMITMENT_LIMIT,
  *                   "The paging file is too small for this operation to complete"
  *     die-after-ms=N  a started system exits unexpectedly N ms later
+ *     die-at-start  a start succeeds, but the system's exit event comes first
  *     start-hangs   a start never completes until cancelled
  *     create-process-quirk  HcsCreateProcess's operation fails with
  *                   E_INVALIDARG though the process runs (Server 2022's quirk)
@@ -49,6 +58,7 @@
  *   sleep MS       waits MS milliseconds
  *   wait           waits until a signal or termination
  *   ignore-signals signals are acknowledged and otherwise ignored
+ *   crash          its compute system exits unexpectedly (as die-after-ms, at once)
  *   exit N         exits with code N (after the last step: 0)
  *
  * A signal (HcsSignalProcess) ends the process with STATUS_CONTROL_C_EXIT
@@ -101,6 +111,8 @@ bool dbl_wait(DWORD ms);
 void dbl_broadcast(void);
 
 /* ---- environment ---- */
+/* The variable's value in buf (size bytes); false when unset, empty or too long. */
+bool dbl_env(const char *name, char *buf, DWORD size);
 bool dbl_fail(const char *mode);
 long dbl_fail_value(const char *mode, long dflt);
 
@@ -184,6 +196,8 @@ struct dsys {
 
 /* Drops a reference; the last frees the system and its processes. */
 void dbl_system_release(struct dsys *s);
+/* Makes s exit unexpectedly, from a thread of its own (any caller, lock not held). */
+void dbl_system_die(struct dsys *s);
 
 /* Fires an event to every handle's callback; call without the lock. */
 void dbl_fire(struct dhandle **list, HCS_EVENT_TYPE type, const char *data);

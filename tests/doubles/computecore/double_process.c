@@ -186,6 +186,11 @@ run_script(struct dproc *p)
             dbl_lock();
             p->ignore_signals = true;
             dbl_unlock();
+        } else if (is(c, L"crash")) {
+            /* The system dies under the process, which waits to be ended with it. */
+            dbl_system_die(p->sys);
+            if (wait_point(p, INFINITE, &code))
+                return code;
         } else if (is(c, L"exit") && a) {
             return (DWORD)wcstoul(a, NULL, 10);
         } else {

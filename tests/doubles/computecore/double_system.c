@@ -51,6 +51,71 @@ dbl_system_release(struct dsys *s)
     free(s);
 }
 
+/* ---- what outlives the client process (BERTH_HCS_DOUBLE_STATE) ---- */
+
+/* The state file of id, or false when there is no state directory. */
+static bool
+kept_path(const char *id, char *path, size_t size)
+{
+    char dir[MAX_PATH];
+    if (!dbl_env("BERTH_HCS_DOUBLE_STATE", dir, sizeof(dir)))
+        return false;
+    snprintf(path, size, "%s\\%s", dir, id);
+    return true;
+}
+
+/* Writes s as running ("vm owner hosting"); lock held. */
+static void
+kept_write(const struct dsys *s)
+{
+    char path[MAX_PATH + 256];
+    if (s->terminate_on_close || !kept_path(s->id, path, sizeof(path)))
+        return;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    fprintf(f, "%d %s %s\n", s->vm ? 1 : 0, s->owner ? s->owner : "-",
+            s->hosting_id ? s->hosting_id : "-");
+    fclose(f);
+}
+
+static void
+kept_remove(const char *id)
+{
+    char path[MAX_PATH + 256];
+    if (kept_path(id, path, sizeof(path)))
+        DeleteFileA(path);
+}
+
+/* A system an earlier client process left running, registered again; lock held. */
+static struct dsys *
+kept_load(const char *id)
+{
+    char path[MAX_PATH + 256], owner[128], hosting[256];
+    int vm = 0;
+    if (!kept_path(id, path, sizeof(path)))
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    int n = fscanf(f, "%d %127s %255s", &vm, owner, hosting);
+    fclose(f);
+    if (n != 3)
+        return NULL;
+    struct dsys *s = calloc(1, sizeof(*s));
+    s->refs = 1; /* the list's */
+    s->id = strdup(id);
+    s->owner = strcmp(owner, "-") == 0 ? NULL : strdup(owner);
+    s->hosting_id = strcmp(hosting, "-") == 0 ? NULL : strdup(hosting);
+    s->vm = vm != 0;
+    s->state = DSYS_RUNNING;
+    s->started = GetTickCount64();
+    s->registered = true;
+    s->next = systems;
+    systems = s;
+    return s;
+}
+
 static HCS_SYSTEM
 handle_new(struct dsys *s)
 {
@@ -96,6 +161,7 @@ dsys_stop(struct dsys *s, const char *exit_type, HRESULT status, DWORD code)
     }
     dbl_lock();
     s->state = DSYS_STOPPED;
+    kept_remove(s->id);
     struct dsys *hosted[64];
     int nh = 0;
     for (struct dsys *o = systems; o && nh < 64; o = o->next) {
@@ -244,6 +310,8 @@ HcsOpenComputeSystem(PCWSTR id, DWORD requestedAccess, HCS_SYSTEM *computeSystem
     dbl_record("HcsOpenComputeSystem", id8, NULL);
     dbl_lock();
     struct dsys *s = id8 ? dsys_find(id8) : NULL;
+    if (!s && id8)
+        s = kept_load(id8);
     if (s)
         InterlockedIncrement(&s->refs);
     dbl_unlock();
@@ -294,6 +362,16 @@ death_main(void *p)
     return 0;
 }
 
+void
+dbl_system_die(struct dsys *s)
+{
+    struct death *d = malloc(sizeof(*d));
+    d->sys = s;
+    d->ms = 0;
+    InterlockedIncrement(&s->refs);
+    dbl_spawn(death_main, d);
+}
+
 static void
 start_work(struct dop *op)
 {
@@ -338,6 +416,14 @@ start_work(struct dop *op)
     }
     s->state = DSYS_RUNNING;
     s->started = GetTickCount64();
+    if (dbl_fail("die-at-start")) {
+        /* Its exit event comes before the start's own answer, which is success. */
+        dbl_unlock();
+        dsys_stop(s, "UnexpectedExit", HCS_E_UNEXPECTED_EXIT, DBL_EXIT_TERMINATED);
+        dbl_op_complete(op, S_OK, NULL, NULL);
+        return;
+    }
+    kept_write(s);
     long die = dbl_fail_value("die-after-ms", -1);
     if (die >= 0) {
         struct death *d = malloc(sizeof(*d));

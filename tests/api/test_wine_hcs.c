@@ -1,0 +1,674 @@
+/*
+ * berthd.exe under Wine with --runtime hcs against the TEST DOUBLE of
+ * computecore.dll (tests/doubles/computecore/: not HCS, it runs no
+ * container; its processes run little scripts and write real pipes),
+ * driven over HTTP from the Linux side: health's runtime.isolations with
+ * and without Hyper-V, a container from a raw:// rootfs with a
+ * percent-encoded Windows path, a process's output replayed and
+ * followed, a signal and the exit code it gives, stdin, two processes
+ * named task at once, a volume as a mapped directory, the delete, a
+ * hyperv container sized from its limit, admission's 507 against the
+ * host's commit, the 409 of a host without Hyper-V, and restarts of
+ * berthd.exe.
+ *
+ * The double is loaded through BERTH_TEST_HCS_DLL (honoured by test
+ * builds only, runtime/hcs/hcs_api.h); it records every call and
+ * document in BERTH_HCS_DOUBLE_DIR, which the tests read. A raw rootfs
+ * needs a scratch volume that berth cannot make on Windows yet: the tests
+ * give one with BERTH_TEST_HCS_SCRATCH_VOLUME (test builds only), and one
+ * test shows the refusal without it.
+ *
+ * scripts/build-windows.sh runs it through the Windows build's CTest
+ * with BERTH_TEST_BERTHD, BERTH_TEST_WINE and BERTH_TEST_HCS_DOUBLE (the
+ * double's path) set (cmake/windows.cmake). Without them it skips (77).
+ */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "tests/api/harness.h"
+#include "tests/fixtures/imgfix.h"
+
+#define VOLUME "\\\\?\\Volume{baac0fd5-16b7-405b-9621-112aa8e3d973}\\"
+
+/* What one daemon of these tests was started with. */
+struct hcsd {
+    struct berthd b;
+    char dll[PATH_MAX + 8];
+    char rec[PATH_MAX + 16]; /* BERTH_HCS_DOUBLE_DIR, a Linux path */
+    char rootfs[PATH_MAX + 16];
+    char raw[PATH_MAX * 3]; /* raw:/// and rootfs as Windows names it, percent-encoded */
+    bool keep;              /* BERTH_HCS_DOUBLE_STATE: systems outlive berthd.exe's process */
+    char state[PATH_MAX + 16];
+    char env[6][PATH_MAX * 2];
+};
+
+/* "raw:///" and the Windows path of dir, every byte outside [A-Za-z0-9._-] escaped. */
+static void
+raw_uri(const char *dir, char *out, size_t len)
+{
+    char win[PATH_MAX + 8];
+    harness_wine_path(dir, win, sizeof(win));
+    size_t n = (size_t)snprintf(out, len, "raw:///");
+    for (const unsigned char *s = (const unsigned char *)win; *s && n + 4 < len; s++) {
+        if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+            *s == '.' || *s == '_' || *s == '-')
+            out[n++] = (char)*s;
+        else
+            n += (size_t)snprintf(out + n, len - n, "%%%02X", *s);
+    }
+    out[n] = '\0';
+}
+
+/*
+ * Starts berthd.exe with --runtime hcs on the double; fail is
+ * BERTH_HCS_DOUBLE_FAIL (NULL: none), scratch whether a raw rootfs gets
+ * the test scratch volume. A daemon restarted on the same h keeps its
+ * root and recordings (h->b.tmp set).
+ */
+static void
+hcsd_start(struct hcsd *h, const char *fail, bool scratch)
+{
+    const char *dbl = getenv("BERTH_TEST_HCS_DOUBLE");
+    ck_assert_msg(dbl && *dbl, "BERTH_TEST_HCS_DOUBLE is not set");
+    if (!h->b.tmp[0])
+        harness_mkdtemp(h->b.tmp, sizeof(h->b.tmp));
+    harness_wine_path(dbl, h->dll, sizeof(h->dll));
+    snprintf(h->rec, sizeof(h->rec), "%s/hcs-rec", h->b.tmp);
+    snprintf(h->rootfs, sizeof(h->rootfs), "%s/rootfs", h->b.tmp);
+    mkdir(h->rec, 0700);
+    mkdir(h->rootfs, 0700);
+    raw_uri(h->rootfs, h->raw, sizeof(h->raw));
+    char rec_win[PATH_MAX + 24];
+    harness_wine_path(h->rec, rec_win, sizeof(rec_win));
+    struct berthd_opts o = {.args = {"--runtime", "hcs", NULL}};
+    size_t n = 0;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_DLL=%s", h->dll);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_DIR=%s", rec_win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_FAIL=%s", fail ? fail : "");
+    o.env[n] = h->env[n], n++;
+    if (h->keep) {
+        snprintf(h->state, sizeof(h->state), "%s/hcs-state", h->b.tmp);
+        mkdir(h->state, 0700);
+        char state_win[PATH_MAX + 24];
+        harness_wine_path(h->state, state_win, sizeof(state_win));
+        snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_STATE=%s", state_win);
+        o.env[n] = h->env[n], n++;
+    }
+    if (scratch) {
+        snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_SCRATCH_VOLUME=%s", VOLUME);
+        o.env[n] = h->env[n], n++;
+    }
+    berthd_start(&h->b, &o);
+}
+
+/* How many times the double saw fn (calls.log: "NNNN <Function> <id>"). */
+static int
+called(const struct hcsd *h, const char *fn)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    int n = 0;
+    char pat[96];
+    snprintf(pat, sizeof(pat), " %s ", fn);
+    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
+        n++;
+    free(log);
+    return n;
+}
+
+/* The k-th (from 1) document the double received through fn, parsed. */
+static json_object *
+recorded(const struct hcsd *h, const char *fn, int k)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    ck_assert_msg(log, "no %s", path);
+    int seen = 0;
+    json_object *doc = NULL;
+    for (char *line = strtok(log, "\n"); line && !doc; line = strtok(NULL, "\n")) {
+        char num[16], name[64];
+        if (sscanf(line, "%15s %63s", num, name) == 2 && strcmp(name, fn) == 0 && ++seen == k) {
+            char file[PATH_MAX + 128];
+            snprintf(file, sizeof(file), "%s/%s-%s.json", h->rec, num, fn);
+            size_t dlen = 0;
+            char *text = fx_read_file(file, &dlen);
+            ck_assert_msg(text, "no %s", file);
+            doc = json_tokener_parse(text);
+            free(text);
+        }
+    }
+    free(log);
+    ck_assert_msg(doc, "%s: no document %d", fn, k);
+    return doc;
+}
+
+static void
+create(const struct hcsd *h, const char *handle, const char *extra, struct hresp *r)
+{
+    char body[PATH_MAX * 4];
+    snprintf(body, sizeof(body), "{\"handle\":\"%s\",\"rootfs\":\"%s\"%s%s}", handle, h->raw,
+             extra ? "," : "", extra ? extra : "");
+    http_do(&h->b,
+            &(struct hreq){
+                .method = "POST", .path = "/v1/containers", .body = body, .timeout_ms = 60000},
+            r);
+}
+
+/* A process-isolated container from the raw rootfs, 201. */
+static void
+create_ok(const struct hcsd *h, const char *handle)
+{
+    struct hresp r;
+    create(h, handle, NULL, &r);
+    ck_assert_msg(r.status == 201, "create %s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+static void
+delete_ctr(const struct hcsd *h, const char *handle)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/containers/%s", handle);
+    struct hresp r;
+    http_do(&h->b, &(struct hreq){.method = "DELETE", .path = path, .timeout_ms = 60000}, &r);
+    ck_assert_msg(r.status == 204, "delete %s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+/* The container is gone from the API. */
+static void
+ctr_gone(const struct hcsd *h, const char *handle)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/containers/%s", handle);
+    struct hresp r;
+    http_get(&h->b, path, &r);
+    ck_assert_msg(r.status == 404, "%s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+static void
+spawn(const struct hcsd *h, const char *handle, const char *id, const char *args)
+{
+    char path[256], body[1024];
+    snprintf(path, sizeof(path), "/v1/containers/%s/processes", handle);
+    snprintf(body, sizeof(body), "{\"id\":\"%s\",\"path\":\"prog.exe\",\"args\":[%s]}", id, args);
+    struct hresp r;
+    http_do(&h->b,
+            &(struct hreq){.method = "POST", .path = path, .body = body, .timeout_ms = 60000}, &r);
+    ck_assert_msg(r.status == 201, "spawn %s/%s: %ld %s", handle, id, r.status, r.body);
+    hresp_free(&r);
+}
+
+/* GET of a process ("") or its sub-resource (stdout, wait?...), its body copied (caller frees). */
+static char *
+proc_get(const struct hcsd *h, const char *handle, const char *id, const char *what, long *status)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "/v1/containers/%s/processes/%s%s%s", handle, id,
+             what[0] ? "/" : "", what);
+    struct hresp r;
+    http_do(&h->b, &(struct hreq){.method = "GET", .path = path, .timeout_ms = 60000}, &r);
+    *status = r.status;
+    char *body = strdup(r.body ? r.body : "");
+    hresp_free(&r);
+    return body;
+}
+
+static int
+wait_exit(const struct hcsd *h, const char *handle, const char *id)
+{
+    long st = 0;
+    char *body = proc_get(h, handle, id, "wait?timeout=60", &st);
+    json_object *o = json_tokener_parse(body);
+    ck_assert_msg(st == 200 && o, "wait %s/%s: %ld %s", handle, id, st, body);
+    int code = json_object_get_int(json_object_object_get(o, "exit_code"));
+    json_object_put(o);
+    free(body);
+    return code;
+}
+
+/* Polls the replay of stdout until it is want (30 s at most). */
+static void
+wait_stdout(const struct hcsd *h, const char *handle, const char *id, const char *want)
+{
+    char *out = NULL;
+    long st = 0;
+    double deadline = now_ms() + 30000;
+    do {
+        free(out);
+        out = proc_get(h, handle, id, "stdout", &st);
+        if (st == 200 && strcmp(out, want) == 0)
+            break;
+        sleep_ms(100);
+    } while (now_ms() < deadline);
+    ck_assert_msg(st == 200 && strcmp(out, want) == 0, "stdout of %s/%s: %ld \"%s\", want \"%s\"",
+                  handle, id, st, out, want);
+    free(out);
+}
+
+static const char *
+str_at(json_object *o, const char *dotted)
+{
+    return json_object_get_string(json_at(o, dotted));
+}
+
+/* ---- the tests ---- */
+
+START_TEST(health_shows_both_isolations_usable_on_the_double)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    http_get(&h.b, "/v1/health", &r);
+    ck_assert_msg(r.json, "health: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "runtime.name"), "hcs");
+    ck_assert_msg(json_object_get_boolean(json_at(r.json, "runtime.usable")), "%s", r.body);
+    ck_assert(json_object_get_boolean(json_at(r.json, "runtime.isolations.process.usable")));
+    ck_assert(json_object_get_boolean(json_at(r.json, "runtime.isolations.hyperv.usable")));
+    ck_assert_ptr_null(json_at(r.json, "runtime.isolations.hyperv.reason"));
+    hresp_free(&r);
+    ck_assert_int_ge(called(&h, "HcsGetServiceProperties"), 2);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    create(&h, "w1", NULL, &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "isolation"), "process");
+    hresp_free(&r);
+    /* The raw rootfs is the container's layer, the scratch its storage. */
+    json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
+    char win[PATH_MAX + 8];
+    harness_wine_path(h.rootfs, win, sizeof(win));
+    json_object *layers = json_at(doc, "Container.Storage.Layers");
+    ck_assert_int_eq(json_object_array_length(layers), 1);
+    ck_assert_str_eq(json_object_get_string(
+                         json_object_object_get(json_object_array_get_idx(layers, 0), "Path")),
+                     win);
+    ck_assert_str_eq(str_at(doc, "Container.Storage.Path"), VOLUME);
+    ck_assert_str_eq(str_at(doc, "Owner"), "berth");
+    json_object_put(doc);
+    http_get(&h.b, "/v1/containers/w1", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "state"), "running");
+    hresp_free(&r);
+
+    /* Output, then a wait for a signal. */
+    spawn(&h, "w1", "task", "\"out\",\"hello\",\"err\",\"oops\",\"wait\"");
+    wait_stdout(&h, "w1", "task", "hello");
+    struct bg_req follow;
+    bg_start(&follow, &h.b,
+             &(struct hreq){.method = "GET",
+                            .path = "/v1/containers/w1/processes/task/stdout?follow=1",
+                            .timeout_ms = 60000});
+    long st = 0;
+    char *errs = proc_get(&h, "w1", "task", "stderr", &st);
+    ck_assert_msg(st == 200 && strcmp(errs, "oops") == 0, "stderr: %ld %s", st, errs);
+    free(errs);
+    http_post_json(&h.b, "/v1/containers/w1/processes/task/signal", "{\"signal\":\"TERM\"}", &r);
+    ck_assert_msg(r.status == 200, "signal: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(wait_exit(&h, "w1", "task"), 128 + 15);
+    bg_join(&follow);
+    ck_assert_msg(follow.resp.status == 200 && strcmp(follow.resp.body, "hello") == 0,
+                  "follow: %ld \"%s\"", follow.resp.status, follow.resp.body);
+    hresp_free(&follow.resp);
+    json_object *sig = recorded(&h, "HcsSignalProcess", 1);
+    ck_assert_str_eq(str_at(sig, "Signal"), "CtrlShutdown");
+    json_object_put(sig);
+
+    /* An exit code of its own; an argument with a space reached the
+     * double whole (the command line escaped by Windows rules). */
+    spawn(&h, "w1", "second", "\"out\",\"two words\",\"exit\",\"3\"");
+    ck_assert_int_eq(wait_exit(&h, "w1", "second"), 3);
+    wait_stdout(&h, "w1", "second", "two words");
+    json_object *p = recorded(&h, "HcsCreateProcess", 2);
+    ck_assert_msg(strstr(str_at(p, "CommandLine"), "\"two words\""), "%s",
+                  str_at(p, "CommandLine"));
+    json_object_put(p);
+
+    /* Stdin streamed in: its end is the end of the process's input. */
+    http_post_json(&h.b, "/v1/containers/w1/processes",
+                   "{\"id\":\"cat\",\"path\":\"prog.exe\",\"args\":[\"echo\"],\"stdin\":true}", &r);
+    ck_assert_msg(r.status == 201, "spawn cat: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    http_do(&h.b,
+            &(struct hreq){.method = "PUT",
+                           .path = "/v1/containers/w1/processes/cat/stdin",
+                           .body = "ping\npong\n",
+                           .content_type = "application/octet-stream",
+                           .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 200, "stdin: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(wait_exit(&h, "w1", "cat"), 0);
+    wait_stdout(&h, "w1", "cat", "ping\npong\n");
+
+    delete_ctr(&h, "w1");
+    ck_assert_int_ge(called(&h, "HcsTerminateComputeSystem"), 1);
+    ck_assert_int_ge(called(&h, "HcsCloseComputeSystem"), 1);
+    ctr_gone(&h, "w1");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* Concourse names every task's process "task": two containers run theirs at once. */
+START_TEST(two_containers_run_a_process_named_task_at_once)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    const char *handles[] = {"ta", "tb"};
+    for (int i = 0; i < 2; i++)
+        create_ok(&h, handles[i]);
+    spawn(&h, "ta", "task", "\"out\",\"from a\",\"sleep\",\"300\"");
+    spawn(&h, "tb", "task", "\"out\",\"from b\",\"sleep\",\"300\"");
+    ck_assert_int_eq(wait_exit(&h, "ta", "task"), 0);
+    ck_assert_int_eq(wait_exit(&h, "tb", "task"), 0);
+    wait_stdout(&h, "ta", "task", "from a");
+    wait_stdout(&h, "tb", "task", "from b");
+    for (int i = 0; i < 2; i++)
+        delete_ctr(&h, handles[i]);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* Polls GET of the container until its state is stopped (30 s at most). */
+static void
+wait_stopped(const struct hcsd *h, const char *handle)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/containers/%s", handle);
+    struct hresp r = {0};
+    double deadline = now_ms() + 30000;
+    const char *state = NULL;
+    do {
+        hresp_free(&r);
+        sleep_ms(100);
+        http_get(&h->b, path, &r);
+        state = r.json ? str_at(r.json, "state") : NULL;
+    } while (!(state && strcmp(state, "stopped") == 0) && now_ms() < deadline);
+    ck_assert_msg(state && strcmp(state, "stopped") == 0, "%s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+/* A compute system that dies under its container: HCS's exit event reaches the API. */
+START_TEST(a_system_that_dies_is_reported_stopped)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    create_ok(&h, "dies");
+    spawn(&h, "dies", "task", "\"out\",\"working\",\"wait\"");
+    wait_stdout(&h, "dies", "task", "working");
+    spawn(&h, "dies", "boom", "\"crash\"");
+    wait_stopped(&h, "dies");
+    struct hresp r;
+    /* Its processes ended with it, with the codes the runtime recorded. */
+    ck_assert_int_eq(wait_exit(&h, "dies", "task"), 1);
+    http_post_json(&h.b, "/v1/containers/dies/processes",
+                   "{\"id\":\"late\",\"path\":\"prog.exe\",\"args\":[]}", &r);
+    ck_assert_msg(r.status == 409 || r.status == 503, "spawn in a stopped container: %ld %s",
+                  r.status, r.body);
+    hresp_free(&r);
+    delete_ctr(&h, "dies");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* One that dies as it starts, while berth's create still runs, is stopped all the same. */
+START_TEST(a_system_that_dies_during_the_create_is_reported_stopped)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, "die-at-start", true);
+    create_ok(&h, "early");
+    wait_stopped(&h, "early");
+    delete_ctr(&h, "early");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* A volume is a mapped directory, at the caller's POSIX target made a C:\ path. */
+START_TEST(a_volume_mount_is_a_mapped_directory)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    http_post_json(&h.b, "/v1/volumes", "{\"handle\":\"cache\"}", &r);
+    ck_assert_msg(r.status == 201, "volume: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    create(&h, "vm1",
+           "\"mounts\":[{\"volume\":\"cache\",\"target\":\"/tmp/build/in\",\"readonly\":true}]",
+           &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
+    json_object *mds = json_at(doc, "Container.MappedDirectories");
+    ck_assert_msg(mds && json_object_array_length(mds) == 1, "%s", json_object_to_json_string(doc));
+    json_object *md = json_object_array_get_idx(mds, 0);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(md, "ContainerPath")),
+                     "C:\\tmp\\build\\in");
+    ck_assert(json_object_get_boolean(json_object_object_get(md, "ReadOnly")));
+    const char *host = json_object_get_string(json_object_object_get(md, "HostPath"));
+    ck_assert_msg(host && strncmp(host, "Z:\\", 3) == 0 && strstr(host, "cache"), "host %s", host);
+    json_object_put(doc);
+    delete_ctr(&h, "vm1");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* Without the scratch that berth cannot make yet, a raw rootfs is refused by name. */
+START_TEST(a_raw_rootfs_without_a_scratch_volume_is_refused_plainly)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, false);
+    struct hresp r;
+    create(&h, "noscratch", NULL, &r);
+    ck_assert_error_reply(&r, 422, "not_supported", "berth cannot make on Windows yet");
+    hresp_free(&r);
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    /* A POSIX path is no Windows directory. */
+    http_post_json(&h.b, "/v1/containers", "{\"rootfs\":\"raw:///tmp/x\"}", &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "is not a windows path");
+    hresp_free(&r);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    create(&h, "hv", "\"isolation\":\"hyperv\",\"limits\":{\"memory_bytes\":268435456}", &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "isolation"), "hyperv");
+    hresp_free(&r);
+    /* The task's 256 MB plus the guest's own 256. */
+    json_object *vm = recorded(&h, "HcsCreateComputeSystem", 1);
+    ck_assert_int_eq(
+        json_object_get_int(json_at(vm, "VirtualMachine.ComputeTopology.Memory.SizeInMB")), 512);
+    json_object_put(vm);
+    json_object *ctr = recorded(&h, "HcsCreateComputeSystem", 2);
+    ck_assert_int_eq(json_object_get_int(json_at(ctr, "HostedSystem.Container.Memory.SizeInMB")),
+                     256);
+    json_object_put(ctr);
+    spawn(&h, "hv", "task", "\"out\",\"in a vm\"");
+    ck_assert_int_eq(wait_exit(&h, "hv", "task"), 0);
+    wait_stdout(&h, "hv", "task", "in a vm");
+    delete_ctr(&h, "hv");
+    ck_assert_int_eq(called(&h, "HcsTerminateComputeSystem"), 2);
+
+    /* Past the host's commit (Wine's GetPerformanceInfo: this machine's): 507, and nothing
+     * made. The largest VM berth sizes, 1 TiB (a task of 1 TiB - 256 MB), so that no CI
+     * machine has the commit for it. */
+    create(&h, "huge", "\"isolation\":\"hyperv\",\"limits\":{\"memory_bytes\":1099243192320}", &r);
+    ck_assert_error_reply(&r, 507, "insufficient_storage",
+                          "not enough memory commit for a 1048576 MB utility vm");
+    ck_assert_msg(strstr(r.body, "CommitLimit") && strstr(r.body, "CommitTotal"), "%s", r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 2);
+    ctr_gone(&h, "huge");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+START_TEST(a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, "no-hyperv", true);
+    struct hresp r;
+    http_get(&h.b, "/v1/health", &r);
+    ck_assert_msg(r.json, "health: %ld %s", r.status, r.body);
+    ck_assert(json_object_get_boolean(json_at(r.json, "runtime.usable")));
+    ck_assert(json_object_get_boolean(json_at(r.json, "runtime.isolations.process.usable")));
+    ck_assert(!json_object_get_boolean(json_at(r.json, "runtime.isolations.hyperv.usable")));
+    const char *why = str_at(r.json, "runtime.isolations.hyperv.reason");
+    ck_assert_msg(why && strstr(why, "Hyper-V is not available on this host (") &&
+                      strstr(why, "catastrophic failure"),
+                  "reason: %s", why);
+    hresp_free(&r);
+    create(&h, "hv", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_error_reply(&r, 409, "conflict", "Hyper-V is not available on this host (");
+    hresp_free(&r);
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    /* Process isolation still works. */
+    create_ok(&h, "argon");
+    delete_ctr(&h, "argon");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/*
+ * The double lives in berthd.exe's process, so its compute systems end
+ * with it, as a host's do when it reboots: the restarted daemon tries to
+ * reopen the system it owns (HcsOpenComputeSystem), finds it gone,
+ * reports the container stopped, and a delete cleans it up; a record of
+ * a system no container of the daemon's claims is removed at start.
+ */
+START_TEST(a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    create_ok(&h, "keep");
+    spawn(&h, "keep", "task", "\"out\",\"before\",\"wait\"");
+    wait_stdout(&h, "keep", "task", "before");
+    /* Stopped, not finished: the root and the recordings stay for the restart. */
+    int ws = berthd_term(&h.b, 60000);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "stop: status %d", ws);
+
+    /* An ownership record of a container the daemon has no record of. */
+    char ghost[PATH_MAX + 64];
+    snprintf(ghost, sizeof(ghost), "%s/runtime/hcs/ghost", h.b.root);
+    FILE *f = fopen(ghost, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "berth-ghost-00000000\n-\nprocess\nZ:\\nowhere\\ghost\n");
+    fclose(f);
+    int opens = called(&h, "HcsOpenComputeSystem");
+
+    hcsd_start(&h, NULL, true);
+    ck_assert_int_ge(called(&h, "HcsOpenComputeSystem"), opens + 1);
+    struct stat sb;
+    ck_assert_msg(stat(ghost, &sb) != 0, "the ghost's record is still there");
+    http_get(&h.b, "/v1/containers/keep", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "state"), "stopped");
+    hresp_free(&r);
+    /* Its output stayed; the exit code is not invented. */
+    long st = 0;
+    char *out = proc_get(&h, "keep", "task", "stdout", &st);
+    ck_assert_msg(st == 200 && strcmp(out, "before") == 0, "stdout: %ld %s", st, out);
+    free(out);
+    delete_ctr(&h, "keep");
+    char rec[PATH_MAX + 64];
+    snprintf(rec, sizeof(rec), "%s/runtime/hcs/keep", h.b.root);
+    ck_assert_msg(stat(rec, &sb) != 0, "keep's record is still there");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/*
+ * With BERTH_HCS_DOUBLE_STATE the double keeps a started system across
+ * berthd.exe's processes, as the service does (its processes, threads of
+ * the process that ended, do not survive): the restarted daemon reopens
+ * the system and goes on using it.
+ */
+START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
+{
+    struct hcsd h = {.keep = true};
+    hcsd_start(&h, NULL, true);
+    struct hresp r;
+    create_ok(&h, "live");
+    spawn(&h, "live", "task", "\"out\",\"before\",\"wait\"");
+    wait_stdout(&h, "live", "task", "before");
+    int ws = berthd_term(&h.b, 60000);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "stop: status %d", ws);
+
+    hcsd_start(&h, NULL, true);
+    http_get(&h.b, "/v1/containers/live", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "state"), "running");
+    hresp_free(&r);
+    /* The process did not outlive the old daemon's double: no exit code is invented. */
+    ck_assert_int_eq(wait_exit(&h, "live", "task"), 255);
+    long st = 0;
+    char *body = proc_get(&h, "live", "task", "", &st);
+    ck_assert_msg(st == 200 && strstr(body, "exit code is lost"), "process: %ld %s", st, body);
+    free(body);
+    char *out = proc_get(&h, "live", "task", "stdout", &st);
+    ck_assert_msg(st == 200 && strcmp(out, "before") == 0, "stdout: %ld %s", st, out);
+    free(out);
+    /* The reopened system runs new processes. */
+    spawn(&h, "live", "after", "\"out\",\"again\",\"exit\",\"5\"");
+    ck_assert_int_eq(wait_exit(&h, "live", "after"), 5);
+    wait_stdout(&h, "live", "after", "again");
+    delete_ctr(&h, "live");
+    char kept[PATH_MAX + 64];
+    snprintf(kept, sizeof(kept), "%s/runtime/hcs/live", h.b.root);
+    struct stat sb;
+    ck_assert_msg(stat(kept, &sb) != 0, "live's record is still there");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+int
+main(void)
+{
+    if (!harness_wine() || !getenv("BERTH_TEST_HCS_DOUBLE")) {
+        fprintf(stderr, "test_wine_hcs: BERTH_TEST_WINE or BERTH_TEST_HCS_DOUBLE is not set; "
+                        "scripts/build-windows.sh runs this suite against berthd.exe under Wine\n");
+        return 77;
+    }
+    Suite *s = suite_create("wine_hcs");
+    TCase *tc = tcase_create("berthd.exe --runtime hcs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, health_shows_both_isolations_usable_on_the_double);
+    tcase_add_test(tc, a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted);
+    tcase_add_test(tc, two_containers_run_a_process_named_task_at_once);
+    tcase_add_test(tc, a_system_that_dies_is_reported_stopped);
+    tcase_add_test(tc, a_system_that_dies_during_the_create_is_reported_stopped);
+    tcase_add_test(tc, a_volume_mount_is_a_mapped_directory);
+    tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
+    tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
+    tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
+    tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
+    tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
+    suite_add_tcase(s, tc);
+    return harness_run_suite(s);
+}
