@@ -91,6 +91,10 @@ set(BERTH_WIN_SOURCES
     store/gc.c
     store/image_build.c
     store/import.c
+    store/import_layout.c
+    store/import_resolve.c
+    store/import_unpack.c
+    store/import_upload.c
     store/layer.c
     store/layer_windows.c
     store/meta.c
