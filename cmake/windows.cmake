@@ -211,6 +211,8 @@ berth_win_skip(store/scratch.c "sized writable layers by XFS quota or ext4 image
 # Decided against, with the cost written down.
 berth_win_skip(store/pull.c "registry pulls need libcurl, not among the Windows dependencies (no route uses pulls yet)")
 berth_win_skip(store/registry.c "the registry client: libcurl, as store/pull.c")
+berth_win_skip(store/registry_client.c "the registry client: libcurl, as store/pull.c")
+berth_win_skip(store/registry_exchange.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_auth.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_http.c "curl/curl.h: libcurl is not among the Windows dependencies")
 # Linux by design: Windows containers are HCS's (runtime/hcs, the next
