@@ -102,6 +102,9 @@ set(BERTH_WIN_SOURCES
     store/mount_journal.c
     store/mount_journal_io_windows.c
     store/oci.c
+    store/oci_config.c
+    store/oci_docker.c
+    store/oci_select.c
     store/platform.c
     store/platform_host_windows.c
     store/refname.c
