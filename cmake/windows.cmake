@@ -115,6 +115,8 @@ set(BERTH_WIN_SOURCES
     store/tree_tar.c
     store/unpack.c
     store/unpack_acl.c
+    store/unpack_entry.c
+    store/unpack_meta.c
     store/unpack_tree.c
     store/volume.c
     store/volume_copy.c
