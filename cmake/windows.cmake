@@ -155,6 +155,7 @@ set(BERTH_WIN_SOURCES
     daemon/svc_processes.c
     daemon/svc_volumes.c
     daemon/volume_ttl.c
+    api/access.c
     api/api.c
     api/bench.c
     api/containers.c
@@ -167,8 +168,10 @@ set(BERTH_WIN_SOURCES
     api/images.c
     api/logs_windows.c
     api/metrics.c
+    api/peer_sweep.c
     api/processes.c
     api/reply.c
+    api/request.c
     api/router.c
     api/routes.c
     api/stream.c
