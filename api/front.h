@@ -1,9 +1,9 @@
 /*
  * A front end: one routing table served by an HTTP server of its own,
  * with its own error shape, statuses and headers, over the same request
- * machinery (api/api.c: limits, bodies, suspension, the request log) and
- * the same daemon services. Two exist: the /v1 API (api_front_v1, in
- * api.c) and the Docker Engine API subset (docker_front, api/docker/).
+ * machinery (api/access.c and api/request.c: limits, bodies, suspension,
+ * the request log) and the same daemon services. Two exist: the /v1 API
+ * (api_front_v1, in routes.c) and the Docker Engine API subset (docker_front, api/docker/).
  * Their routes never mix: each server routes only its own table.
  * Definitions are static tables; loop thread.
  */
@@ -41,7 +41,7 @@ struct api_front {
     json_object *(*err_body)(unsigned status, const char *code, const char *msg);
 };
 
-/* The /v1 API (api/routes.c), and its answers when routing failed (api.c). */
+/* The /v1 API (api/routes.c), and its answers when routing failed (access.c). */
 extern const struct api_front api_front_v1;
 void api_v1_route_failed(struct api_req *req, enum route_result rr, const char *allow);
 

@@ -48,7 +48,7 @@
 
 /*
  * Where a connection is in its life. Only HEAD has a deadline of ours;
- * REQUEST is governed by MHD's idle timeout and api.c's body rate; IDLE
+ * REQUEST is governed by MHD's idle timeout and peer_sweep.c's body rate; IDLE
  * by MHD's idle timeout, until its next request begins. UPGRADED is no
  * longer HTTP (api/hijack.c owns it, and MHD has it suspended, without
  * its idle timeout): no deadline, never evicted, until it is closed.

@@ -10,7 +10,7 @@
  * deadline for the request line and headers of every request (shorter
  * when the server is nearly full), so a flood of slow clients cannot hold
  * every slot. Past the cap, HTTP_RESERVE_CONNECTIONS more connections are
- * accepted that only GET /v1/health may use (api.c answers anything else
+ * accepted that only GET /v1/health may use (access.c answers anything else
  * on them with 503); and whenever MHD's own limit is reached, the oldest
  * connection that is still sending its headers, or else the oldest idle
  * keep-alive one, is closed so the next client is accepted at once.
@@ -35,7 +35,7 @@
  * request over it is answered by MHD itself (431 or 414 with an HTML
  * body) before any callback of ours. At 128 KiB a request line or a
  * header block of up to ~127 KiB, or of up to ~1,700 fields, reaches
- * api.c (measured), which answers JSON past API_URI_MAX and
+ * access.c (measured), which answers JSON past API_URI_MAX and
  * API_HEADERS_MAX. MHD zeroes the whole pool between two requests, so an
  * idle keep-alive connection holds this much memory (1,000 of them: 136
  * MiB of RSS, against 74 MiB at 64 KiB).

@@ -91,6 +91,10 @@ set(BERTH_WIN_SOURCES
     store/gc.c
     store/image_build.c
     store/import.c
+    store/import_layout.c
+    store/import_resolve.c
+    store/import_unpack.c
+    store/import_upload.c
     store/layer.c
     store/layer_windows.c
     store/meta.c
@@ -98,6 +102,9 @@ set(BERTH_WIN_SOURCES
     store/mount_journal.c
     store/mount_journal_io_windows.c
     store/oci.c
+    store/oci_config.c
+    store/oci_docker.c
+    store/oci_select.c
     store/platform.c
     store/platform_host_windows.c
     store/refname.c
@@ -108,6 +115,8 @@ set(BERTH_WIN_SOURCES
     store/tree_tar.c
     store/unpack.c
     store/unpack_acl.c
+    store/unpack_entry.c
+    store/unpack_meta.c
     store/unpack_tree.c
     store/volume.c
     store/volume_copy.c
@@ -147,6 +156,7 @@ set(BERTH_WIN_SOURCES
     daemon/svc_processes.c
     daemon/svc_volumes.c
     daemon/volume_ttl.c
+    api/access.c
     api/api.c
     api/bench.c
     api/containers.c
@@ -159,8 +169,10 @@ set(BERTH_WIN_SOURCES
     api/images.c
     api/logs_windows.c
     api/metrics.c
+    api/peer_sweep.c
     api/processes.c
     api/reply.c
+    api/request.c
     api/router.c
     api/routes.c
     api/stream.c
@@ -208,6 +220,8 @@ berth_win_skip(store/scratch.c "sized writable layers by XFS quota or ext4 image
 # Decided against, with the cost written down.
 berth_win_skip(store/pull.c "registry pulls need libcurl, not among the Windows dependencies (no route uses pulls yet)")
 berth_win_skip(store/registry.c "the registry client: libcurl, as store/pull.c")
+berth_win_skip(store/registry_client.c "the registry client: libcurl, as store/pull.c")
+berth_win_skip(store/registry_exchange.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_auth.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_http.c "curl/curl.h: libcurl is not among the Windows dependencies")
 # Linux by design: Windows containers are HCS's (runtime/hcs, the next

@@ -1,5 +1,5 @@
 /*
- * Fuzzes the image document parsers of store/oci.c: every input is given,
+ * Fuzzes the image document parsers of store/oci*.c: every input is given,
  * as the whole document, to the index (and index.json), manifest, config,
  * docker-save manifest.json and oci-layout parsers.
  *

@@ -1,6 +1,6 @@
 /*
  * Fuzzes the platform matcher (store/platform.c) and the index selection
- * that uses it (oci_select_manifest in store/oci.c).
+ * that uses it (oci_select_manifest in store/oci_select.c).
  *
  * Input: up to four lines.
  *   1, 2  platform strings as ?platform= carries them (oci_platform_parse)

@@ -136,7 +136,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     *sp = '\0';
-    /* What api.c keeps: 15 bytes of method, the raw path before ? or #. */
+    /* What access.c keeps: 15 bytes of method, the raw path before ? or #. */
     char method[16];
     snprintf(method, sizeof(method), "%s", in);
     char *path = sp + 1;

@@ -107,6 +107,34 @@ const char *unpack_quote(const char *name, char buf[UNPACK_QUOTE_BUF]);
  */
 int unpack_acl_xattr(struct archive_entry *e, int type, void **out, size_t *out_len);
 
+/* The tree's parts share these (unpack_tree.c: errors, the walk). */
+/* An errno from the filesystem about entry rel, as u->err; returns -code. */
+int tree_fail(struct unpack *u, const char *rel, const char *what, int neg);
+/* Content refused: ERR_INVALID_CONTENT about entry rel. */
+int tree_refuse(struct unpack *u, const char *rel, const char *why);
+/* Metadata that did not stick: a warning, once per unpack, then debug. */
+void tree_meta_warn(struct unpack *u, const char *rel, const char *what, int neg);
+/* Closes the directory entry made last (u->hint). */
+void tree_hint_drop(struct unpack *u);
+/* Back to the root, no descriptor of the walk kept. */
+void tree_forget(struct unpack *u);
+/* Opens (or reuses) the parent of rel, its first plen bytes, into *pfd. */
+int tree_parent(struct unpack *u, const char *rel, size_t plen, int *pfd);
+/* The length of rel's parent part, given its last component name. */
+size_t tree_parent_len(const char *rel, const char *name);
+/* Clears name in dir for a new entry (see its definition). */
+int tree_make_room(struct unpack *u, int dir, const char *name, const char *rel, bool new_dir,
+                   bool *keep, bool *was_wh);
+
+/* unpack_meta.c: the entries' metadata. */
+void tree_entry_xattrs(struct unpack *u, struct archive_entry *e, int fd, int dir, const char *name,
+                       const char *rel);
+int tree_meta_file(struct unpack *u, struct archive_entry *e, int fd, const char *rel);
+void tree_meta_named(struct unpack *u, struct archive_entry *e, int dir, const char *name,
+                     const char *rel, bool symlink);
+/* Keeps a directory's mode, ACLs and times for tree_finish. */
+int tree_fixup_add(struct unpack *u, struct archive_entry *e, const char *rel);
+
 /* unpack_tree.c: opens the target and the lowers; 0 or -errno. */
 int tree_open(struct unpack *u);
 /* Writes one entry, its name cleaned into rel (not the root). */
