@@ -310,6 +310,7 @@ berth_win_skip_suite(test_net "runs the real CNI plugins in network namespaces: 
 berth_win_skip_suite(test_net_conf "CNI conflists and resolv.conf: Linux only")
 berth_win_skip_suite(test_config "its defaults are Linux's (geteuid, XDG_DATA_HOME, HOME) and it sets them with setenv/unsetenv; the Windows defaults (a root in %ProgramData%, runtime hcs) were checked by hand under Wine only")
 berth_win_skip_suite(test_runtime_oci "runc: Linux only by design")
+berth_win_skip_suite(test_runtime_oci_records "the records of runtime/oci (proc.c, runc.c), which is Linux only by design")
 berth_win_skip_suite(test_runtime_spec "OCI runtime bundles: Linux only by design")
 # The API suites are Linux executables (libcurl, fork, the Linux tools
 # that make and compare trees) that start a berthd: test_wine starts

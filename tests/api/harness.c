@@ -228,6 +228,24 @@ is_sanitized(void)
     return cached;
 }
 
+bool
+berthd_wait_log(struct berthd *b, const char *needle, int timeout_ms)
+{
+    double deadline = now_ms() + (is_sanitized() ? 3.0 : 1.0) * timeout_ms;
+    for (;;) {
+        /* Alive before the read: a line written just before an exit is seen. */
+        bool alive = berthd_alive(b);
+        char *log = berthd_log(b);
+        bool found = strstr(log, needle) != NULL;
+        free(log);
+        if (found)
+            return true;
+        if (!alive || now_ms() >= deadline)
+            return false;
+        sleep_ms(20);
+    }
+}
+
 /* The port from the "listening on http://HOST:PORT" line, or 0. */
 static unsigned
 port_from_log(const struct berthd *b)

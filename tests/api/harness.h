@@ -98,6 +98,11 @@ bool berthd_alive(struct berthd *b);
 char *berthd_log(const struct berthd *b);
 /* A sanitizer report in the log, or NULL: the first line of it (static). */
 const char *berthd_sanitizer_report(const struct berthd *b);
+/* Polls the daemon's log until it holds needle, the daemon exits or
+ * timeout_ms passes (three times that under a sanitizer); returns whether
+ * it does. For what the daemon does after it listens, such as the
+ * network's start-up reconciliation ("net: reconciled:"). */
+bool berthd_wait_log(struct berthd *b, const char *needle, int timeout_ms);
 
 /*
  * The normal end of a test: SIGTERM, then asserts that the daemon exited 0

@@ -598,7 +598,11 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
 {
     /* kill -9 leaves a container whose record is then unreadable, and a
      * journaled overlay whose container never existed: the next daemon
-     * undoes both mounts, and its journal is empty afterwards. */
+     * undoes both mounts, and its journal is empty afterwards. The lost
+     * container's network namespace (a bind mount, even with --network
+     * none) is the network's to release, in its start-up reconciliation,
+     * which runs after the daemon listens: the mounts are looked at once
+     * it is done (before, CI saw the namespace still mounted). */
     struct berthd b1 = {0}, b2 = {0};
     start_with_image(&b1);
     struct hresp r;
@@ -609,6 +613,7 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
     char root[PATH_MAX];
     snprintf(root, sizeof(root), "%s", b1.root);
     ck_assert_int_eq(ctr_sh("ls %s/mounts/container.c-lost.rootfs.mnt >/dev/null", root), 0);
+    ck_assert_int_eq(ctr_sh("grep -q ' %s/network/netns/c-lost ' /proc/self/mountinfo", root), 0);
     ck_assert_int_eq(ctr_sh("echo garbage > %s/containers/c-lost/container.json", root), 0);
     ck_assert_int_eq(ctr_sh("cd %s && mkdir -p ghost/l ghost/u ghost/w ghost/m && mount -t overlay "
                             "overlay -o lowerdir=ghost/l,upperdir=ghost/u,workdir=ghost/w ghost/m",
@@ -637,14 +642,18 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
     snprintf(b1.mount, sizeof(b1.mount), "%s/ghost/m", root); /* unmounted should the test fail */
 
     berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ck_assert_msg(berthd_wait_log(&b2, "net: reconciled:", 10000),
+                  "the network's start-up reconciliation did not end");
     ck_assert_msg(ctr_sh("grep -q ' %s/' /proc/self/mountinfo", root) != 0,
-                  "a mount under %s is left after the restart", root);
+                  "a mount under %s is left after the restart: %s", root,
+                  ctr_sh_out("grep ' %s/' /proc/self/mountinfo | cut -d' ' -f5", root));
     ck_assert_int_eq(ctr_sh("test -z \"$(ls -A %s/mounts)\"", root), 0);
     http_get(&b2, "/v1/containers/c-lost", &r);
     ck_assert_int_eq(r.status, 404);
     hresp_free(&r);
     char *log = berthd_log(&b2);
     ck_assert_ptr_nonnull(strstr(log, "undid container.ghost.rootfs (overlay)"));
+    ck_assert_ptr_nonnull(strstr(log, "net: reconciled: 0 kept, 1 released"));
     free(log);
     berthd_finish(&b2);
     berthd_cleanup(&b1);

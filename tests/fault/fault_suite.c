@@ -271,6 +271,21 @@ teardown_checked(struct berthd *b, const struct fault_op *op, const char *what)
     fault_check_store(b, after);
 }
 
+/*
+ * Starts the daemon again on its root (its log renamed before), and waits
+ * for the network's start-up reconciliation: it releases what the network
+ * kept of containers that are gone (a namespace, /etc files a failed
+ * removal left) after the daemon listens, so the store checks must not
+ * look before it is done.
+ */
+static void
+start_again(struct berthd *b, const char *what)
+{
+    fault_berthd_start(b, NULL);
+    fault_check(b, what, berthd_wait_log(b, "net: reconciled:", 10000),
+                "the network's start-up reconciliation did not end");
+}
+
 /* Stops the daemon cleanly and starts it again on the same root. */
 void
 fault_restart(struct berthd *b, const char *what)
@@ -281,7 +296,7 @@ fault_restart(struct berthd *b, const char *what)
     char saved[PATH_MAX + 16];
     snprintf(saved, sizeof(saved), "%s.prev", b->log_path);
     rename(b->log_path, saved);
-    fault_berthd_start(b, NULL);
+    start_again(b, what);
 }
 
 /* Runs a garbage collection and nothing else (a prune that keeps every image). */
@@ -331,7 +346,7 @@ restart_if_dead(struct berthd *b, const char *what)
     rename(b->log_path, saved);
     fault_failure(b, what, "berthd-fault exited (wait status 0x%x) under the fault; log in %s", st,
                   saved);
-    fault_berthd_start(b, NULL);
+    start_again(b, what);
 }
 
 /* A reply that is a clean error: 4xx or 5xx with {"error": {"code", "message"}}. */
