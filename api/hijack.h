@@ -176,7 +176,7 @@ unsigned hijack_set_count(const struct hijack_set *set);
  * the last of them is freed. */
 void hijack_set_free(struct hijack_set *set);
 
-/* From the request's completion (api.c): req is going away. */
+/* From the request's completion (api/access.c): req is going away. */
 void hijack_detach(struct hijack *h);
 
 #endif

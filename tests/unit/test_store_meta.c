@@ -1,6 +1,7 @@
 /* Unit tests for store/meta.c: the metadata database. */
 #include <check.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -542,7 +543,7 @@ END_TEST
 static void *
 put_many(void *arg)
 {
-    long id = (long)arg;
+    long id = (long)(intptr_t)arg;
     for (int i = 0; i < PER_THREAD; i++) {
         struct test_image t;
         struct err err = {0};
@@ -561,7 +562,7 @@ START_TEST(meta_is_safe_across_threads)
     pthread_t th[THREADS];
     struct err err = {0};
     for (long i = 0; i < THREADS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, put_many, (void *)i), 0);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, put_many, (void *)(intptr_t)i), 0);
     for (int i = 0; i < THREADS; i++) {
         void *res;
         pthread_join(th[i], &res);
