@@ -182,7 +182,7 @@ unpack_data_block(struct unpack *u, const char *rel, const void **buf, size_t *s
         return 0;
     if (r < ARCHIVE_WARN) {
         unpack_read_error(u, u->inner, "read layer tar");
-        return err_wrap(u->err, "layer entry %.*s", UNPACK_QUOTE_MAX, rel);
+        return err_wrap(u->err, "%s %.*s", UNPACK_ENTRY(u), UNPACK_QUOTE_MAX, rel);
     }
     *off = o;
     return 1;
@@ -214,14 +214,14 @@ check_name_lengths(struct unpack *u, const char *what, const char *name, const c
     size_t len = strlen(rel);
     if (u->shown_len + 1 + len >= PATH_MAX)
         return err_set(u->err, ERR_INVALID_CONTENT,
-                       "layer entry %s: %s is %zu bytes under %s, reaching PATH_MAX (%d)",
+                       "%s %s: %s is %zu bytes under %s, reaching PATH_MAX (%d)", UNPACK_ENTRY(u),
                        unpack_quote(name, q), what, len, u->shown_dir, PATH_MAX);
     for (const char *p = rel; *p;) {
         size_t n = strcspn(p, "/");
         if (n > NAME_MAX)
             return err_set(u->err, ERR_INVALID_CONTENT,
-                           "layer entry %s: %s has a component of %zu bytes, over NAME_MAX (%d)",
-                           unpack_quote(name, q), what, n, NAME_MAX);
+                           "%s %s: %s has a component of %zu bytes, over NAME_MAX (%d)",
+                           UNPACK_ENTRY(u), unpack_quote(name, q), what, n, NAME_MAX);
         p += n;
         p += strspn(p, "/");
     }
@@ -234,14 +234,14 @@ entry_extract(struct unpack *u, struct archive_entry *e)
     const char *name = archive_entry_pathname(e);
     char q[UNPACK_QUOTE_BUF];
     if (!name)
-        return err_set(u->err, ERR_INVALID_CONTENT, "layer entry without a name");
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s without a name", UNPACK_ENTRY(u));
     const char *why = NULL;
     cleanup_free char *rel = unpack_path_clean(name, &why);
     if (!rel && !why)
         return err_set(u->err, ENOMEM, "unpack: out of memory");
     if (!rel)
-        return err_set(u->err, ERR_INVALID_CONTENT, "layer entry %s: %s", unpack_quote(name, q),
-                       why);
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s %s: %s", UNPACK_ENTRY(u),
+                       unpack_quote(name, q), why);
     if (rel[0] == '\0') {
         log_debug("unpack: skipping the root entry %s", name);
         return 0;
@@ -261,7 +261,7 @@ entry_extract(struct unpack *u, struct archive_entry *e)
     const char *sym = archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e) : NULL;
     if (sym && strlen(sym) >= PATH_MAX)
         return err_set(u->err, ERR_INVALID_CONTENT,
-                       "layer entry %s: symlink target of %zu bytes reaches PATH_MAX (%d)",
+                       "%s %s: symlink target of %zu bytes reaches PATH_MAX (%d)", UNPACK_ENTRY(u),
                        unpack_quote(name, q), strlen(sym), PATH_MAX);
     return tree_entry(u, e, rel);
 }

@@ -175,8 +175,8 @@ entry_hardlink(struct unpack *u, struct archive_entry *e, int dir, const char *n
     if (t && !t[0])
         why = "is the root";
     if (why)
-        return err_set(u->err, ERR_INVALID_CONTENT, "layer entry %s: hard link target %s %s",
-                       unpack_quote(rel, q), unpack_quote(link, q2), why);
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s %s: hard link target %s %s",
+                       UNPACK_ENTRY(u), unpack_quote(rel, q), unpack_quote(link, q2), why);
     char *slash = strrchr(t, '/');
     const char *tbase = slash ? slash + 1 : t;
     int tdir = u->root_fd;
@@ -186,8 +186,8 @@ entry_hardlink(struct unpack *u, struct archive_entry *e, int dir, const char *n
         *slash = '/';
     }
     if (tdir < 0)
-        return err_set(u->err, ERR_INVALID_CONTENT, "layer entry %s: hard link target %s %s",
-                       unpack_quote(rel, q), unpack_quote(link, q2),
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s %s: hard link target %s %s",
+                       UNPACK_ENTRY(u), unpack_quote(rel, q), unpack_quote(link, q2),
                        tdir == -ELOOP     ? "goes through a symlink"
                        : tdir == -ENOTDIR ? "goes through something that is not a directory"
                                           : "is not in this layer");
@@ -195,13 +195,12 @@ entry_hardlink(struct unpack *u, struct archive_entry *e, int dir, const char *n
     struct os_stat st;
     int r = rootdir_stat(tdir, tbase, &st);
     if (r < 0) {
-        ret = err_set(u->err, ERR_INVALID_CONTENT,
-                      "layer entry %s: hard link target %s is not in this layer",
-                      unpack_quote(rel, q), unpack_quote(link, q2));
+        ret = err_set(u->err, ERR_INVALID_CONTENT, "%s %s: hard link target %s is not in this %s",
+                      UNPACK_ENTRY(u), unpack_quote(rel, q), unpack_quote(link, q2),
+                      UNPACK_ARCHIVE(u));
     } else if (S_ISDIR(st.st_mode)) {
-        ret = err_set(u->err, ERR_INVALID_CONTENT,
-                      "layer entry %s: hard link target %s is a directory", unpack_quote(rel, q),
-                      unpack_quote(link, q2));
+        ret = err_set(u->err, ERR_INVALID_CONTENT, "%s %s: hard link target %s is a directory",
+                      UNPACK_ENTRY(u), unpack_quote(rel, q), unpack_quote(link, q2));
     } else if ((r = rootdir_link(tdir, tbase, dir, name)) == -EEXIST) {
         struct os_stat cur;
         if (rootdir_stat(dir, name, &cur) == 0 && cur.st_ino == st.st_ino &&

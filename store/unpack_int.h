@@ -35,6 +35,11 @@ struct unpack_fixup {
     size_t acl_access_len, acl_default_len;
 };
 
+/* What an entry and its archive are called in errors: a layer's, or a
+ * plain tar's (volume and container uploads: no_whiteouts). */
+#define UNPACK_ENTRY(u) ((u)->opts->no_whiteouts ? "tar entry" : "layer entry")
+#define UNPACK_ARCHIVE(u) ((u)->opts->no_whiteouts ? "tar" : "layer")
+
 struct unpack {
     const struct unpack_input *in;
     const struct unpack_opts *opts;

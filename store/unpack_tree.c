@@ -57,14 +57,16 @@ tree_fail(struct unpack *u, const char *rel, const char *what, int neg)
     char q[UNPACK_QUOTE_BUF];
     int e = -neg;
     int code = e == ENAMETOOLONG || e == ELOOP || e == EILSEQ ? ERR_INVALID_CONTENT : e;
-    return err_set(u->err, code, "layer entry %s: %s: %s", unpack_quote(rel, q), what, strerror(e));
+    return err_set(u->err, code, "%s %s: %s: %s", UNPACK_ENTRY(u), unpack_quote(rel, q), what,
+                   strerror(e));
 }
 
 int
 tree_refuse(struct unpack *u, const char *rel, const char *why)
 {
     char q[UNPACK_QUOTE_BUF];
-    return err_set(u->err, ERR_INVALID_CONTENT, "layer entry %s: %s", unpack_quote(rel, q), why);
+    return err_set(u->err, ERR_INVALID_CONTENT, "%s %s: %s", UNPACK_ENTRY(u), unpack_quote(rel, q),
+                   why);
 }
 
 void
@@ -162,7 +164,7 @@ lowers_step(struct unpack *u, const char *rel, const char *p, size_t d, bool upp
         if (fd == -ELOOP && !found) {
             char q[UNPACK_QUOTE_BUF];
             return err_set(u->err, ERR_INVALID_CONTENT,
-                           "layer entry %s: parent %s is a symlink in a lower layer",
+                           "%s %s: parent %s is a symlink in a lower layer", UNPACK_ENTRY(u),
                            unpack_quote(rel, q), p);
         }
         if (fd == -ELOOP || fd == -ENOTDIR) {
@@ -236,17 +238,16 @@ walk_step(struct unpack *u, int dir, const char *name, const char *rel, const ch
         return 0;
     }
     if (fd == -ELOOP)
-        return err_set(u->err, ERR_INVALID_CONTENT,
-                       "layer entry %.*s: parent %s is a symlink in this layer", UNPACK_QUOTE_MAX,
-                       rel, p);
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s %.*s: parent %s is a symlink in this %s",
+                       UNPACK_ENTRY(u), UNPACK_QUOTE_MAX, rel, p, UNPACK_ARCHIVE(u));
     if (fd == -ENOTDIR) {
         struct os_stat st;
         if (!u->opts->no_whiteouts && rootdir_stat(dir, name, &st) == 0 && stat_is_whiteout(&st)) {
             memset(row(u, d), 0, u->nlowers * sizeof(bool));
             return whiteout_to_dir(u, dir, name, rel, out);
         }
-        return err_set(u->err, ERR_INVALID_CONTENT,
-                       "layer entry %.*s: parent %s is not a directory", UNPACK_QUOTE_MAX, rel, p);
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s %.*s: parent %s is not a directory",
+                       UNPACK_ENTRY(u), UNPACK_QUOTE_MAX, rel, p);
     }
     if (fd != -ENOENT)
         return tree_fail(u, rel, "open a parent directory", fd);

@@ -87,11 +87,15 @@ START_TEST(docker_cp_a_file_and_a_directory_both_ways_with_a_running_container)
         ck_assert_msg(dk_contains(got, "three\nthree\ntwo\n/out/d\nthree"), "docker %s: %s",
                       cl->version, got);
         free(got);
-        /* A missing path is the engine's 404 message. */
+        /* A missing path is the engine's 404 message; the 20.10 CLI prints
+         * its own for any 404 of this route. */
         char *out = NULL;
         ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" cp cp%zu:/no/such /tmp/x", i), 0);
-        ck_assert_msg(dk_contains(out, "Could not find the file /no/such in container cp"), "%s",
-                      out);
+        char own[64];
+        snprintf(own, sizeof(own), "No such container:path: cp%zu:/no/such", i);
+        ck_assert_msg(dk_contains(out, "Could not find the file /no/such in container cp") ||
+                          (strncmp(cl->version, "20.", 3) == 0 && dk_contains(out, own)),
+                      "docker %s: %s", cl->version, out);
         free(out);
         /* Stopped: both ways still work on its root filesystem. */
         free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 cp%zu", i));
@@ -298,7 +302,7 @@ START_TEST(hostile_archive_puts_are_refused_and_nothing_is_written)
                     CURL "-w ' %%{http_code}' -X PUT -H 'Content-Type: application/x-tar' "
                          "--data-binary @'%s/%s.tar' 'http://d/containers/hh/archive?path=/t'",
                     dir, c);
-        ck_assert_msg(dk_contains(r, "layer entry ") && dk_contains(r, "}\n 400"), "%s: %s", c, r);
+        ck_assert_msg(dk_contains(r, "tar entry ") && dk_contains(r, "}\n 400"), "%s: %s", c, r);
         /* Not even the harmless first entry landed, nor a staging directory. */
         char *ls = dk_ok(&b, cl, 0, "\"$D\" exec hh ls -A /t | tr '\\n' ' '");
         ck_assert_msg(strcmp(ls, "etclink rootlink uplink ") == 0, "%s: /t has %s", c, ls);
