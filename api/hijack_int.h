@@ -64,12 +64,13 @@ struct hijack {
     bool pending_mhd;    /* MHD still holds h as its upgrade handler's closure */
 
     bool reading, closing, eof_seen, eof_told, error_told, detached;
-    bool raw_head;         /* the raw mode's head is the first chunk, not all sent */
-    bool head_hold;        /* the head is sent; the stream waits for the client to read it */
-    bool peer_known;       /* the kernel can say what the peer has not read */
-    uint64_t head_sent_at; /* loop time the head was all sent */
-    int error;             /* negative errno once the connection broke */
-    uint64_t linger_until; /* loop time the linger ends at, at the latest */
+    bool raw_head;          /* the raw mode's head is the first chunk, not all sent */
+    bool head_hold;         /* the head is sent; the stream waits for the client to read it */
+    bool peer_known;        /* the kernel can say what the peer has not read */
+    uint64_t head_sent_at;  /* loop time the head was all sent */
+    unsigned head_check_ms; /* the interval of the next check of head_hold */
+    int error;              /* negative errno once the connection broke */
+    uint64_t linger_until;  /* loop time the linger ends at, at the latest */
 
     char *rx; /* bytes read and not yet taken: rx[rx_off, rx_off + rx_len) */
     size_t rx_cap, rx_off, rx_len;

@@ -27,12 +27,18 @@
  * empty now and then). The engine starts an exec only after the 101, so
  * its output usually comes too late to be caught; ours can be waiting
  * already. For a unix socket or a TCP peer on this host the kernel says
- * what the client has not read (api/peer_unread.h), checked every
- * HEAD_CHECK_MS until it is nothing; for a peer elsewhere the stream
- * waits HEAD_GRACE_MS, longer than an exec's start takes the engine.
+ * what the client has not read (api/peer_unread.h), checked after
+ * HEAD_CHECK_MS and then at twice the interval each time, up to
+ * HEAD_CHECK_MAX_MS, until it is nothing; for a peer elsewhere the stream
+ * waits HEAD_GRACE_MS, longer than an exec's start takes the engine. A
+ * client that has not read the head after HEAD_HOLD_MAX_MS is not
+ * waited for any more (it reads nothing at all: the bytes queue as for
+ * any slow client).
  */
 #define HEAD_CHECK_MS 1
+#define HEAD_CHECK_MAX_MS 32
 #define HEAD_GRACE_MS 50
+#define HEAD_HOLD_MAX_MS 2000
 
 static void poll_cb(uv_poll_t *p, int status, int events);
 static void head_check_cb(uv_timer_t *t);
@@ -51,7 +57,7 @@ hj_update_poll(struct hijack *h)
         if (h->wq_head && !h->head_hold)
             ev |= UV_WRITABLE;
         if (h->head_hold && !uv_is_active((uv_handle_t *)&h->head))
-            uv_timer_start(&h->head, head_check_cb, HEAD_CHECK_MS, HEAD_CHECK_MS);
+            uv_timer_start(&h->head, head_check_cb, h->head_check_ms, 0);
     }
     if (ev == h->poll_events)
         return;
@@ -193,6 +199,7 @@ void
 hj_hold_after_head(struct hijack *h)
 {
     h->head_hold = true;
+    h->head_check_ms = HEAD_CHECK_MS;
     h->head_sent_at = uv_now(h->set->loop);
     h->peer_known = peer_unread_bytes(h->fd) >= 0;
 }
@@ -201,11 +208,15 @@ static void
 head_check_cb(uv_timer_t *t)
 {
     struct hijack *h = t->data;
-    if (h->state == HJ_DONE || !h->head_hold || h->error || hj_head_read(h)) {
+    if (h->state == HJ_DONE || !h->head_hold || h->error || hj_head_read(h) ||
+        uv_now(h->set->loop) - h->head_sent_at >= HEAD_HOLD_MAX_MS) {
         h->head_hold = false;
-        uv_timer_stop(t);
         hj_update_poll(h);
+        return;
     }
+    if (h->head_check_ms < HEAD_CHECK_MAX_MS)
+        h->head_check_ms *= 2;
+    uv_timer_start(t, head_check_cb, h->head_check_ms, 0);
 }
 
 void
