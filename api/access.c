@@ -176,8 +176,17 @@ begin_request(struct api_req *req, const char *url, const char *version)
     }
     const struct route *route = req->match.route;
     req->body_mode = route->begin ? route->begin(req) : route->body;
-    if (req->response)
+    if (req->response) {
+        /* An upload its route refused at once (no such container, a
+         * read-only target): the client is sending the body already, and
+         * an answer sent now would be followed by a close under it, a
+         * reset that loses the answer ("broken pipe" in the docker CLI).
+         * The body is read and dropped first, up to API_DRAIN_MAX; a
+         * client that waits for "100 Continue" has sent nothing yet. */
+        const char *expect = api_req_header(req, MHD_HTTP_HEADER_EXPECT);
+        req->drain_body = route->begin && !(expect && strcasecmp(expect, "100-continue") == 0);
         return;
+    }
     if (req->body_mode == BODY_JSON) {
         const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > API_JSON_BODY_MAX)
@@ -294,6 +303,8 @@ api_access_cb(void *cls, struct MHD_Connection *conn, const char *url, const cha
         if (!req->path)
             return MHD_NO;
         begin_request(req, url, version);
+        if (req->drain_body)
+            return MHD_YES; /* the answer after the body */
         /* An answer this early ends the request: MHD reads no body. */
         if (req->response)
             req->body_done = true;
@@ -301,10 +312,15 @@ api_access_cb(void *cls, struct MHD_Connection *conn, const char *url, const cha
     }
     req->body_seen += *upload_data_size;
     if (*upload_data_size > 0) {
-        if (req->response) {
+        if (req->response || req->drain_body) {
             /* Answered before the body ended (an upload that failed
-             * early): read and drop the rest; the reply goes at the end. */
+             * early): read and drop the rest; the reply goes at the end,
+             * or, for a refusal at the start, past API_DRAIN_MAX. */
             *upload_data_size = 0;
+            if (req->drain_body && req->body_seen > API_DRAIN_MAX) {
+                req->body_done = true;
+                return queue_reply(req);
+            }
             return MHD_YES;
         }
         if (req->dispatched && req->body_mode != BODY_STREAM) {
@@ -336,8 +352,8 @@ api_access_cb(void *cls, struct MHD_Connection *conn, const char *url, const cha
         return MHD_YES;
     }
     req->body_done = true;
-    if (req->response)
-        return queue_reply(req);
+    if (req->response || req->drain_body)
+        return queue_reply(req); /* a refusal's answer may have gone at API_DRAIN_MAX */
 
     /* The body is complete. */
     if (!req->dispatched)

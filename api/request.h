@@ -21,6 +21,9 @@
 
 /* JSON request bodies are capped: 413 past this. */
 #define API_JSON_BODY_MAX (1024 * 1024)
+/* Bytes of a refused upload's body read and dropped before the refusal is
+ * sent anyway (the connection then closes under a client still sending). */
+#define API_DRAIN_MAX (1024 * 1024)
 /* Longest request target (path and query) taken: 414 past this. */
 #define API_URI_MAX 8192
 /* Largest total of request header names and values taken: 431 past this. */
@@ -79,6 +82,7 @@ struct api_req {
     /* The body's rate (API_BODY_MIN_RATE): from the first access call
      * until body_done, time counts while the request is not suspended. */
     bool body_done;          /* the body is complete, or will not be read */
+    bool drain_body;         /* refused at its start: the reply waits for the body (see access.c) */
     uint64_t body_seen;      /* body bytes MHD handed over so far, any mode */
     uint64_t rate_since_ms;  /* loop time counted up to */
     uint64_t rate_active_ms; /* counted time so far */

@@ -9,6 +9,7 @@
  * forced one, /events as a stream that stays open, stats from the cgroup,
  * the pull message and the volumes routes; and --docker-listen itself.
  */
+#include <errno.h>
 #include <grp.h>
 #include <poll.h>
 #include <stdio.h>
@@ -678,6 +679,47 @@ START_TEST(docker_exec_output_waits_until_the_client_has_read_the_101)
 }
 END_TEST
 
+/*
+ * An upload refused at its start (here: no such container) is answered
+ * after the client has sent its body, not under it: an answer followed
+ * by a close while the client still wrote made the docker CLI print
+ * "write: broken pipe" instead of the refusal. The client sends its
+ * headers, lets berth refuse, then sends a 512 KiB body: every byte is
+ * taken, and the refusal is read whole. Unix socket (0) and TCP (1).
+ */
+START_TEST(docker_upload_refused_at_its_start_is_answered_after_the_body)
+{
+    struct berthd b = {0};
+    dk_start(&b, _i == 1, NULL);
+    enum { BODY = 512 * 1024 };
+    int fd = dk_connect(&b);
+    ck_assert_int_ge(fd, 0);
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "PUT /containers/nosuch/archive?path=/tmp HTTP/1.1\r\nHost: docker\r\n"
+                     "Content-Type: application/x-tar\r\nContent-Length: %d\r\n\r\n",
+                     (int)BODY);
+    ck_assert(raw_send(fd, head, (size_t)n));
+    sleep_ms(300); /* refused by now */
+    char *body = calloc(1, BODY);
+    ck_assert_ptr_nonnull(body);
+    size_t sent = 0;
+    while (sent < BODY) {
+        ssize_t w = send(fd, body + sent, BODY - sent, MSG_NOSIGNAL);
+        ck_assert_msg(w > 0, "the body was cut off after %zu bytes: %s", sent, strerror(errno));
+        sent += (size_t)w;
+    }
+    free(body);
+    char buf[4096] = "";
+    size_t got = 0;
+    ck_assert_msg(read_until(fd, buf, sizeof(buf), &got, "No such container: nosuch", 10000),
+                  "no refusal: %s", buf);
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 404", 12) == 0, "%s", buf);
+    close(fd);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_api_suite(void)
 {
@@ -695,6 +737,7 @@ docker_api_suite(void)
     tcase_add_test(tc, docker_listen_flag_values_socket_mode_and_group_and_none);
     tcase_add_test(tc, docker_restart_kill_with_a_signal_wait_next_exit_and_list_filters);
     tcase_add_loop_test(tc, docker_exec_output_waits_until_the_client_has_read_the_101, 0, 2);
+    tcase_add_loop_test(tc, docker_upload_refused_at_its_start_is_answered_after_the_body, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
