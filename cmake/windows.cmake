@@ -131,7 +131,9 @@ set(BERTH_WIN_SOURCES
     daemon/bpipe.c
     daemon/config.c
     daemon/containers.c
+    daemon/containers_open.c
     daemon/containers_ops.c
+    daemon/containers_record.c
     daemon/ctr_create.c
     daemon/ctr_events.c
     daemon/ctr_stops.c
