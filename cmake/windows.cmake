@@ -221,6 +221,9 @@ berth_win_skip(store/platform_host.c "uname(2); platform_host_windows.c reads th
 berth_win_skip(store/scratch.c "sized writable layers by XFS quota or ext4 image: Linux only; scratch_windows.c")
 # Decided against, with the cost written down.
 berth_win_skip(store/pull.c "registry pulls need libcurl, not among the Windows dependencies (no route uses pulls yet)")
+berth_win_skip(store/pull_fetch.c "a pull's blob downloads: libcurl, as store/pull.c")
+berth_win_skip(store/pull_layers.c "a pull's layer calls: libcurl, as store/pull.c")
+berth_win_skip(store/pull_resolve.c "a pull's resolving: libcurl, as store/pull.c")
 berth_win_skip(store/registry.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_client.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_exchange.c "the registry client: libcurl, as store/pull.c")
