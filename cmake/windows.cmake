@@ -248,6 +248,8 @@ berth_win_skip(daemon/ctr_attach.c "Docker's attach: needs api/hijack.c, not on 
 berth_win_skip(api/listen_unix.c "AF_UNIX listening sockets with chown to a group: the Linux Docker socket")
 berth_win_skip(api/docker "the Docker API front end: links the API object and every service")
 berth_win_skip(daemon/svc_pull.c "registry pulls on the loop: drives store/pull.c, skipped above with libcurl")
+berth_win_skip(daemon/svc_pull_progress.c "a pull's progress: part of daemon/svc_pull.c, skipped above")
+berth_win_skip(daemon/svc_pull_table.c "the table of pulls: part of daemon/svc_pull.c, skipped above (svc_pull_windows.c stands in)")
 berth_win_skip(daemon/net.c "the Linux network (CNI plugins, bridges, iptables); Windows networks are HCN's (issue 15)")
 berth_win_skip(daemon/net_attach.c "CNI ADD/DEL per container: Linux only; HCN endpoints on Windows")
 berth_win_skip(daemon/net_cni.c "runs CNI plugins with uv_spawn: Linux only")
