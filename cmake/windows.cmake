@@ -131,7 +131,9 @@ set(BERTH_WIN_SOURCES
     daemon/bpipe.c
     daemon/config.c
     daemon/containers.c
+    daemon/containers_open.c
     daemon/containers_ops.c
+    daemon/containers_record.c
     daemon/ctr_create.c
     daemon/ctr_events.c
     daemon/ctr_stops.c
@@ -219,6 +221,9 @@ berth_win_skip(store/platform_host.c "uname(2); platform_host_windows.c reads th
 berth_win_skip(store/scratch.c "sized writable layers by XFS quota or ext4 image: Linux only; scratch_windows.c")
 # Decided against, with the cost written down.
 berth_win_skip(store/pull.c "registry pulls need libcurl, not among the Windows dependencies (no route uses pulls yet)")
+berth_win_skip(store/pull_fetch.c "a pull's blob downloads: libcurl, as store/pull.c")
+berth_win_skip(store/pull_layers.c "a pull's layer calls: libcurl, as store/pull.c")
+berth_win_skip(store/pull_resolve.c "a pull's resolving: libcurl, as store/pull.c")
 berth_win_skip(store/registry.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_client.c "the registry client: libcurl, as store/pull.c")
 berth_win_skip(store/registry_exchange.c "the registry client: libcurl, as store/pull.c")
@@ -243,6 +248,8 @@ berth_win_skip(daemon/ctr_attach.c "Docker's attach: needs api/hijack.c, not on 
 berth_win_skip(api/listen_unix.c "AF_UNIX listening sockets with chown to a group: the Linux Docker socket")
 berth_win_skip(api/docker "the Docker API front end: links the API object and every service")
 berth_win_skip(daemon/svc_pull.c "registry pulls on the loop: drives store/pull.c, skipped above with libcurl")
+berth_win_skip(daemon/svc_pull_progress.c "a pull's progress: part of daemon/svc_pull.c, skipped above")
+berth_win_skip(daemon/svc_pull_table.c "the table of pulls: part of daemon/svc_pull.c, skipped above (svc_pull_windows.c stands in)")
 berth_win_skip(daemon/net.c "the Linux network (CNI plugins, bridges, iptables); Windows networks are HCN's (issue 15)")
 berth_win_skip(daemon/net_attach.c "CNI ADD/DEL per container: Linux only; HCN endpoints on Windows")
 berth_win_skip(daemon/net_cni.c "runs CNI plugins with uv_spawn: Linux only")

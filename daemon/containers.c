@@ -2,8 +2,9 @@
  * The container registry on the loop: containers and their processes in
  * memory, reference counts for the jobs and requests that hold them, and
  * the watches that notice a process's exit and new output. The blocking
- * side (records, mounts, the runtime) is containers_ops.c. Loop thread,
- * except the *_work functions.
+ * side (records, mounts, the runtime) is containers_record.c,
+ * containers_ops.c and containers_open.c. Loop thread, except the *_work
+ * functions.
  */
 #include "daemon/containers.h"
 

@@ -96,7 +96,7 @@ void container_wait_cancel(struct container_waiter *w);
  */
 void containers_main_resume(struct daemon *d);
 
-/* ---- for daemon/containers.c and containers_ops.c only --------------------- */
+/* ---- for daemon/containers.c and containers_open.c only -------------------- */
 
 /* The main process's latest run exited (or was lost with its container). */
 void ctr_main_exited(struct container *c);

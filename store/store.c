@@ -36,7 +36,7 @@ store_open(const char *root, const struct store_opts *opts, struct store **out, 
         return err_set(err, ENOMEM, "open store: out of memory");
     }
     /* The mount journal is only opened here: it is replayed once the
-     * containers are known (daemon/containers_ops.c), since the mounts of
+     * containers are known (daemon/containers_open.c), since the mounts of
      * containers that outlived the daemon stay. */
     if ((rc = mjournal_open(mounts, &st->mounts, err)) < 0 ||
         !(st->blobs = blob_store_open(root, err)) ||

@@ -81,7 +81,7 @@ campaign_init(struct cc_campaign *c)
     ck_assert(c->blob[CC_FIX_TAR] && c->blob[CC_FIX_DOCKER] && c->gz && c->zst);
     harness_mkdtemp(c->b.tmp, sizeof(c->b.tmp));
     snprintf(c->root, sizeof(c->root), "%s/root", c->b.tmp);
-    /* The runtime's cgroup parent for this root (daemon/containers_ops.c). */
+    /* The runtime's cgroup parent for this root (daemon/containers_open.c). */
     char digest[72];
     fx_sha256(c->root, strlen(c->root), digest);
     snprintf(c->cgroup_name, sizeof(c->cgroup_name), "berth-%.12s", digest + 7);

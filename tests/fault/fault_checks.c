@@ -230,7 +230,7 @@ check_mounts(struct berthd *b, const char *what, const struct name_set *ctrs,
     fclose(f);
 }
 
-/* This root's cgroup parent (daemon/containers_ops.c): berth-<12 hex of sha256(root)>. */
+/* This root's cgroup parent (daemon/containers_open.c): berth-<12 hex of sha256(root)>. */
 static const char *
 cgroup_parent(const struct berthd *b)
 {

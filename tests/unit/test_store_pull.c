@@ -1,5 +1,5 @@
 /*
- * Registry pulls into the store (store/pull.c, store/registry*.c) against
+ * Registry pulls into the store (store/pull*.c, store/registry*.c) against
  * a real distribution registry on loopback (Debian's docker-registry),
  * with images pushed by skopeo, a token service and a misbehaving front
  * written in Python (tests/fixtures), TLS with a CA made by openssl, and
