@@ -19,10 +19,13 @@
 #include "daemon/daemon.h"
 #include "daemon/job.h"
 #include "daemon/svc_containers.h"
+#include "store/store.h"
+#include "store/volume.h"
 
 /* Where a container path is on the host: the root and the path in it. */
 struct archive_where {
     char *root, *path;
+    char *volume;  /* the mount's volume, whose writers an upload joins (NULL: none) */
     char *top;     /* the root's name, for a mount point itself */
     bool in_mount; /* root is a mount's source, not the rootfs */
     bool readonly;
@@ -34,6 +37,7 @@ where_clear(struct archive_where *w)
     free(w->root);
     free(w->path);
     free(w->top);
+    free(w->volume);
 }
 
 /*
@@ -57,6 +61,7 @@ archive_target(struct daemon *d, const char *handle, const char *path, struct co
                        ctr_state_name(c->state));
     const struct ctr_params *p = c->p;
     const struct rt_mount *best = NULL;
+    const char *best_volume = NULL;
     for (size_t i = 0; i < p->nmounts; i++) {
         char *rest = NULL, *top = NULL;
         int in = rootfs_path_in_mount(path, p->mounts[i].target, &rest, &top);
@@ -66,6 +71,7 @@ archive_target(struct daemon *d, const char *handle, const char *path, struct co
         }
         if (in && (!best || strlen(p->mounts[i].target) > strlen(best->target))) {
             best = &p->mounts[i];
+            best_volume = p->mount_volumes ? p->mount_volumes[i] : NULL;
             where_clear(w);
             w->path = rest;
             w->top = top;
@@ -83,6 +89,10 @@ archive_target(struct daemon *d, const char *handle, const char *path, struct co
         w->root = strdup(best->source);
         w->in_mount = true;
         w->readonly = best->readonly;
+        if (best_volume && !(w->volume = strdup(best_volume))) {
+            where_clear(w);
+            return err_set(err, ENOMEM, "container %s: out of memory", handle);
+        }
     } else {
         w->root = fs_path_join(c->dir, "rootfs");
         w->path = strdup(path);
@@ -104,7 +114,9 @@ archive_release(void *arg)
 
 /* An upload's hold on its container, and what its job may read. */
 struct put_ctx {
+    struct daemon *d;
     struct container *c; /* a reference */
+    char *volume;        /* the volume written into, held while the job runs (NULL: none) */
     char *dir;           /* copies for the job: the container's directory, */
     char *user;          /* and the user copyUIDGID chowns to (NULL: none) */
     bool rootfs;         /* the upload goes to <dir>/rootfs, which must be mounted */
@@ -117,7 +129,17 @@ put_release(void *arg)
     container_unref(x->c);
     free(x->dir);
     free(x->user);
+    free(x->volume);
     free(x);
+}
+
+/* On the upload's pool thread, after the extraction: lets go of the volume. */
+static void
+put_finish(void *arg)
+{
+    struct put_ctx *x = arg;
+    if (x->volume)
+        volume_write_end(x->d->store->volumes, x->volume);
 }
 
 /* On the upload's pool thread: the user as the container's /etc/passwd says. */
@@ -138,13 +160,25 @@ put_prepare(void *arg, struct rootfs_tar_in_opts *o, struct err *err)
         if (rs.st_dev == ds.st_dev)
             return err_set(err, ERR_CONFLICT, "the container's root filesystem is not mounted");
     }
-    if (!x->user)
-        return 0;
-    char *home = NULL;
-    int ret = containers_resolve_user(x->dir, x->user, &o->uid, &o->gid, &home, err);
-    free(home);
-    o->chown = ret == 0;
-    return ret < 0 ? err_wrap(err, "copyUIDGID") : 0;
+    if (x->user) {
+        char *home = NULL;
+        int ret = containers_resolve_user(x->dir, x->user, &o->uid, &o->gid, &home, err);
+        free(home);
+        if (ret < 0)
+            return err_wrap(err, "copyUIDGID");
+        o->chown = true;
+    }
+    if (x->volume) {
+        /* Last, so that a failure above holds nothing: a writer of the
+         * volume, as a /v1 upload is, so that no child is made of it and
+         * it is not deleted until put_finish. */
+        char *fs = NULL;
+        bool privileged = false;
+        if (volume_write_begin(x->d->store->volumes, x->volume, &fs, &privileged, err) < 0)
+            return err_wrap(err, "the volume mounted at the path");
+        free(fs);
+    }
+    return 0;
 }
 
 /* ---- stat ------------------------------------------------------------------- */
@@ -257,19 +291,22 @@ container_archive_put(struct daemon *d, const char *handle, const char *path, bo
     if (x) {
         x->dir = strdup(c->dir);
         x->user = copy_uid_gid && user && *user ? strdup(user) : NULL;
+        x->volume = aw.volume ? strdup(aw.volume) : NULL;
     }
-    if (!x || !x->dir || (copy_uid_gid && user && *user && !x->user)) {
+    if (!x || !x->dir || (copy_uid_gid && user && *user && !x->user) || (aw.volume && !x->volume)) {
         if (x)
-            free(x->dir), free(x->user), free(x);
+            free(x->dir), free(x->user), free(x->volume), free(x);
         where_clear(&aw);
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
     }
+    x->d = d;
     x->c = c;
     x->rootfs = !aw.in_mount;
     container_ref(c);
     struct volume_stream_where w = {.rootfs = aw.root,
                                     .no_dir_nondir = no_dir_nondir,
                                     .prepare = put_prepare,
+                                    .finish = put_finish,
                                     .release = put_release,
                                     .release_arg = x};
     ret = volume_stream_in_at(d, &w, aw.path, NULL, room, done, arg, out, err);

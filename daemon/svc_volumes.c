@@ -361,6 +361,7 @@ struct volume_stream_in {
     char *rootfs; /* instead of handle: a container's (store/rootfs_tar.h) */
     bool no_dir_nondir;
     int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
+    void (*finish)(void *arg);
     void (*release)(void *arg);
     void *release_arg;
     struct bpipe *upload;
@@ -397,9 +398,11 @@ in_work(void *ctx)
     struct volume_tar_in in = {.read = in_read, .ctx = op->upload, .encoding = op->encoding};
     struct rootfs_tar_in_opts o = {.no_dir_nondir = op->no_dir_nondir};
     op->rc = op->prepare ? op->prepare(op->release_arg, &o, &op->err) : 0;
-    if (op->rc == 0 && op->rootfs)
+    if (op->rc == 0 && op->rootfs) {
         op->rc = rootfs_tar_import(op->rootfs, op->path, &in, &o, &op->res, &op->err);
-    else if (op->rc == 0)
+        if (op->finish)
+            op->finish(op->release_arg);
+    } else if (op->rc == 0)
         op->rc =
             volume_tar_import(op->d->store->volumes, op->handle, op->path, &in, &op->res, &op->err);
     if (op->rc < 0)
@@ -480,6 +483,7 @@ volume_stream_in_at(struct daemon *d, const struct volume_stream_where *w, const
         return err_set(err, ENOMEM, "upload: out of memory");
     }
     op->prepare = w->prepare;
+    op->finish = w->finish;
     op->release = w->release;
     op->release_arg = w->release_arg;
     if ((ret = job_submit_long(d->jobs, "volume.tar_in", in_work, in_done, op)) < 0) {

@@ -84,6 +84,9 @@ struct volume_stream_where {
      * release_arg, to fill in what only a job may read (the owner of
      * copyUIDGID, from the container's /etc/passwd). May be NULL. */
     int (*prepare)(void *arg, struct rootfs_tar_in_opts *o, struct err *err);
+    /* Uploads into rootfs: runs in the job after the extraction (whether
+     * it worked or not) when prepare succeeded. May be NULL. */
+    void (*finish)(void *arg);
     void (*release)(void *arg);
     void *release_arg;
 };

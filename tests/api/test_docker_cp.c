@@ -10,6 +10,8 @@
  * with nothing of it written inside the container and nothing outside.
  */
 #include <stdarg.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +357,97 @@ START_TEST(hostile_archive_puts_are_refused_and_nothing_is_written)
 }
 END_TEST
 
+/*
+ * An upload into a volume mounted in the container is one of the
+ * volume's writers, as a /v1 upload is: while it extracts, a child of
+ * the volume is refused for that (409 "in progress", before the check
+ * that a mounted volume has no children), and once it is over and the
+ * container gone, one is made. The tar comes
+ * in two parts over a raw socket, so the upload is known to be under
+ * way between them.
+ */
+START_TEST(docker_cp_into_a_volume_holds_it_as_a_writer)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name vw -v cpw:/data busybox sleep 300");
+    ctr_track(&b, id);
+    /* One 256 KiB file: its 512-byte header, its data, the end. */
+    enum { DATA = 256 * 1024, TAR = 512 + DATA + 1024 };
+    char *tar = calloc(1, TAR);
+    ck_assert_ptr_nonnull(tar);
+    snprintf(tar, 100, "big");
+    snprintf(tar + 100, 8, "0000644");
+    snprintf(tar + 108, 8, "0000000");
+    snprintf(tar + 116, 8, "0000000");
+    snprintf(tar + 124, 12, "%011o", DATA);
+    snprintf(tar + 136, 12, "%011o", 0);
+    tar[156] = '0';
+    memcpy(tar + 257,
+           "ustar\0"
+           "00",
+           8);
+    memset(tar + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)tar[i];
+    snprintf(tar + 148, 8, "%06o", sum);
+    int fd = dk_connect(&b);
+    ck_assert_int_ge(fd, 0);
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "PUT /containers/vw/archive?path=/data HTTP/1.1\r\nHost: docker\r\n"
+                     "Content-Type: application/x-tar\r\nContent-Length: %d\r\n\r\n",
+                     (int)TAR);
+    ck_assert(raw_send(fd, head, (size_t)n));
+    ck_assert(raw_send(fd, tar, 512 + DATA / 2));
+    /* Under way: a child of the volume is refused until it is over. */
+    struct hresp r;
+    bool refused = false;
+    for (int i = 0; i < 100 && !refused; i++) {
+        http_do(&b,
+                &(struct hreq){.method = "POST",
+                               .path = "/v1/volumes",
+                               .body = "{\"handle\":\"child\",\"parent\":\"cpw\"}"},
+                &r);
+        refused = r.status == 409 && strstr(r.body, "in progress");
+        ck_assert_msg(refused || r.status == 409, "child during the upload: %ld %s", r.status,
+                      r.body);
+        hresp_free(&r);
+        if (!refused)
+            sleep_ms(50);
+    }
+    ck_assert_msg(refused, "a child was not refused while the upload ran");
+    ck_assert(raw_send(fd, tar + 512 + DATA / 2, TAR - (512 + DATA / 2)));
+    free(tar);
+    char buf[4096] = "";
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (!strstr(buf, "\r\n\r\n") && got + 1 < sizeof(buf) && poll(&p, 1, 10000) == 1) {
+        ssize_t m = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (m <= 0)
+            break;
+        got += (size_t)m;
+        buf[got] = '\0';
+    }
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "upload: %s", buf);
+    close(fd);
+    /* Once no container mounts it, the child is made: the hold is gone. */
+    free(dk_ok(&b, cl, 0, "\"$D\" rm -f vw"));
+    http_do(&b,
+            &(struct hreq){.method = "POST",
+                           .path = "/v1/volumes",
+                           .body = "{\"handle\":\"child\",\"parent\":\"cpw\"}"},
+            &r);
+    ck_assert_msg(r.status == 201, "child after the upload: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_cp_suite(void)
 {
@@ -369,6 +462,7 @@ docker_cp_suite(void)
     tcase_add_test(tc, docker_cp_into_an_unmounted_rootfs_is_refused);
     tcase_add_test(tc, archive_stat_header_and_errors_are_the_engines);
     tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
+    tcase_add_test(tc, docker_cp_into_a_volume_holds_it_as_a_writer);
     suite_add_tcase(s, tc);
     return s;
 }
