@@ -96,6 +96,7 @@ set(BERTH_WIN_SOURCES
     store/import_unpack.c
     store/import_upload.c
     store/layer.c
+    store/layer_wcifs_windows.c
     store/layer_windows.c
     store/meta.c
     store/meta_image.c
@@ -125,6 +126,11 @@ set(BERTH_WIN_SOURCES
     store/volume_tar.c
     store/volume_windows.c
     store/wclayer.c
+    store/wclayer_blob.c
+    store/wclayer_import_windows.c
+    store/wcstorage_doc.c
+    store/wcstorage_windows.c
+    store/vdisk_windows.c
     store/wintar.c
     runtime/driver.c
     runtime/oci_windows.c
@@ -265,6 +271,8 @@ set(BERTH_WIN_SUITES
     test_store_oci
     test_store_platform
     test_store_wclayer
+    test_store_wclayer_blob
+    test_store_wcstorage
     test_router
     test_jsonutil
     test_bpipe
@@ -291,7 +299,10 @@ set(BERTH_WIN_ONLY_SUITES
     test_hcn_api
     test_hcs_api
     test_hcs_driver
-    test_hcs_host)
+    test_hcs_host
+    test_layer_wcifs
+    test_wclayer_import
+    test_wcstorage_api)
 
 set(BERTH_WIN_SKIPPED_SUITES)
 macro(berth_win_skip_suite name reason)
@@ -439,6 +450,28 @@ if(BERTH_TESTS)
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double)
 
+  # The TEST DOUBLE of computestorage.dll (tests/doubles/computestorage/),
+  # in a directory of its own as the HCN double is: store/wcstorage.h
+  # loads it by path or through BERTH_TEST_HCS_STORAGE_DLL.
+  set(wcs_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/computestorage)
+  add_library(computestorage_double SHARED ${wcs_dbl}/computestorage_double.c
+              ${wcs_dbl}/computestorage_double.def)
+  target_link_libraries(computestorage_double PRIVATE berth::jsonc)
+  set_target_properties(computestorage_double PROPERTIES OUTPUT_NAME computestorage PREFIX ""
+                        IMPORT_PREFIX "" IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-storage-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcs-storage-double)
+
+  # The TEST DOUBLE of virtdisk.dll (tests/doubles/virtdisk/): Wine's own
+  # virtdisk.dll makes no disks. store/vdisk.h loads it by path or through
+  # BERTH_TEST_VIRTDISK_DLL.
+  set(vd_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/virtdisk)
+  add_library(virtdisk_double SHARED ${vd_dbl}/virtdisk_double.c ${vd_dbl}/virtdisk_double.def)
+  set_target_properties(virtdisk_double PROPERTIES OUTPUT_NAME virtdisk PREFIX ""
+                        IMPORT_PREFIX "" IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/virtdisk-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/virtdisk-double)
+
   # Suites of the Windows-only files (tests/windows/): they drive the
   # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
   foreach(name ${BERTH_WIN_ONLY_SUITES})
@@ -446,7 +479,7 @@ if(BERTH_TESTS)
     target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
     target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
     add_dependencies(win_${name} computecore_double computecore_double_1709
-                     computenetwork_double)
+                     computenetwork_double computestorage_double virtdisk_double)
     add_test(NAME win_${name} COMMAND win_${name})
     set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
@@ -462,7 +495,9 @@ if(BERTH_TESTS)
   if(BERTH_WINE_API_SUITE AND CMAKE_CROSSCOMPILING_EMULATOR)
     # Check forks here (a Linux program), unlike the suites Wine runs.
     set(api_env WINEDEBUG=-all CK_DEFAULT_TIMEOUT=300 "BERTH_TEST_BERTHD=$<TARGET_FILE:berthd>"
-                "BERTH_TEST_WINE=${CMAKE_CROSSCOMPILING_EMULATOR}")
+                "BERTH_TEST_WINE=${CMAKE_CROSSCOMPILING_EMULATOR}"
+                "BERTH_TEST_HCS_STORAGE_DOUBLE=$<TARGET_FILE:computestorage_double>"
+                "BERTH_TEST_VIRTDISK_DOUBLE=$<TARGET_FILE:virtdisk_double>")
     if(BERTH_WINEPREFIX)
       list(APPEND api_env WINEPREFIX=${BERTH_WINEPREFIX})
     endif()

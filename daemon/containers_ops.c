@@ -38,6 +38,9 @@
 #include "store/refname.h"
 #include "store/scratch.h"
 #include "store/store.h"
+#ifdef _WIN32
+#include "store/wcstorage.h"
+#endif
 #include "daemon/containers_int.h"
 
 /* limits.disk_bytes: what bounds the writable layer (store/scratch.h), beside it. */
@@ -108,6 +111,7 @@ apply_image_config(struct store *st, const struct meta_image *img, struct ctr_pa
 static int delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p,
                         const char *dir, bool undo, char **trash, struct err *err);
 
+#ifndef _WIN32
 static int
 mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
              const struct meta_image *img, struct mounted_layers **m, struct err *err)
@@ -153,6 +157,123 @@ mount_rootfs(struct store *st, const struct ctr_params *p, const char *dir,
     free(dirs);
     return ret;
 }
+#endif
+
+#ifdef _WIN32
+/* A Windows path (HCS takes no '/'), copied. */
+static char *
+win_path_dup(const char *p)
+{
+    char *s = p ? strdup(p) : NULL;
+    for (char *c = s; c && *c; c++)
+        if (*c == '/')
+            *c = '\\';
+    return s;
+}
+
+/*
+ * Windows: the image's layer folders (or the raw rootfs's one folder),
+ * topmost first, mounted as WCIFS layers over a scratch VHDX in
+ * <dir>\scratch (store/layer_wcifs_windows.c), journaled as the
+ * container's rootfs entry. A layer's id is wcs_layer_id of its chain ID
+ * (of the raw folder's name: what the hcs driver derives for it).
+ */
+static int
+mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
+            const struct meta_image *img, struct mounted_layers **m, struct err *err)
+{
+    if (!st)
+        return err_set(err, ERR_UNAVAILABLE, "mount rootfs: the store is not available");
+    size_t n = img ? img->n_layers : 1;
+    if (n == 0)
+        return err_set(err, ERR_INVALID_CONTENT, "image %s: has no layers", p->image_digest);
+    char **folders = calloc(n + 1, sizeof(char *));
+    char(*idbuf)[WCS_LAYER_ID_SIZE] = calloc(n, sizeof(*idbuf));
+    const char **ids = calloc(n, sizeof(char *));
+    cleanup_free char *scratch_posix = fs_path_join(dir, "scratch");
+    int ret = folders && idbuf && ids && scratch_posix
+                  ? 0
+                  : err_set(err, ENOMEM, "mount rootfs: out of memory");
+    for (size_t k = 0; ret == 0 && k < n; k++) {
+        const char *chain = img ? img->layers[n - 1 - k].chain_id : NULL;
+        cleanup_free char *snap = chain ? snapshot_path(st->snaps, chain) : NULL;
+        folders[k] = win_path_dup(chain ? snap : p->rootfs_dir);
+        if (!folders[k]) {
+            ret = err_set(err, ENOMEM, "mount rootfs: out of memory");
+            break;
+        }
+        const char *name = strrchr(folders[k], '\\');
+        ret = wcs_layer_id(chain ? chain : name ? name + 1 : folders[k], idbuf[k], err);
+        ids[k] = idbuf[k];
+    }
+    if (ret == 0 && !(folders[n] = win_path_dup(scratch_posix)))
+        ret = err_set(err, ENOMEM, "mount rootfs: out of memory");
+    if (ret == 0)
+        ret = fs_mkdir_p(scratch_posix, 0700, err);
+    struct layer_list *list = NULL;
+    if (ret == 0)
+        ret = layer_list_parse_wcifs((const char *const *)folders, ids, n + 1, &list, err);
+    char entry[MJ_NAME_MAX + 1], owner[MJ_WORD_MAX + 1];
+    snprintf(entry, sizeof(entry), "container.%s.rootfs", p->handle);
+    snprintf(owner, sizeof(owner), MJ_OWNER_CONTAINER "%s", p->handle);
+    struct layer_mount_rec rec = {.journal = st->mounts, .name = entry, .owner = owner};
+    if (ret == 0)
+        ret = layers_mount(list, NULL, NULL, &rec, m, err);
+    layer_list_free(list);
+    for (size_t k = 0; folders && k <= n; k++)
+        free(folders[k]);
+    free(folders);
+    free(idbuf);
+    free(ids);
+    return ret;
+}
+
+/*
+ * What the hcs driver is given of the container's WCIFS mount, read back
+ * from its journal entry: the layer folders and their ids (topmost
+ * first) and the scratch, its volume under process isolation, the VHDX
+ * itself under hyperv. Caller frees the vectors with strv_free and
+ * *scratch.
+ */
+static int
+wcifs_spec(struct store *st, const struct ctr_params *p, char ***layers, char ***ids,
+           char **scratch, struct err *err)
+{
+    char entry[MJ_NAME_MAX + 1];
+    snprintf(entry, sizeof(entry), "container.%s.rootfs", p->handle);
+    struct mj_entry *e = NULL;
+    int ret = st ? mjournal_get(st->mounts, entry, &e, err)
+                 : err_set(err, ERR_UNAVAILABLE, "the store is not available");
+    if (ret < 0)
+        return ret;
+    const char *ns = mj_entry_get(e, "layers");
+    size_t n = ns ? strtoul(ns, NULL, 10) : 0;
+    size_t nl = 0, ni = 0;
+    *layers = calloc(1, sizeof(char *));
+    *ids = calloc(1, sizeof(char *));
+    bool hyperv = strcmp(p->isolation, "hyperv") == 0;
+    const char *s = mj_entry_get(e, hyperv ? "vhd" : "volume");
+    *scratch = s ? strdup(s) : NULL;
+    ret = *layers && *ids && *scratch ? 0 : err_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; ret == 0 && i < n; i++) {
+        char kid[32], kpath[32];
+        snprintf(kid, sizeof(kid), "layer-%zu-id", i);
+        snprintf(kpath, sizeof(kpath), "layer-%zu-path", i);
+        const char *id = mj_entry_get(e, kid), *path = mj_entry_get(e, kpath);
+        if (!id || !path || strv_push(layers, &nl, path) < 0 || strv_push(ids, &ni, id) < 0)
+            ret = err_set(err, EINVAL, "mount journal entry %s: layer %zu", entry, i);
+    }
+    mj_entry_free(e);
+    if (ret < 0) {
+        strv_free(*layers);
+        strv_free(*ids);
+        free(*scratch);
+        *layers = *ids = NULL;
+        *scratch = NULL;
+    }
+    return ret;
+}
+#endif
 
 int
 containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr_params *p,
@@ -221,13 +342,20 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
         }
     }
     uint64_t t_meta = uv_hrtime();
+#ifdef _WIN32
+    /* Windows: the image's layers, or a raw rootfs's one folder, are WCIFS
+     * layers over a scratch of the container's own. */
+    if (ret == 0)
+        ret = mount_wcifs(st, p, dir, p->rootfs_dir ? NULL : img, &m, err);
+#else
     if (ret == 0 && p->rootfs_dir && reg->drv->rootfs_normalise) {
-        /* The driver takes a raw rootfs as it is (hcs: its layer folder). */
+        /* The driver takes a raw rootfs as it is. */
         if (!(*rootfs = strdup(p->rootfs_dir)))
             ret = err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
     } else if (ret == 0) {
         ret = mount_rootfs(st, p, dir, img, &m, err);
     }
+#endif
     /* No rootfs path (Windows layers: the driver is given the layers
      * instead) is the runtime's to judge, not a failure here. */
     const char *mounted = ret == 0 && m ? mounted_layers_rootfs(m) : NULL;
@@ -273,6 +401,12 @@ containers_start_blocking(struct containers *reg, struct store *st, const struct
     size_t nnet = net ? net->nmounts : 0;
     cleanup_free struct rt_mount *mounts = calloc(p->nmounts + nnet + 1, sizeof(*mounts));
     int ret = mounts ? 0 : err_set(err, ENOMEM, "create container %s: out of memory", p->handle);
+    char **layers = NULL, **layer_ids = NULL;
+    cleanup_free char *scratch = NULL;
+#ifdef _WIN32
+    if (ret == 0)
+        ret = wcifs_spec(st, p, &layers, &layer_ids, &scratch, err);
+#endif
     if (ret == 0) {
         size_t nmounts =
             ctr_mounts_merge(p->mounts, p->nmounts, net ? net->mounts : NULL, nnet, mounts);
@@ -289,9 +423,14 @@ containers_start_blocking(struct containers *reg, struct store *st, const struct
             .readonly_rootfs = p->readonly_rootfs,
             .hostname = p->hostname,
             .isolation = p->isolation[0] ? p->isolation : NULL,
+            .layers = layers,
+            .layer_ids = layer_ids,
+            .scratch = scratch,
         };
         ret = reg->drv->container_create(reg->drv_ctx, &spec, err);
     }
+    strv_free(layers);
+    strv_free(layer_ids);
     uint64_t t_rt = uv_hrtime();
     if (ret == 0)
         ret = ctr_record_write(p, dir, "running", err);

@@ -68,6 +68,9 @@ struct rt_container_spec {
      * isolation the mounted scratch volume (\\?\Volume{GUID}\), under
      * hyperv the scratch .vhdx the utility VM attaches. */
     char *const *layers;
+    /* Their GUIDs, as the daemon mounted them (store/wcstorage.h's
+     * wcs_layer_id), one per layer; NULL: derived from each folder's name. */
+    char *const *layer_ids;
     const char *scratch;
 };
 

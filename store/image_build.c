@@ -17,6 +17,7 @@
 #include "store/gc.h"
 #include "store/refname.h"
 #include "store/unpack.h"
+#include "store/wclayer_import.h"
 
 int
 image_build_begin(struct image_build *b, struct store *st, struct err *err)
@@ -221,7 +222,19 @@ image_build_layer_unpack(struct image_build *b, size_t i, const char *const *low
                                .allow_device_nodes = b->st->allow_device_nodes,
                                .no_whiteouts = strcmp(b->config->platform.os, "windows") == 0};
     struct unpack_result res = {0};
-    int rc = layer_unpack(&in, &opts, &res, err);
+    int rc;
+#ifdef _WIN32
+    /* On Windows a Windows image's layers go through the platform's layer
+     * writer (store/wclayer_import.h), never the generic unpack. */
+    if (opts.no_whiteouts) {
+        const char *below[OCI_LAYERS_MAX + 1] = {NULL};
+        for (size_t k = 0; k < i && k < OCI_LAYERS_MAX; k++)
+            below[k] = b->chain_ids[i - 1 - k];
+        rc = wclayer_blob_import(tee_read_cb, &t, snapshot_claim_dir(claim), lowers, below,
+                                 l->desc.digest, b->config->diff_ids[i], &res, err);
+    } else
+#endif
+        rc = layer_unpack(&in, &opts, &res, err);
     if (rc < 0) {
         blob_writer_abort(src->tee);
         if (t.tee_failed)

@@ -1,8 +1,8 @@
 /*
  * What store/layer.c shares with the files of its layer types:
  * layer_linux.c (LAYER_LINUX_DIR: the overlay mount) and layer_windows.c
- * (no overlay; LAYER_WCIFS and LAYER_CIMFS through computestorage.dll
- * and cimfs.dll, refused until they are written). Not for other modules.
+ * (no overlay; LAYER_WCIFS through layer_wcifs_windows.c, LAYER_CIMFS
+ * through cimfs.dll). Not for other modules.
  */
 #ifndef BERTH_STORE_LAYER_INT_H
 #define BERTH_STORE_LAYER_INT_H
@@ -53,5 +53,12 @@ int layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
                         struct err *err);
 /* Undoes what entry e (kind wcifs or cimfs) says was mounted. Idempotent. */
 int layer_windows_undo(const struct mj_entry *e, struct err *err);
+
+/* LAYER_WCIFS (layer_wcifs_windows.c, Windows only): a scratch VHDX and
+ * the WCIFS filter on its volume, and their undo. */
+int layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
+                      const struct layer_mount_rec *rec, struct mounted_layers **out,
+                      struct err *err);
+int layer_wcifs_undo(const struct mj_entry *e, struct err *err);
 
 #endif

@@ -427,8 +427,11 @@ build_prepare(const struct rt_container_spec *spec, struct build *b, struct err 
         if (ret < 0)
             return err_wrap(err, "container %s: layer %zu", spec->handle, i);
         const char *name = strrchr(b->layer_paths[i], '\\');
-        ret = hcs_guid_layer(name ? name + 1 : b->layer_paths[i], b->layer_ids[i], err);
-        if (ret < 0)
+        if (spec->layers && spec->layer_ids && spec->layer_ids[i] &&
+            hcs_guid_valid(spec->layer_ids[i]))
+            snprintf(b->layer_ids[i], HCS_GUID_SIZE, "%s", spec->layer_ids[i]);
+        else if ((ret = hcs_guid_layer(name ? name + 1 : b->layer_paths[i], b->layer_ids[i], err)) <
+                 0)
             return ret;
         b->layers[i] = (struct hcs_layer){b->layer_ids[i], b->layer_paths[i]};
     }
@@ -484,38 +487,21 @@ vm_modify(struct hcs_dctr *c, json_object *req, struct err *err)
 }
 
 /*
- * The container's writable layer: what the daemon mounted (spec->scratch),
- * else, for a raw rootfs, nothing yet: making a scratch .vhdx, attaching it
- * and filtering its volume is computestorage's work (store/layer_windows.c),
- * not written. Test builds take a volume from BERTH_TEST_HCS_SCRATCH_VOLUME
- * (the double attaches any path), and a hyperv container then names
- * <dir>\scratch.vhdx, which nothing makes. NULL with err set when there is none.
+ * The container's writable layer: what the daemon mounted (spec->scratch:
+ * the scratch VHDX's volume under process isolation, the VHDX itself
+ * under hyperv; store/layer_wcifs_windows.c). NULL with err set when
+ * there is none.
  */
 static const char *
-scratch_of(const struct rt_container_spec *spec, bool hyperv, char *buf, size_t size,
-           struct err *err)
+scratch_of(const struct rt_container_spec *spec, bool hyperv, struct err *err)
 {
-    if (spec->scratch || spec->layers || !spec->rootfs)
-        return spec->scratch ? spec->scratch : ""; /* refused by name further on */
-#ifdef BERTH_TEST_HOOKS
-    const char *vol = getenv("BERTH_TEST_HCS_SCRATCH_VOLUME");
-    if (vol && *vol) {
-        if (!hyperv)
-            return vol;
-        char dir[HCS_PATH_MAX + 1];
-        if (hcs_path_to_windows(spec->dir, dir, sizeof(dir), err) < 0) {
-            err_wrap(err, "container %s: its directory", spec->handle);
-            return NULL;
-        }
-        snprintf(buf, size, "%s\\scratch.vhdx", dir);
-        return buf;
-    }
-#else
-    (void)buf, (void)size;
-#endif
+    if (spec->scratch && spec->scratch[0])
+        return spec->scratch;
+    if (!spec->layers && !spec->rootfs)
+        return ""; /* no layers either: refused by name further on */
     err_set(err, ENOTSUP,
-            "container %s: a raw rootfs needs a writable layer (%s) that berth cannot make on "
-            "Windows yet: computestorage is not written (store/layer_windows.c)",
+            "container %s: no writable layer (%s) was mounted for it: the daemon mounts one "
+            "through computestorage.dll for every container",
             spec->handle, hyperv ? "a scratch .vhdx" : "a mounted scratch volume");
     return NULL;
 }
@@ -659,8 +645,7 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
              rnd[1], rnd[2], rnd[3]);
     if (hyperv)
         snprintf(c->vm_id, sizeof(c->vm_id), "%s-vm", c->sys_id);
-    char scratch_buf[HCS_PATH_MAX + 1];
-    const char *scratch = scratch_of(spec, hyperv, scratch_buf, sizeof(scratch_buf), err);
+    const char *scratch = scratch_of(spec, hyperv, err);
     if (!scratch) {
         ret = -err->code;
         goto fail;

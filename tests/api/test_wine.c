@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,7 @@ START_TEST(health_says_hcs_is_missing_and_metrics_count_it)
     ck_assert_msg(reason && strncmp(reason, "computecore.dll not found", 25) == 0, "reason %s",
                   reason);
     ck_assert(json_object_get_boolean(json_at(r.json, "store.writable")));
+    ck_assert_str_eq(json_object_get_string(json_at(r.json, "store.layer_format")), "wcifs");
     /* The root as Windows names it: the Linux path on Wine's drive Z:. */
     const char *root = json_object_get_string(json_at(r.json, "store.root"));
     ck_assert_msg(root && strncmp(root, "Z:/", 3) == 0 && strstr(root, b.root + 1), "root %s",
@@ -117,20 +119,54 @@ upload_layout(struct berthd *b, const char *dir, const char *query, struct hresp
     free(t.data);
 }
 
-/* A layout of one simple layer for os/arch (os_version may be NULL). */
+/* A Windows layer tar: Files/ with a file whose content is tag, Hives/,
+ * and, when hostile, a name that climbs out of Files/. */
 static void
-make_layout(const char *dir, const char *os, const char *os_version, const char *ref, bool corrupt)
+windows_layer(struct fx_buf *t, const char *tag, bool hostile)
 {
-    struct fx_buf layer = {0};
-    fx_simple_layer(&layer, ref);
-    struct fx_layout l = {.layers = {&layer},
+    fx_tar_add(t, "Files/", '5', NULL, NULL, 0, 0755);
+    fx_tar_file(t, "Files/motd.txt", tag);
+    if (hostile)
+        fx_tar_file(t, "Files/../escape.txt", "out");
+    fx_tar_add(t, "Hives/", '5', NULL, NULL, 0, 0755);
+    fx_tar_end(t);
+}
+
+/* A layout for os/arch (os_version may be NULL) of a base Windows layer
+ * and, with child, a second one on it. */
+static void
+make_layout(const char *dir, const char *os, const char *os_version, const char *ref, bool corrupt,
+            bool child, bool hostile)
+{
+    struct fx_buf base = {0}, top = {0};
+    windows_layer(&base, ref, false);
+    windows_layer(&top, "top", hostile);
+    struct fx_layout l = {.layers = {&base, child ? &top : NULL},
                           .os = os,
                           .arch = "amd64",
                           .os_version = os_version,
                           .ref_name = ref,
                           .corrupt_layer = corrupt};
     fx_write_layout(dir, &l);
-    free(layer.data);
+    free(base.data);
+    free(top.data);
+}
+
+/* How many times the computestorage double saw fn (its calls.log in rec). */
+static int
+storage_calls(const char *rec, const char *fn)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    int n = 0;
+    char pat[96];
+    snprintf(pat, sizeof(pat), " %s ", fn);
+    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
+        n++;
+    free(log);
+    return n;
 }
 
 /* The host's "major.minor.build" from a platform refusal's message (Wine
@@ -150,16 +186,61 @@ host_build_from(const struct hresp *r, char *out, size_t len)
     out[n] = '\0';
 }
 
+/* The document of the first call of fn the double logged (caller frees), or NULL. */
+static char *
+storage_doc(const char *rec, const char *fn)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/calls.log", rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    unsigned seq = 0;
+    for (char *line = log ? strtok(log, "\n") : NULL; line && !seq; line = strtok(NULL, "\n")) {
+        unsigned s;
+        char name[64];
+        if (sscanf(line, "%u %63s", &s, name) == 2 && strcmp(name, fn) == 0)
+            seq = s;
+    }
+    free(log);
+    if (!seq)
+        return NULL;
+    snprintf(path, sizeof(path), "%s/%04u-%s.json", rec, seq, fn);
+    return fx_read_file(path, &len);
+}
+
+/*
+ * berthd.exe imports a Windows image's layers through computestorage.dll:
+ * here the TEST DOUBLE (tests/doubles/computestorage/, loaded through
+ * BERTH_TEST_HCS_STORAGE_DLL), which logs every call in rec.
+ */
+static void
+start_with_storage_double(struct berthd *b, char *rec, size_t rec_len, char env[2][PATH_MAX * 2])
+{
+    const char *dbl = getenv("BERTH_TEST_HCS_STORAGE_DOUBLE");
+    ck_assert_msg(dbl && *dbl, "BERTH_TEST_HCS_STORAGE_DOUBLE is not set");
+    harness_mkdtemp(b->tmp, sizeof(b->tmp));
+    snprintf(rec, rec_len, "%s/storage-rec", b->tmp);
+    mkdir(rec, 0700);
+    char win[PATH_MAX + 8];
+    harness_wine_path(dbl, win, sizeof(win));
+    snprintf(env[0], PATH_MAX * 2, "BERTH_TEST_HCS_STORAGE_DLL=%s", win);
+    harness_wine_path(rec, win, sizeof(win));
+    snprintf(env[1], PATH_MAX * 2, "BERTH_HCS_STORAGE_DOUBLE_DIR=%s", win);
+    struct berthd_opts o = {.env = {env[0], env[1], NULL}};
+    berthd_start(b, &o);
+}
+
 START_TEST(imports_check_digests_and_the_windows_build)
 {
     struct berthd b = {0};
-    berthd_start(&b, NULL);
+    char rec[PATH_MAX + 32], env[2][PATH_MAX * 2];
+    start_with_storage_double(&b, rec, sizeof(rec), env);
     char dir[PATH_MAX + 32];
     struct hresp r;
 
     /* A Linux image is refused, and the refusal names the host. */
     snprintf(dir, sizeof(dir), "%s/linux", b.tmp);
-    make_layout(dir, "linux", NULL, "lin", false);
+    make_layout(dir, "linux", NULL, "lin", false, false, false);
     upload_layout(&b, dir, NULL, &r);
     ck_assert_error_reply(&r, 422, "invalid_content", "this host runs windows/amd64");
     char host[64];
@@ -169,7 +250,7 @@ START_TEST(imports_check_digests_and_the_windows_build)
     /* A Windows image of another build: no process isolation across
      * builds before 20348, none for a newer image ever. */
     snprintf(dir, sizeof(dir), "%s/newer", b.tmp);
-    make_layout(dir, "windows", "10.0.99999.1", "newer", false);
+    make_layout(dir, "windows", "10.0.99999.1", "newer", false, false, false);
     upload_layout(&b, dir, NULL, &r);
     ck_assert_error_reply(&r, 422, "invalid_content", "10.0.99999");
     hresp_free(&r);
@@ -178,21 +259,51 @@ START_TEST(imports_check_digests_and_the_windows_build)
     char osv[80];
     snprintf(osv, sizeof(osv), "%s.1", host);
     snprintf(dir, sizeof(dir), "%s/corrupt", b.tmp);
-    make_layout(dir, "windows", osv, "corrupt", true);
+    make_layout(dir, "windows", osv, "corrupt", true, false, false);
     upload_layout(&b, dir, NULL, &r);
     ck_assert_msg(r.status == 422, "corrupt layer: %ld %s", r.status, r.body);
     hresp_free(&r);
     ck_assert_int_eq(fx_image_count(&b), 0);
 
-    /* The host's own build, as an upload and as a layout directory. */
+    /* Nothing of them reached the platform's layer writer. */
+    ck_assert_int_eq(storage_calls(rec, "HcsImportLayer"), 0);
+    ck_assert_int_eq(storage_calls(rec, "HcsSetupBaseOSLayer"), 0);
+
+    /* A hostile name in a Windows layer: refused, naming it, nothing kept,
+     * and the layer beneath it (set up already) collected again. */
+    snprintf(dir, sizeof(dir), "%s/hostile", b.tmp);
+    make_layout(dir, "windows", osv, "hostile", false, true, true);
+    upload_layout(&b, dir, NULL, &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "escape.txt");
+    hresp_free(&r);
+    ck_assert_int_eq(fx_image_count(&b), 0);
+    ck_assert_int_eq(storage_calls(rec, "HcsImportLayer"), 0);
+
+    /* The host's own build, as an upload and as a layout directory: a
+     * base layer and a child, the base set up in place, the child
+     * imported with the base as its parent. */
     snprintf(dir, sizeof(dir), "%s/good", b.tmp);
-    make_layout(dir, "windows", osv, "good", false);
+    make_layout(dir, "windows", osv, "good", false, true, false);
+    int setups = storage_calls(rec, "HcsSetupBaseOSLayer");
     upload_layout(&b, dir, "?name=win/up:1", &r);
     ck_assert_msg(r.status == 201, "upload: %ld %s", r.status, r.body);
     hresp_free(&r);
+    ck_assert_int_eq(storage_calls(rec, "HcsSetupBaseOSLayer"), setups + 1);
+    ck_assert_int_eq(storage_calls(rec, "HcsImportLayer"), 1);
+    /* LayerData names one parent, the base layer's snapshot folder. */
+    char *doc = storage_doc(rec, "HcsImportLayer");
+    int ids = 0;
+    for (char *p = doc; p && (p = strstr(p, "\"Id\"")) != NULL; p++)
+        ids++;
+    ck_assert_msg(doc && strstr(doc, "\"SchemaVersion\":{\"Major\":2") &&
+                      strstr(doc, "snapshots") && ids == 1,
+                  "LayerData: %s", doc ? doc : "(none)");
+    free(doc);
     fx_import_layout(&b, "?name=win/dir:1", dir, NULL, &r);
     ck_assert_msg(r.status == 201 || r.status == 200, "layout: %ld %s", r.status, r.body);
     hresp_free(&r);
+    /* Its layers were stored already: nothing imported twice. */
+    ck_assert_int_eq(storage_calls(rec, "HcsImportLayer"), 1);
 
     http_get(&b, "/v1/images/win/up:1", &r);
     ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);

@@ -13,10 +13,12 @@
  *
  * The double is loaded through BERTH_TEST_HCS_DLL (honoured by test
  * builds only, runtime/hcs/hcs_api.h); it records every call and
- * document in BERTH_HCS_DOUBLE_DIR, which the tests read. A raw rootfs
- * needs a scratch volume that berth cannot make on Windows yet: the tests
- * give one with BERTH_TEST_HCS_SCRATCH_VOLUME (test builds only), and one
- * test shows the refusal without it.
+ * document in BERTH_HCS_DOUBLE_DIR, which the tests read. A container's
+ * scratch VHDX and its WCIFS filter are made through the TEST DOUBLES of
+ * computestorage.dll and virtdisk.dll (BERTH_TEST_HCS_STORAGE_DLL,
+ * BERTH_TEST_VIRTDISK_DLL), which log to one directory of their own
+ * (storage-rec): the mount, its undo at the delete, and the undo after
+ * berthd.exe is killed half-way through a delete.
  *
  * scripts/build-windows.sh runs it through the Windows build's CTest
  * with BERTH_TEST_BERTHD, BERTH_TEST_WINE and BERTH_TEST_HCS_DOUBLE (the
@@ -29,11 +31,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/api/harness.h"
 #include "tests/fixtures/imgfix.h"
-
-#define VOLUME "\\\\?\\Volume{baac0fd5-16b7-405b-9621-112aa8e3d973}\\"
 
 /* What one daemon of these tests was started with. */
 struct hcsd {
@@ -44,7 +45,8 @@ struct hcsd {
     char raw[PATH_MAX * 3]; /* raw:/// and rootfs as Windows names it, percent-encoded */
     bool keep;              /* BERTH_HCS_DOUBLE_STATE: systems outlive berthd.exe's process */
     char state[PATH_MAX + 16];
-    char env[6][PATH_MAX * 2];
+    char storage[PATH_MAX + 16]; /* the storage doubles' log, a Linux path */
+    char env[10][PATH_MAX * 2];
 };
 
 /* "raw:///" and the Windows path of dir, every byte outside [A-Za-z0-9._-] escaped. */
@@ -65,13 +67,12 @@ raw_uri(const char *dir, char *out, size_t len)
 }
 
 /*
- * Starts berthd.exe with --runtime hcs on the double; fail is
- * BERTH_HCS_DOUBLE_FAIL (NULL: none), scratch whether a raw rootfs gets
- * the test scratch volume. A daemon restarted on the same h keeps its
- * root and recordings (h->b.tmp set).
+ * Starts berthd.exe with --runtime hcs on the doubles; fail is
+ * BERTH_HCS_DOUBLE_FAIL (NULL: none). A daemon restarted on the same h
+ * keeps its root and recordings (h->b.tmp set).
  */
 static void
-hcsd_start(struct hcsd *h, const char *fail, bool scratch)
+hcsd_start(struct hcsd *h, const char *fail)
 {
     const char *dbl = getenv("BERTH_TEST_HCS_DOUBLE");
     ck_assert_msg(dbl && *dbl, "BERTH_TEST_HCS_DOUBLE is not set");
@@ -101,10 +102,24 @@ hcsd_start(struct hcsd *h, const char *fail, bool scratch)
         snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_DOUBLE_STATE=%s", state_win);
         o.env[n] = h->env[n], n++;
     }
-    if (scratch) {
-        snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_SCRATCH_VOLUME=%s", VOLUME);
-        o.env[n] = h->env[n], n++;
-    }
+    const char *sdbl = getenv("BERTH_TEST_HCS_STORAGE_DOUBLE");
+    const char *vdbl = getenv("BERTH_TEST_VIRTDISK_DOUBLE");
+    ck_assert_msg(sdbl && *sdbl && vdbl && *vdbl,
+                  "BERTH_TEST_HCS_STORAGE_DOUBLE or BERTH_TEST_VIRTDISK_DOUBLE is not set");
+    snprintf(h->storage, sizeof(h->storage), "%s/storage-rec", h->b.tmp);
+    mkdir(h->storage, 0700);
+    char win[PATH_MAX + 24];
+    harness_wine_path(sdbl, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_STORAGE_DLL=%s", win);
+    o.env[n] = h->env[n], n++;
+    harness_wine_path(vdbl, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_VIRTDISK_DLL=%s", win);
+    o.env[n] = h->env[n], n++;
+    harness_wine_path(h->storage, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCS_STORAGE_DOUBLE_DIR=%s", win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", win);
+    o.env[n] = h->env[n], n++;
     berthd_start(&h->b, &o);
 }
 
@@ -123,6 +138,33 @@ called(const struct hcsd *h, const char *fn)
         n++;
     free(log);
     return n;
+}
+
+/* How many times the storage doubles saw fn (their shared calls.log). */
+static int
+storage_called(const struct hcsd *h, const char *fn)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->storage);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    int n = 0;
+    char pat[96];
+    snprintf(pat, sizeof(pat), " %s ", fn);
+    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
+        n++;
+    free(log);
+    return n;
+}
+
+/* Does the container's rootfs entry exist in the mount journal? */
+static bool
+journaled(const struct hcsd *h, const char *handle)
+{
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof(path), "%s/mounts/container.%s.rootfs.mnt", h->b.root, handle);
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 /* The k-th (from 1) document the double received through fn, parsed. */
@@ -269,7 +311,7 @@ str_at(json_object *o, const char *dotted)
 START_TEST(health_shows_both_isolations_usable_on_the_double)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     http_get(&h.b, "/v1/health", &r);
     ck_assert_msg(r.json, "health: %ld %s", r.status, r.body);
@@ -287,7 +329,7 @@ END_TEST
 START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     create(&h, "w1", NULL, &r);
     ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
@@ -302,7 +344,9 @@ START_TEST(a_raw_rootfs_container_runs_a_process_that_is_signalled_and_deleted)
     ck_assert_str_eq(json_object_get_string(
                          json_object_object_get(json_object_array_get_idx(layers, 0), "Path")),
                      win);
-    ck_assert_str_eq(str_at(doc, "Container.Storage.Path"), VOLUME);
+    /* The scratch VHDX's volume (the double's stand-in for one). */
+    const char *vol = str_at(doc, "Container.Storage.Path");
+    ck_assert_msg(vol && strncmp(vol, "\\\\?\\Volume{", 11) == 0, "Storage.Path %s", vol);
     ck_assert_str_eq(str_at(doc, "Owner"), "berth");
     json_object_put(doc);
     http_get(&h.b, "/v1/containers/w1", &r);
@@ -373,7 +417,7 @@ END_TEST
 START_TEST(two_containers_run_a_process_named_task_at_once)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     const char *handles[] = {"ta", "tb"};
     for (int i = 0; i < 2; i++)
         create_ok(&h, handles[i]);
@@ -412,7 +456,7 @@ wait_stopped(const struct hcsd *h, const char *handle)
 START_TEST(a_system_that_dies_is_reported_stopped)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     create_ok(&h, "dies");
     spawn(&h, "dies", "task", "\"out\",\"working\",\"wait\"");
     wait_stdout(&h, "dies", "task", "working");
@@ -435,7 +479,7 @@ END_TEST
 START_TEST(a_system_that_dies_during_the_create_is_reported_stopped)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, "die-at-start", true);
+    hcsd_start(&h, "die-at-start");
     create_ok(&h, "early");
     wait_stopped(&h, "early");
     delete_ctr(&h, "early");
@@ -447,7 +491,7 @@ END_TEST
 START_TEST(a_volume_mount_is_a_mapped_directory)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     http_post_json(&h.b, "/v1/volumes", "{\"handle\":\"cache\"}", &r);
     ck_assert_msg(r.status == 201, "volume: %ld %s", r.status, r.body);
@@ -472,17 +516,28 @@ START_TEST(a_volume_mount_is_a_mapped_directory)
 }
 END_TEST
 
-/* Without the scratch that berth cannot make yet, a raw rootfs is refused by name. */
-START_TEST(a_raw_rootfs_without_a_scratch_volume_is_refused_plainly)
+/*
+ * A raw rootfs's container gets a scratch VHDX that berth makes (created,
+ * attached, formatted, initialized, filtered; journaled), and the delete
+ * takes it away again (filter and disk detached, the entry removed).
+ */
+START_TEST(a_raw_rootfs_gets_a_scratch_that_the_delete_takes_away)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, false);
-    struct hresp r;
-    create(&h, "noscratch", NULL, &r);
-    ck_assert_error_reply(&r, 422, "not_supported", "berth cannot make on Windows yet");
-    hresp_free(&r);
-    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    hcsd_start(&h, NULL);
+    create_ok(&h, "sc");
+    ck_assert_int_eq(storage_called(&h, "CreateVirtualDisk"), 1);
+    ck_assert_int_eq(storage_called(&h, "AttachVirtualDisk"), 1);
+    ck_assert_int_eq(storage_called(&h, "HcsFormatWritableLayerVhd"), 1);
+    ck_assert_int_eq(storage_called(&h, "HcsInitializeWritableLayer"), 1);
+    ck_assert_int_eq(storage_called(&h, "HcsAttachLayerStorageFilter"), 1);
+    ck_assert(journaled(&h, "sc"));
+    delete_ctr(&h, "sc");
+    ck_assert_int_eq(storage_called(&h, "HcsDetachLayerStorageFilter"), 1);
+    ck_assert_int_eq(storage_called(&h, "DetachVirtualDisk"), 1);
+    ck_assert(!journaled(&h, "sc"));
     /* A POSIX path is no Windows directory. */
+    struct hresp r;
     http_post_json(&h.b, "/v1/containers", "{\"rootfs\":\"raw:///tmp/x\"}", &r);
     ck_assert_error_reply(&r, 400, "bad_request", "is not a windows path");
     hresp_free(&r);
@@ -490,10 +545,55 @@ START_TEST(a_raw_rootfs_without_a_scratch_volume_is_refused_plainly)
 }
 END_TEST
 
+/*
+ * berthd.exe killed in the middle of a delete, its filter detach stalled
+ * by the storage double (a control file), leaves the mount and its
+ * journal entry: the next berthd.exe finishes the delete at start-up,
+ * detaching the filter and the disk, and removes the entry.
+ */
+START_TEST(a_berthd_killed_between_mount_and_entry_removal_is_cleaned_up_at_restart)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL);
+    create_ok(&h, "crash");
+    ck_assert(journaled(&h, "crash"));
+    char ctl[PATH_MAX + 32];
+    snprintf(ctl, sizeof(ctl), "%s/fail", h.storage);
+    FILE *f = fopen(ctl, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("stall:HcsDetachLayerStorageFilter\n", f);
+    fclose(f);
+    struct bg_req del;
+    bg_start(
+        &del, &h.b,
+        &(struct hreq){.method = "DELETE", .path = "/v1/containers/crash", .timeout_ms = 60000});
+    /* The delete reaches the stalled detach, and berthd.exe dies there. */
+    for (int i = 0; i < 300 && storage_called(&h, "HcsDetachLayerStorageFilter") == 0; i++)
+        usleep(50 * 1000);
+    ck_assert_int_eq(storage_called(&h, "HcsDetachLayerStorageFilter"), 1);
+    berthd_kill(&h.b);
+    bg_join(&del);
+    hresp_free(&del.resp);
+    ck_assert(journaled(&h, "crash"));
+    ck_assert_int_eq(storage_called(&h, "DetachVirtualDisk"), 0);
+
+    /* The stall released, a new berthd.exe finishes what the dead one left. */
+    ck_assert_int_eq(unlink(ctl), 0);
+    hcsd_start(&h, NULL);
+    for (int i = 0; i < 300 && journaled(&h, "crash"); i++)
+        usleep(50 * 1000);
+    ck_assert(!journaled(&h, "crash"));
+    ck_assert_int_eq(storage_called(&h, "HcsDetachLayerStorageFilter"), 2);
+    ck_assert_int_eq(storage_called(&h, "DetachVirtualDisk"), 1);
+    ctr_gone(&h, "crash");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     create(&h, "hv", "\"isolation\":\"hyperv\",\"limits\":{\"memory_bytes\":268435456}", &r);
     ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
@@ -531,7 +631,7 @@ END_TEST
 START_TEST(a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, "no-hyperv", true);
+    hcsd_start(&h, "no-hyperv");
     struct hresp r;
     http_get(&h.b, "/v1/health", &r);
     ck_assert_msg(r.json, "health: %ld %s", r.status, r.body);
@@ -564,7 +664,7 @@ END_TEST
 START_TEST(a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest)
 {
     struct hcsd h = {0};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     create_ok(&h, "keep");
     spawn(&h, "keep", "task", "\"out\",\"before\",\"wait\"");
@@ -582,7 +682,7 @@ START_TEST(a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest)
     fclose(f);
     int opens = called(&h, "HcsOpenComputeSystem");
 
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     ck_assert_int_ge(called(&h, "HcsOpenComputeSystem"), opens + 1);
     struct stat sb;
     ck_assert_msg(stat(ghost, &sb) != 0, "the ghost's record is still there");
@@ -612,7 +712,7 @@ END_TEST
 START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
 {
     struct hcsd h = {.keep = true};
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     struct hresp r;
     create_ok(&h, "live");
     spawn(&h, "live", "task", "\"out\",\"before\",\"wait\"");
@@ -620,7 +720,7 @@ START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
     int ws = berthd_term(&h.b, 60000);
     ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "stop: status %d", ws);
 
-    hcsd_start(&h, NULL, true);
+    hcsd_start(&h, NULL);
     http_get(&h.b, "/v1/containers/live", &r);
     ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
     ck_assert_str_eq(str_at(r.json, "state"), "running");
@@ -664,7 +764,8 @@ main(void)
     tcase_add_test(tc, a_system_that_dies_is_reported_stopped);
     tcase_add_test(tc, a_system_that_dies_during_the_create_is_reported_stopped);
     tcase_add_test(tc, a_volume_mount_is_a_mapped_directory);
-    tcase_add_test(tc, a_raw_rootfs_without_a_scratch_volume_is_refused_plainly);
+    tcase_add_test(tc, a_raw_rootfs_gets_a_scratch_that_the_delete_takes_away);
+    tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_is_cleaned_up_at_restart);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);

@@ -37,6 +37,10 @@ START_TEST(layer_ids_are_stable_v5_and_distinct)
     ck_assert(hcs_guid_valid(a));
     ck_assert_int_eq(a[14], '5');                 /* version 5 */
     ck_assert_ptr_nonnull(strchr("89ab", a[19])); /* RFC 4122 variant */
+    /* Python's uuid.uuid5 in the layer namespace; store/wcstorage.h's
+     * wcs_layer_id must give the same (test_store_wcstorage checks it). */
+    ck_assert_int_eq(hcs_guid_layer("fs", c, &err), 0);
+    ck_assert_str_eq(c, "53325b6f-3f60-5e24-9195-8eb1e9b70efc");
 }
 END_TEST
 

@@ -658,16 +658,44 @@ START_TEST(a_raw_rootfs_is_the_containers_one_layer)
                      BASE_LAYER);
     json_object_put(doc);
     ctr_delete("raw");
-    /* Without a scratch (berth makes none on Windows yet), it is refused by name. */
+    /* Without the scratch the daemon mounts, it is refused by name. */
     spec.scratch = NULL;
     ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -ENOTSUP);
-    ck_assert_msg(strstr(err.msg, "a mounted scratch volume") && strstr(err.msg, "cannot make"),
+    ck_assert_msg(strstr(err.msg, "a mounted scratch volume") &&
+                      strstr(err.msg, "no writable layer"),
                   "%s", err.msg);
     spec.isolation = "hyperv";
     ck_assert_int_eq(drv->container_create(ctx, &spec, &err), -ENOTSUP);
     ck_assert_msg(strstr(err.msg, "a scratch .vhdx"), "%s", err.msg);
     ck_assert_int_eq(called("HcsCreateComputeSystem"), 1);
     ck_assert_uint_eq(ctr_count(), 0);
+}
+END_TEST
+
+/* The daemon's layer ids (store/wcstorage.h: of the chain IDs) are the document's. */
+START_TEST(the_daemons_layer_ids_name_the_layers)
+{
+    struct err err = {0};
+    char *layers[] = {TOP_LAYER, BASE_LAYER, NULL};
+    char *ids[] = {"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee", "11111111-2222-4333-8444-555555555555",
+                   NULL};
+    struct rt_container_spec spec = {.handle = "ids",
+                                     .dir = ctr_dir("ids"),
+                                     .rootfs = VOLUME,
+                                     .layers = layers,
+                                     .layer_ids = ids,
+                                     .scratch = VOLUME};
+    ck_assert_msg(drv->container_create(ctx, &spec, &err) == 0, "%s", err.msg);
+    json_object *doc = recorded("HcsCreateComputeSystem", 1);
+    json_object *l = json_object_object_get(
+        json_object_object_get(json_object_object_get(doc, "Container"), "Storage"), "Layers");
+    ck_assert_int_eq(json_object_array_length(l), 2);
+    for (int i = 0; i < 2; i++)
+        ck_assert_str_eq(
+            json_object_get_string(json_object_object_get(json_object_array_get_idx(l, i), "Id")),
+            ids[i]);
+    json_object_put(doc);
+    ctr_delete("ids");
 }
 END_TEST
 
@@ -763,6 +791,7 @@ driver_suite(void)
     tcase_add_test(run, output_past_the_cap_kills_and_keeps_the_first_bytes);
     tcase_add_test(run, two_tasks_named_task_run_at_once);
     tcase_add_test(run, a_raw_rootfs_is_the_containers_one_layer);
+    tcase_add_test(run, the_daemons_layer_ids_name_the_layers);
     suite_add_tcase(s, run);
     TCase *hv = tcase_create("hyperv");
     tcase_set_timeout(hv, 120);

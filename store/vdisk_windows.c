@@ -1,0 +1,187 @@
+/*
+ * virtdisk.dll through LoadLibraryExW and GetProcAddress (store/vdisk.h).
+ * Windows only; blocking: pool threads or start-up.
+ */
+#include "store/vdisk.h"
+
+#include <windows.h>
+
+#include <initguid.h>
+#include <virtdisk.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VD_FUNCS(X)                                                                                \
+    X(CreateVirtualDisk)                                                                           \
+    X(OpenVirtualDisk)                                                                             \
+    X(AttachVirtualDisk)                                                                           \
+    X(DetachVirtualDisk)
+
+struct vdisk_api {
+    HMODULE dll;
+#define VD_FIELD(name) __typeof__(&name) name;
+    VD_FUNCS(VD_FIELD)
+#undef VD_FIELD
+};
+
+static const struct {
+    const char *name;
+    size_t offset;
+} vd_exports[] = {
+#define VD_EXPORT(name) {#name, offsetof(struct vdisk_api, name)},
+    VD_FUNCS(VD_EXPORT)
+#undef VD_EXPORT
+};
+
+/* VIRTUAL_STORAGE_TYPE_VENDOR_MICROSOFT, spelled out: not every mingw-w64 defines it. */
+static const GUID vendor_microsoft = {
+    0xec984aec, 0xa0f9, 0x47e9, {0x90, 0x1f, 0x71, 0x41, 0x5a, 0x66, 0x34, 0x5b}};
+
+static wchar_t *
+wide(const char *s)
+{
+    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
+    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
+    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
+        free(w);
+        w = NULL;
+    }
+    for (wchar_t *c = w; c && *c; c++)
+        if (*c == L'/')
+            *c = L'\\';
+    return w;
+}
+
+static int
+vd_fail(struct err *err, DWORD e, const char *what, const char *path)
+{
+    int code = e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND ? ENOENT
+               : e == ERROR_FILE_EXISTS || e == ERROR_ALREADY_EXISTS  ? EEXIST
+               : e == ERROR_ACCESS_DENIED                             ? EACCES
+               : e == ERROR_DISK_FULL                                 ? ENOSPC
+                                                                      : EIO;
+    return err_set(err, code, "%s %.300s: error %lu", what, path ? path : "", (unsigned long)e);
+}
+
+int
+vdisk_api_open(const char *dll_path, struct vdisk_api **out, struct err *err)
+{
+#ifdef BERTH_TEST_HOOKS
+    if (!dll_path) {
+        const char *env = getenv("BERTH_TEST_VIRTDISK_DLL");
+        if (env && *env)
+            dll_path = env;
+    }
+#else
+    if (dll_path)
+        return err_set(err, EINVAL, "virtdisk.dll: a path (%.200s) is honoured in test builds only",
+                       dll_path);
+#endif
+    struct vdisk_api *api = calloc(1, sizeof(*api));
+    if (!api)
+        return err_set(err, ENOMEM, "virtdisk.dll: out of memory");
+    if (dll_path) {
+        wchar_t *w = wide(dll_path);
+        api->dll = w ? LoadLibraryExW(w, NULL, LOAD_WITH_ALTERED_SEARCH_PATH) : NULL;
+        free(w);
+    } else {
+        api->dll = LoadLibraryExW(L"virtdisk.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
+    }
+    if (!api->dll) {
+        DWORD e = GetLastError();
+        free(api);
+        return err_set(err, ERR_UNAVAILABLE, "virtdisk.dll%s%s cannot be loaded (error %lu)",
+                       dll_path ? " at " : "", dll_path ? dll_path : "", (unsigned long)e);
+    }
+    for (size_t i = 0; i < sizeof(vd_exports) / sizeof(vd_exports[0]); i++) {
+        FARPROC f = GetProcAddress(api->dll, vd_exports[i].name);
+        if (!f) {
+            FreeLibrary(api->dll);
+            free(api);
+            return err_set(err, ERR_UNAVAILABLE, "virtdisk.dll%s%s has no %s",
+                           dll_path ? " at " : "", dll_path ? dll_path : "", vd_exports[i].name);
+        }
+        memcpy((char *)api + vd_exports[i].offset, &f, sizeof(f));
+    }
+    *out = api;
+    return 0;
+}
+
+void
+vdisk_api_free(struct vdisk_api *api)
+{
+    if (!api)
+        return;
+    FreeLibrary(api->dll);
+    free(api);
+}
+
+int
+vdisk_create(struct vdisk_api *api, const char *path, uint64_t size, void **h, struct err *err)
+{
+    wchar_t *w = wide(path);
+    if (!w)
+        return err_set(err, EINVAL, "create vhdx %.300s: not UTF-8", path);
+    VIRTUAL_STORAGE_TYPE type = {VIRTUAL_STORAGE_TYPE_DEVICE_VHDX, vendor_microsoft};
+    CREATE_VIRTUAL_DISK_PARAMETERS p = {0};
+    p.Version = CREATE_VIRTUAL_DISK_VERSION_2;
+    p.Version2.MaximumSize = size;
+    HANDLE hd = NULL;
+    DWORD e = api->CreateVirtualDisk(&type, w, VIRTUAL_DISK_ACCESS_NONE, NULL,
+                                     CREATE_VIRTUAL_DISK_FLAG_NONE, 0, &p, NULL, &hd);
+    free(w);
+    if (e != ERROR_SUCCESS)
+        return vd_fail(err, e, "create vhdx", path);
+    *h = hd;
+    return 0;
+}
+
+int
+vdisk_open(struct vdisk_api *api, const char *path, void **h, struct err *err)
+{
+    wchar_t *w = wide(path);
+    if (!w)
+        return err_set(err, EINVAL, "open vhdx %.300s: not UTF-8", path);
+    VIRTUAL_STORAGE_TYPE type = {VIRTUAL_STORAGE_TYPE_DEVICE_VHDX, vendor_microsoft};
+    OPEN_VIRTUAL_DISK_PARAMETERS p = {0};
+    p.Version = OPEN_VIRTUAL_DISK_VERSION_2;
+    HANDLE hd = NULL;
+    DWORD e = api->OpenVirtualDisk(&type, w, VIRTUAL_DISK_ACCESS_NONE, OPEN_VIRTUAL_DISK_FLAG_NONE,
+                                   &p, &hd);
+    free(w);
+    if (e != ERROR_SUCCESS)
+        return vd_fail(err, e, "open vhdx", path);
+    *h = hd;
+    return 0;
+}
+
+int
+vdisk_attach(struct vdisk_api *api, void *h, struct err *err)
+{
+    ATTACH_VIRTUAL_DISK_PARAMETERS p = {0};
+    p.Version = ATTACH_VIRTUAL_DISK_VERSION_1;
+    DWORD e = api->AttachVirtualDisk((HANDLE)h, NULL,
+                                     ATTACH_VIRTUAL_DISK_FLAG_NO_DRIVE_LETTER |
+                                         ATTACH_VIRTUAL_DISK_FLAG_PERMANENT_LIFETIME,
+                                     0, &p, NULL);
+    return e == ERROR_SUCCESS ? 0 : vd_fail(err, e, "attach vhdx", NULL);
+}
+
+int
+vdisk_detach(struct vdisk_api *api, void *h, struct err *err)
+{
+    DWORD e = api->DetachVirtualDisk((HANDLE)h, DETACH_VIRTUAL_DISK_FLAG_NONE, 0);
+    /* What a disk that is not attached answers. */
+    if (e == ERROR_SUCCESS || e == ERROR_NOT_READY || e == ERROR_DEV_NOT_EXIST)
+        return 0;
+    return vd_fail(err, e, "detach vhdx", NULL);
+}
+
+void
+vdisk_close(void *h)
+{
+    if (h && h != INVALID_HANDLE_VALUE)
+        CloseHandle((HANDLE)h);
+}

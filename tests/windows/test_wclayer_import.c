@@ -1,0 +1,217 @@
+/*
+ * store/wclayer_import_windows.c against the TEST DOUBLE of
+ * computestorage.dll: Windows layer tars this suite writes become a base
+ * layer (written in place, then HcsSetupBaseOSLayer "Container") and a
+ * child layer (a staging folder with its tombstones.txt, then
+ * HcsImportLayer with the parent in LayerData), with their attributes;
+ * and every failure leaves nothing: a hostile tar (ERR_INVALID_CONTENT,
+ * no HCS call), a failing HcsImportLayer (HcsDestroyLayer, the folder
+ * removed), a base layer with a UtilityVM (ENOTSUP, virtdisk.dll is not
+ * used yet). The double is not HCS: this is what berth writes and asks,
+ * not what a real host makes of it.
+ */
+#include "store/wclayer_import.h"
+
+#include <windows.h>
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wcl_tar.h"
+#include "wcs_double.h"
+
+#define G1 "11111111-2222-3333-4444-555555555555"
+
+static struct wcs_api *api;
+
+static void
+setup(void)
+{
+    wcs_double_setup("wcli");
+    struct err err = {0};
+    ck_assert_msg(wcs_api_open(wcs_dbl_path, &api, &err) == 0, "%s", err.msg);
+}
+
+static void
+teardown(void)
+{
+    wcs_api_free(api);
+    api = NULL;
+    wcs_double_teardown();
+}
+
+static int
+import(struct wtb *t, const char *layer, const struct wcs_layer *parents, size_t n,
+       struct wcl_layer_info *info, struct err *err)
+{
+    t->off = 0;
+    return wclayer_import_layer(api, wtb_read, t, layer, parents, n, info, err);
+}
+
+START_TEST(a_base_layer_is_written_in_place_then_set_up)
+{
+    struct wtb t = {0};
+    wtb_entry(&t, "Files/", '5', NULL, NULL);
+    wtb_entry(&t, "Files/Windows/", '5', NULL, NULL);
+    wtb_entry(&t, "Files/Windows/win.ini", '0', "[fonts]\n", "MSWINDOWS.fileattr=33");
+    wtb_entry(&t, "Files/Windows/link.ini", '1', "Files/Windows/win.ini", NULL);
+    wtb_entry(&t, "Hives/", '5', NULL, NULL);
+    wtb_finish(&t);
+    struct wcl_layer_info info;
+    struct err err = {0};
+    const char *layer = wcs_path(0, "base");
+    ck_assert_msg(import(&t, layer, NULL, 0, &info, &err) == 0, "%s", err.msg);
+    ck_assert(wcs_exists(wcs_path(1, "base\\Files\\Windows\\win.ini")));
+    ck_assert(wcs_exists(wcs_path(1, "base\\Files\\Windows\\link.ini")));
+    /* FILE_ATTRIBUTE_ARCHIVE | FILE_ATTRIBUTE_READONLY, as the record says. */
+    DWORD a = GetFileAttributesA(wcs_path(1, "base\\Files\\Windows\\win.ini"));
+    ck_assert_msg((a & (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE)) ==
+                      (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE),
+                  "attributes %lx", (unsigned long)a);
+    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer ");
+    char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
+    ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
+    free(doc);
+    ck_assert(!wcs_exists(wcs_path(1, "base.staging")));
+    free(t.p);
+}
+END_TEST
+
+START_TEST(a_child_layer_is_staged_with_its_tombstones_and_imported)
+{
+    struct wtb t = {0};
+    wtb_entry(&t, "Files/", '5', NULL, NULL);
+    wtb_entry(&t, "Files/app.exe", '0', "MZ", NULL);
+    wtb_entry(&t, "Files/Windows/.wh.win.ini", '0', NULL, NULL);
+    wtb_entry(&t, "Hives/", '5', NULL, NULL);
+    wtb_entry(&t, "Hives/Software_Delta", '0', "regf", NULL);
+    wtb_finish(&t);
+    struct wcs_layer parent = {G1, wcs_path(2, "base")};
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_msg(import(&t, wcs_path(0, "child"), &parent, 1, &info, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "HcsImportLayer ");
+    char *doc = wcs_doc("HcsImportLayer", 1);
+    char *want = wcs_layer_data(&parent, 1, &err);
+    ck_assert_str_eq(doc, want);
+    free(doc);
+    free(want);
+    /* The double copied the staging folder in: what berth staged. */
+    ck_assert(wcs_exists(wcs_path(0, "child\\Files\\app.exe")));
+    ck_assert(wcs_exists(wcs_path(0, "child\\Hives\\Software_Delta")));
+    ck_assert(!wcs_exists(wcs_path(0, "child\\Files\\Windows\\.wh.win.ini")));
+    FILE *f = fopen(wcs_path(0, "child\\tombstones.txt"), "rb");
+    ck_assert_ptr_nonnull(f);
+    char buf[256] = "";
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    ck_assert_str_eq(buf, "\xef\xbb\xbfVersion 1.0\n\\Windows\\win.ini\n");
+    /* The staging folder is gone once HCS took it. */
+    ck_assert(!wcs_exists(wcs_path(0, "child.staging")));
+    free(t.p);
+}
+END_TEST
+
+START_TEST(a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing)
+{
+    struct wtb t = {0};
+    wtb_entry(&t, "Files/", '5', NULL, NULL);
+    wtb_entry(&t, "Files/ok.txt", '0', "x", NULL);
+    wtb_entry(&t, "Files/../escape.txt", '0', "x", NULL);
+    wtb_finish(&t);
+    struct wcs_layer parent = {G1, wcs_path(2, "base")};
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "child"), &parent, 1, &info, &err),
+                     -ERR_INVALID_CONTENT);
+    ck_assert_msg(strstr(err.msg, "escape.txt") != NULL, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "");
+    ck_assert(!wcs_exists(wcs_path(0, "child")));
+    ck_assert(!wcs_exists(wcs_path(0, "child.staging")));
+    ck_assert(!wcs_exists(wcs_path(0, "escape.txt")));
+    /* A base layer may not remove anything. */
+    struct wtb w = {0};
+    wtb_entry(&w, "Files/.wh.x", '0', NULL, NULL);
+    wtb_finish(&w);
+    ck_assert_int_eq(import(&w, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_INVALID_CONTENT);
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    /* Nor carry a hive delta: it has nothing beneath to apply it to. */
+    struct wtb hv = {0};
+    wtb_entry(&hv, "Files/", '5', NULL, NULL);
+    wtb_entry(&hv, "Hives/", '5', NULL, NULL);
+    wtb_entry(&hv, "Hives/System_Delta", '0', "regf", NULL);
+    wtb_finish(&hv);
+    ck_assert_int_eq(import(&hv, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_INVALID_CONTENT);
+    ck_assert_msg(strstr(err.msg, "System_Delta") != NULL, "%s", err.msg);
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    ck_assert_str_eq(wcs_calls(), "");
+    free(hv.p);
+    free(t.p);
+    free(w.p);
+}
+END_TEST
+
+START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
+{
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsImportLayer");
+    struct wtb t = {0};
+    wtb_entry(&t, "Files/", '5', NULL, NULL);
+    wtb_entry(&t, "Files/app.exe", '0', "MZ", NULL);
+    wtb_finish(&t);
+    struct wcs_layer parent = {G1, wcs_path(2, "base")};
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "child"), &parent, 1, &info, &err),
+                     -ERR_INVALID_CONTENT);
+    ck_assert_msg(strstr(err.msg, "HcsImportLayer") != NULL, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "HcsImportLayer HcsDestroyLayer ");
+    ck_assert(!wcs_exists(wcs_path(0, "child")));
+    ck_assert(!wcs_exists(wcs_path(0, "child.staging")));
+    free(t.p);
+}
+END_TEST
+
+START_TEST(a_base_layer_with_a_utility_vm_is_refused_for_now)
+{
+    struct wtb t = {0};
+    wtb_entry(&t, "Files/", '5', NULL, NULL);
+    wtb_entry(&t, "UtilityVM/", '5', NULL, NULL);
+    wtb_entry(&t, "UtilityVM/Files/", '5', NULL, NULL);
+    wtb_finish(&t);
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), -ENOTSUP);
+    ck_assert_msg(strstr(err.msg, "virtdisk.dll") != NULL, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "");
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    free(t.p);
+}
+END_TEST
+
+static Suite *
+import_suite(void)
+{
+    Suite *s = suite_create("wclayer_import");
+    TCase *tc = tcase_create("double");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, a_base_layer_is_written_in_place_then_set_up);
+    tcase_add_test(tc, a_child_layer_is_staged_with_its_tombstones_and_imported);
+    tcase_add_test(tc, a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing);
+    tcase_add_test(tc, a_failed_hcs_import_is_destroyed_and_removed);
+    tcase_add_test(tc, a_base_layer_with_a_utility_vm_is_refused_for_now);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(import_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
