@@ -182,6 +182,7 @@ set(BERTH_WIN_SOURCES
     api/upload.c
     api/volumes.c
     runtime/hcs/admit.c
+    runtime/hcs/cimfs_api_win.c
     runtime/hcs/cmdline.c
     runtime/hcs/doc_network.c
     runtime/hcs/doc_request.c
@@ -439,6 +440,17 @@ if(BERTH_TESTS)
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/hcn-double)
 
+  # The TEST DOUBLE of cimfs.dll (tests/doubles/cimfs/), in a directory
+  # of its own as the HCN double is; the CimFS suites open it by path
+  # (runtime/hcs/cimfs_api.h), berthd.exe through BERTH_TEST_CIMFS_DLL.
+  set(cim_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/cimfs)
+  add_library(cimfs_double SHARED ${cim_dbl}/cimfs_double.c ${cim_dbl}/cimfs_double.def)
+  target_include_directories(cimfs_double PRIVATE ${CMAKE_SOURCE_DIR})
+  set_target_properties(cimfs_double PROPERTIES OUTPUT_NAME cimfs PREFIX "" IMPORT_PREFIX ""
+                        IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cimfs-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cimfs-double)
+
   # Suites of the Windows-only files (tests/windows/): they drive the
   # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
   foreach(name ${BERTH_WIN_ONLY_SUITES})
@@ -446,7 +458,7 @@ if(BERTH_TESTS)
     target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
     target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
     add_dependencies(win_${name} computecore_double computecore_double_1709
-                     computenetwork_double)
+                     computenetwork_double cimfs_double)
     add_test(NAME win_${name} COMMAND win_${name})
     set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
