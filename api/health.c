@@ -98,6 +98,9 @@ health_get(struct api_req *req)
     json_object_object_add(store, "writable", json_object_new_boolean(snap.root_writable));
     json_object_object_add(store, "free_bytes",
                            json_object_new_int64((int64_t)snap.root_free_bytes));
+    if (d->cfg->layer_format_used)
+        json_object_object_add(store, "layer_format",
+                               json_object_new_string(d->cfg->layer_format_used));
     json_object_object_add(body, "store", store);
 
     json_object *loop = json_object_new_object();

@@ -86,6 +86,7 @@ set(BERTH_WIN_SOURCES
     jsonutil/fields.c
     jsonutil/parse.c
     store/blob.c
+    store/cim_format.c
     store/db.c
     store/digest.c
     store/gc.c
@@ -141,6 +142,7 @@ set(BERTH_WIN_SOURCES
     daemon/daemon.c
     daemon/job.c
     daemon/lag.c
+    daemon/layer_format_windows.c
     daemon/monitor.c
     daemon/net_conf.c
     daemon/net_windows.c
@@ -215,6 +217,7 @@ berth_win_skip(common/osfs_linux.c "the Linux side of common/osfs.h; osfs_window
 berth_win_skip(common/rootdir_linux.c "the Linux side of common/rootdir.h (openat2); rootdir_windows.c here")
 berth_win_skip(common/sock_linux.c "the Linux side of common/sock.h; sock_windows.c here")
 berth_win_skip(api/http_loop_linux.c "MHD through its epoll fd; http_loop_windows.c polls each socket")
+berth_win_skip(daemon/layer_format_linux.c "Linux layers are overlays: nothing to decide; layer_format_windows.c here")
 berth_win_skip(store/layer_linux.c "overlayfs mounts: Linux only; layer_windows.c refuses them")
 berth_win_skip(store/mount_journal_io_linux.c "the Linux side of the mount journal's file calls; mount_journal_io_windows.c here")
 berth_win_skip(store/volume_linux.c "volumes' children as overlays: Linux only; volume_windows.c copies")
@@ -273,6 +276,7 @@ set(BERTH_WIN_SUITES
     test_metrics
     test_openapi
     test_store_blob
+    test_store_cim_format
     test_store_db
     test_store_meta
     test_runtime_hcs_admit
@@ -487,6 +491,11 @@ if(BERTH_TESTS)
     add_test(NAME api_test_wine_hcs COMMAND ${wine_api_dir}/api_test_wine_hcs)
     set_tests_properties(api_test_wine_hcs PROPERTIES LABELS "api;windows" TIMEOUT 900
                          ENVIRONMENT "${api_env};BERTH_TEST_HCS_DOUBLE=$<TARGET_FILE:computecore_double>"
+                         SKIP_RETURN_CODE 77)
+    # And the layer format's: --layer-format against the cimfs.dll double.
+    add_test(NAME api_test_wine_cimfs COMMAND ${wine_api_dir}/api_test_wine_cimfs)
+    set_tests_properties(api_test_wine_cimfs PROPERTIES LABELS "api;windows" TIMEOUT 900
+                         ENVIRONMENT "${api_env};BERTH_TEST_HCS_DOUBLE=$<TARGET_FILE:computecore_double>;BERTH_TEST_CIMFS_DOUBLE=$<TARGET_FILE:cimfs_double>"
                          SKIP_RETURN_CODE 77)
   else()
     message(STATUS "Windows: api_test_wine not registered (BERTH_WINE_API_SUITE or the Wine "
