@@ -87,6 +87,7 @@ set(BERTH_WIN_SOURCES
     jsonutil/parse.c
     store/blob.c
     store/cim_format.c
+    store/cim_writer_windows.c
     store/db.c
     store/digest.c
     store/gc.c
@@ -293,6 +294,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cimfs_writer
     test_hcn_api
     test_hcs_api
     test_hcs_driver
