@@ -98,6 +98,7 @@ set(BERTH_WIN_SOURCES
     store/import_unpack.c
     store/import_upload.c
     store/layer.c
+    store/layer_cimfs_windows.c
     store/layer_windows.c
     store/meta.c
     store/meta_image.c
@@ -294,6 +295,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cimfs_mount
     test_cimfs_writer
     test_hcn_api
     test_hcs_api

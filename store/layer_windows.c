@@ -2,12 +2,17 @@
  * store/layer_int.h on Windows: there is no overlayfs, so Linux snapshot
  * chains are not mounted here (an image for Linux is refused at import by
  * the platform check anyway), and an "overlay" journal entry cannot have
- * been made here: undoing one is a no-op. WCIFS and CimFS layers are
- * mounted through computestorage.dll and cimfs.dll, which is not written
- * yet (issue 15): their mount is refused and an entry of theirs stays in
- * the journal for a berth that can undo it.
+ * been made here: undoing one is a no-op. CimFS layers are mounted
+ * through cimfs.dll (store/layer_cimfs_windows.c). WCIFS layers go
+ * through computestorage.dll, which is not written yet (issue 15): their
+ * mount is refused and an entry of theirs stays in the journal for a
+ * berth that can undo it.
  */
 #include "store/layer_int.h"
+
+#include <string.h>
+
+#include "store/layer_cimfs.h"
 
 #include <errno.h>
 
@@ -35,6 +40,8 @@ int
 layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
                     const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err)
 {
+    if (l->type == LAYER_CIMFS)
+        return layer_cimfs_mount(l, rec, out, err);
     (void)scratch_dir, (void)rec, (void)out;
     return err_set(err, ENOTSUP, "mount layers: %s layers through %s are not implemented yet",
                    l->type == LAYER_CIMFS ? "cimfs" : "wcifs",
@@ -44,5 +51,7 @@ layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
 int
 layer_windows_undo(const struct mj_entry *e, struct err *err)
 {
+    if (strcmp(e->kind, LAYER_KIND_CIMFS) == 0)
+        return layer_cimfs_undo(e, err);
     return err_set(err, ENOTSUP, "undo %s mount %s: not implemented yet", e->kind, e->name);
 }
