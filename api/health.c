@@ -98,13 +98,9 @@ health_get(struct api_req *req)
     json_object_object_add(store, "writable", json_object_new_boolean(snap.root_writable));
     json_object_object_add(store, "free_bytes",
                            json_object_new_int64((int64_t)snap.root_free_bytes));
-    /* How containers' layers are mounted: overlayfs on Linux; on Windows
-     * WCIFS layer folders (store/layer_wcifs_windows.c). */
-#ifdef _WIN32
-    json_object_object_add(store, "layer_format", json_object_new_string("wcifs"));
-#else
-    json_object_object_add(store, "layer_format", json_object_new_string("overlay"));
-#endif
+    if (d->cfg->layer_format_used)
+        json_object_object_add(store, "layer_format",
+                               json_object_new_string(d->cfg->layer_format_used));
     json_object_object_add(body, "store", store);
 
     json_object *loop = json_object_new_object();

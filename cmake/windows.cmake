@@ -86,6 +86,8 @@ set(BERTH_WIN_SOURCES
     jsonutil/fields.c
     jsonutil/parse.c
     store/blob.c
+    store/cim_format.c
+    store/cim_writer_windows.c
     store/db.c
     store/digest.c
     store/gc.c
@@ -97,6 +99,7 @@ set(BERTH_WIN_SOURCES
     store/import_upload.c
     store/layer.c
     store/layer_wcifs_windows.c
+    store/layer_cimfs_windows.c
     store/layer_windows.c
     store/meta.c
     store/meta_image.c
@@ -147,6 +150,7 @@ set(BERTH_WIN_SOURCES
     daemon/daemon.c
     daemon/job.c
     daemon/lag.c
+    daemon/layer_format_windows.c
     daemon/monitor.c
     daemon/net_conf.c
     daemon/net_windows.c
@@ -188,6 +192,7 @@ set(BERTH_WIN_SOURCES
     api/upload.c
     api/volumes.c
     runtime/hcs/admit.c
+    runtime/hcs/cimfs_api_win.c
     runtime/hcs/cmdline.c
     runtime/hcs/doc_network.c
     runtime/hcs/doc_request.c
@@ -220,6 +225,7 @@ berth_win_skip(common/osfs_linux.c "the Linux side of common/osfs.h; osfs_window
 berth_win_skip(common/rootdir_linux.c "the Linux side of common/rootdir.h (openat2); rootdir_windows.c here")
 berth_win_skip(common/sock_linux.c "the Linux side of common/sock.h; sock_windows.c here")
 berth_win_skip(api/http_loop_linux.c "MHD through its epoll fd; http_loop_windows.c polls each socket")
+berth_win_skip(daemon/layer_format_linux.c "Linux layers are overlays: nothing to decide; layer_format_windows.c here")
 berth_win_skip(store/layer_linux.c "overlayfs mounts: Linux only; layer_windows.c refuses them")
 berth_win_skip(store/mount_journal_io_linux.c "the Linux side of the mount journal's file calls; mount_journal_io_windows.c here")
 berth_win_skip(store/volume_linux.c "volumes' children as overlays: Linux only; volume_windows.c copies")
@@ -280,6 +286,7 @@ set(BERTH_WIN_SUITES
     test_metrics
     test_openapi
     test_store_blob
+    test_store_cim_format
     test_store_db
     test_store_meta
     test_runtime_hcs_admit
@@ -296,6 +303,8 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cimfs_mount
+    test_cimfs_writer
     test_hcn_api
     test_hcs_api
     test_hcs_driver
@@ -471,6 +480,16 @@ if(BERTH_TESTS)
                         IMPORT_PREFIX "" IMPORT_SUFFIX ".double.a"
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/virtdisk-double
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/virtdisk-double)
+  # The TEST DOUBLE of cimfs.dll (tests/doubles/cimfs/), in a directory
+  # of its own as the HCN double is; the CimFS suites open it by path
+  # (runtime/hcs/cimfs_api.h), berthd.exe through BERTH_TEST_CIMFS_DLL.
+  set(cim_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/cimfs)
+  add_library(cimfs_double SHARED ${cim_dbl}/cimfs_double.c ${cim_dbl}/cimfs_double.def)
+  target_include_directories(cimfs_double PRIVATE ${CMAKE_SOURCE_DIR})
+  set_target_properties(cimfs_double PROPERTIES OUTPUT_NAME cimfs PREFIX "" IMPORT_PREFIX ""
+                        IMPORT_SUFFIX ".double.a"
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cimfs-double
+                        ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cimfs-double)
 
   # Suites of the Windows-only files (tests/windows/): they drive the
   # double through runtime/hcs/hcs_api_win.c and ask Windows (Wine) itself.
@@ -479,7 +498,7 @@ if(BERTH_TESTS)
     target_link_libraries(win_${name} PRIVATE berth_portable berth::check shell32)
     target_compile_definitions(win_${name} PRIVATE BERTH_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
     add_dependencies(win_${name} computecore_double computecore_double_1709
-                     computenetwork_double computestorage_double virtdisk_double)
+                     computenetwork_double computestorage_double virtdisk_double cimfs_double)
     add_test(NAME win_${name} COMMAND win_${name})
     set_tests_properties(win_${name} PROPERTIES LABELS "unit;windows" TIMEOUT 300
                          ENVIRONMENT "${wine_env}" SKIP_RETURN_CODE 77)
@@ -510,6 +529,11 @@ if(BERTH_TESTS)
     add_test(NAME api_test_wine_hcs COMMAND ${wine_api_dir}/api_test_wine_hcs)
     set_tests_properties(api_test_wine_hcs PROPERTIES LABELS "api;windows" TIMEOUT 900
                          ENVIRONMENT "${api_env};BERTH_TEST_HCS_DOUBLE=$<TARGET_FILE:computecore_double>"
+                         SKIP_RETURN_CODE 77)
+    # And the layer format's: --layer-format against the cimfs.dll double.
+    add_test(NAME api_test_wine_cimfs COMMAND ${wine_api_dir}/api_test_wine_cimfs)
+    set_tests_properties(api_test_wine_cimfs PROPERTIES LABELS "api;windows" TIMEOUT 900
+                         ENVIRONMENT "${api_env};BERTH_TEST_HCS_DOUBLE=$<TARGET_FILE:computecore_double>;BERTH_TEST_CIMFS_DOUBLE=$<TARGET_FILE:cimfs_double>"
                          SKIP_RETURN_CODE 77)
   else()
     message(STATUS "Windows: api_test_wine not registered (BERTH_WINE_API_SUITE or the Wine "

@@ -13,6 +13,7 @@
 #include "common/os.h"
 #include "common/sock.h"
 #include "daemon/net_conf.h"
+#include "store/cim_format.h"
 #include "runtime/hcs/sizing.h"
 
 const char config_usage[] =
@@ -52,6 +53,10 @@ const char config_usage[] =
     "  --hyperv-memory-mb N        memory of a utility VM when the container has no memory\n"
     "                              limit (default 1024; --runtime hcs only)\n"
     "                                                                   BERTH_HYPERV_MEMORY_MB\n"
+    "  --layer-format auto|wcifs|cimfs  Windows image layers: CimFS images or WCIFS folders;\n"
+    "                              auto: cimfs where the build has it (26100+, 20348 from\n"
+    "                              revision 2031) and cimfs.dll loads, else wcifs (default\n"
+    "                              auto; --runtime hcs only)              BERTH_LAYER_FORMAT\n"
     "  --network bridge|none       containers on a bridge with CNI (default), or loopback only\n"
     "                                                                             BERTH_NETWORK\n"
     "  --network-name NAME         the bridge and network name (default berth0)\n"
@@ -98,6 +103,7 @@ enum {
     OPT_ISOLATION,
     OPT_HYPERV_CPUS,
     OPT_HYPERV_MEMORY_MB,
+    OPT_LAYER_FORMAT,
     OPT_NETWORK,
     OPT_NETWORK_NAME,
     OPT_NETWORK_POOL,
@@ -138,6 +144,7 @@ static const struct option_desc option_descs[] = {
     {OPT_ISOLATION, "isolation", "BERTH_ISOLATION", required_argument},
     {OPT_HYPERV_CPUS, "hyperv-cpus", "BERTH_HYPERV_CPUS", required_argument},
     {OPT_HYPERV_MEMORY_MB, "hyperv-memory-mb", "BERTH_HYPERV_MEMORY_MB", required_argument},
+    {OPT_LAYER_FORMAT, "layer-format", "BERTH_LAYER_FORMAT", required_argument},
     {OPT_NETWORK, "network", "BERTH_NETWORK", required_argument},
     {OPT_NETWORK_NAME, "network-name", "BERTH_NETWORK_NAME", required_argument},
     {OPT_NETWORK_POOL, "network-pool", "BERTH_NETWORK_POOL", required_argument},
@@ -678,6 +685,11 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
         nf->hcs_flag = "hyperv-memory-mb";
         return parse_uint(flag, value, HCS_UVM_MIN_MEMORY_MB, HCS_UVM_MAX_MEMORY_MB,
                           &cfg->hyperv_memory_mb, err);
+    case OPT_LAYER_FORMAT:
+        if (layer_format_parse(value, &cfg->layer_format) < 0)
+            return err_set(err, EINVAL, "--layer-format %s: expected auto, wcifs or cimfs", value);
+        nf->hcs_flag = "layer-format";
+        return 0;
     }
     return err_set(err, EINVAL, "unknown option");
 }

@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "store/cim_format.h"
 
 enum config_docker_listen {
     CONFIG_DOCKER_NONE, /* --docker-listen none */
@@ -42,6 +43,11 @@ struct config {
     char *isolation;           /* --isolation: "process" or "hyperv"; NULL: process */
     unsigned hyperv_cpus;      /* --hyperv-cpus: a utility VM's processors (2) */
     unsigned hyperv_memory_mb; /* --hyperv-memory-mb: a VM's memory without a limit (1024) */
+    /* --layer-format, as asked (LAYER_FORMAT_AUTO by default), and what
+     * start-up made of it (daemon/layer_format.h): "wcifs" or "cimfs" on
+     * Windows, "overlay" on Linux, where the flag is refused. */
+    enum layer_format layer_format;
+    const char *layer_format_used; /* a static string; NULL until resolved */
 
     /* The network (daemon/net.h). */
     bool network_disabled; /* --network none: every container gets only lo */

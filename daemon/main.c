@@ -26,6 +26,7 @@
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
 #include "daemon/net.h"
+#include "daemon/layer_format.h"
 #include "daemon/runtime_probe.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_images.h"
@@ -267,6 +268,13 @@ berthd_run(void *arg)
     os_process_setup();
     raise_open_files_limit(b->cfg.max_connections);
     size_thread_pool(b->cfg.pool_threads);
+
+    /* --layer-format auto is decided now, and a cimfs the host cannot
+     * run is a bad flag. */
+    if (layer_format_resolve(&b->cfg, &err) < 0) {
+        fprintf(stderr, "berthd: %s\n", err.msg);
+        return 2; /* main closes the configuration */
+    }
 
     /* The registry client, shared by every pull, reads --registry-auth
      * now: a file it cannot use is a bad flag. */

@@ -227,7 +227,7 @@ if [ "$run_tests" -eq 1 ]; then
         cmake -S . -B "$ldir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_TESTS=ON \
             -DBERTH_BENCH_ROUTES=ON >/dev/null
     fi
-    cmake --build "$ldir" -j"$(nproc)" --target api_test_wine api_test_wine_hcs
+    cmake --build "$ldir" -j"$(nproc)" --target api_test_wine api_test_wine_hcs api_test_wine_cimfs
     wine_api=$(cd "$ldir" && pwd)/api_test_wine
     phase_done "the Linux side of the Wine API suite"
 fi

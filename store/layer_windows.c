@@ -3,15 +3,15 @@
  * chains are not mounted here (an image for Linux is refused at import by
  * the platform check anyway), and an "overlay" journal entry cannot have
  * been made here: undoing one is a no-op. WCIFS layers are mounted
- * through computestorage.dll and virtdisk.dll (layer_wcifs_windows.c);
- * CimFS layers through cimfs.dll, not written yet (issue 15): their mount
- * is refused and an entry of theirs stays in the journal for a berth that
- * can undo it.
+ * through computestorage.dll and virtdisk.dll (layer_wcifs_windows.c),
+ * CimFS layers through cimfs.dll (layer_cimfs_windows.c).
  */
 #include "store/layer_int.h"
 
 #include <errno.h>
 #include <string.h>
+
+#include "store/layer_cimfs.h"
 
 int
 layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const char *target,
@@ -39,9 +39,9 @@ layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
 {
     if (l->type == LAYER_WCIFS)
         return layer_wcifs_mount(l, scratch_dir, rec, out, err);
-    return err_set(err, ENOTSUP,
-                   "mount layers: cimfs layers through cimfs.dll are not implemented "
-                   "yet");
+    if (l->type == LAYER_CIMFS)
+        return layer_cimfs_mount(l, rec, out, err);
+    return err_set(err, ENOTSUP, "mount layers: layer type %d is not a Windows one", (int)l->type);
 }
 
 int
@@ -49,5 +49,7 @@ layer_windows_undo(const struct mj_entry *e, struct err *err)
 {
     if (strcmp(e->kind, LAYER_KIND_WCIFS) == 0)
         return layer_wcifs_undo(e, err);
+    if (strcmp(e->kind, LAYER_KIND_CIMFS) == 0)
+        return layer_cimfs_undo(e, err);
     return err_set(err, ENOTSUP, "undo %s mount %s: not implemented yet", e->kind, e->name);
 }

@@ -65,6 +65,8 @@ START_TEST(bad_flag_values_print_one_line_and_exit_2)
         {{NULL}, "BERTH_LOG_FORMAT=yaml", "BERTH_LOG_FORMAT"},
         /* The hcs runtime's flags: checked here too, and meaningless to oci. */
         {{"--isolation", "hyperv"}, NULL, "only for --runtime hcs"},
+        {{"--layer-format", "cimfs"}, NULL, "--layer-format: only for --runtime hcs"},
+        {{"--runtime", "hcs", "--layer-format", "ntfs"}, NULL, "--layer-format ntfs"},
         {{"--hyperv-cpus", "2"}, NULL, "--hyperv-cpus: only for --runtime hcs"},
         {{"--runtime", "hcs", "--hyperv-memory-mb", "64"}, NULL, "--hyperv-memory-mb 64"},
         {{NULL}, "BERTH_ISOLATION=vm", "BERTH_ISOLATION"},

@@ -17,6 +17,7 @@ static void
 clear_env(void)
 {
     unsetenv("BERTH_LISTEN");
+    unsetenv("BERTH_LAYER_FORMAT");
     unsetenv("BERTH_ROOT");
     unsetenv("BERTH_RUNTIME");
     unsetenv("BERTH_LOG_LEVEL");
@@ -342,6 +343,39 @@ START_TEST(config_hcs_flags_are_refused_with_another_runtime)
 }
 END_TEST
 
+START_TEST(config_layer_format_is_parsed_for_runtime_hcs_and_refused_elsewhere)
+{
+    clear_env();
+    struct config cfg;
+    struct err err = {0};
+    char *argv[] = {"berthd", "--runtime", "hcs", NULL};
+    ck_assert_msg(parse(&cfg, &err, 3, argv) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_int_eq(cfg.layer_format, LAYER_FORMAT_AUTO);
+    ck_assert_ptr_null(cfg.layer_format_used);
+    config_close(&cfg);
+    setenv("BERTH_LAYER_FORMAT", "wcifs", 1);
+    char *argv2[] = {"berthd", "--runtime", "hcs", "--layer-format", "cimfs", NULL};
+    ck_assert_msg(parse(&cfg, &err, 5, argv2) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_int_eq(cfg.layer_format, LAYER_FORMAT_CIMFS); /* the flag wins */
+    config_close(&cfg);
+    char *argv3[] = {"berthd", "--runtime", "hcs", NULL};
+    ck_assert_msg(parse(&cfg, &err, 3, argv3) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_int_eq(cfg.layer_format, LAYER_FORMAT_WCIFS);
+    config_close(&cfg);
+    clear_env();
+    /* Linux has only the overlay: the flag, even auto, is refused, as the other hcs flags are. */
+    char *argv4[] = {"berthd", "--layer-format", "auto", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 3, argv4), -EINVAL);
+    ck_assert_str_eq(err.msg, "--layer-format: only for --runtime hcs (Windows containers); this "
+                              "daemon runs --runtime oci");
+    config_close(&cfg);
+    char *argv5[] = {"berthd", "--runtime", "hcs", "--layer-format", "overlay", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 5, argv5), -EINVAL);
+    ck_assert_str_eq(err.msg, "--layer-format overlay: expected auto, wcifs or cimfs");
+    config_close(&cfg);
+}
+END_TEST
+
 START_TEST(config_byte_counts_take_suffixes)
 {
     int64_t v = 0;
@@ -516,6 +550,7 @@ main(void)
     tcase_add_test(tc, config_registry_flags_are_parsed_and_repeat);
     tcase_add_test(tc, config_registry_flags_replace_the_environment_lists);
     tcase_add_test(tc, config_bad_registry_values_give_one_line_errors);
+    tcase_add_test(tc, config_layer_format_is_parsed_for_runtime_hcs_and_refused_elsewhere);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,100 @@
+/*
+ * cimfs.dll (the Composite Image File System), loaded at run time as
+ * computecore.dll is (hcs_api.h): an .exe that imported it would not
+ * start where it is absent, Wine included, and it exists only from
+ * Windows 10 2004 (build 19041) on. The table below is every export berth
+ * calls; store/cim_writer_win.c writes layers into CIMs with it and
+ * store/layer_cimfs_win.c mounts them.
+ *
+ * mingw-w64 ships no cimfs.h, so the types are declared here, as
+ * Microsoft's reference for cimfs.h gives them (learn.microsoft.com,
+ * windows/win32/api/cimfs/: CIMFS_FILE_METADATA, CIM_MOUNT_IMAGE_FLAGS,
+ * CimCreateImage, CimCloseImage, CimCommitImage, CimCreateFile,
+ * CimWriteStream, CimCloseStream, CimCreateAlternateStream,
+ * CimCreateHardLink, CimDeletePath, CimMountImage, CimDismountImage).
+ * Every function but the two closes returns an HRESULT.
+ *
+ * Test builds (BERTH_TEST_HOOKS) can load the TEST DOUBLE in
+ * tests/doubles/cimfs/: cimfs_api_open() with a path, or with NULL and
+ * BERTH_TEST_CIMFS_DLL set to one. Other builds load only
+ * %SystemRoot%\System32\cimfs.dll and refuse a path. cimfs_api_default()
+ * is the process's one loaded copy, for code that has no handle to pass
+ * (the layer mounts). The implementation, cimfs_api_win.c, is built only
+ * for Windows. Any thread.
+ */
+#ifndef BERTH_RUNTIME_HCS_CIMFS_API_H
+#define BERTH_RUNTIME_HCS_CIMFS_API_H
+
+#include "common/err.h"
+
+#ifdef _WIN32
+#include <windows.h>
+
+typedef struct CIMFS_IMAGE_HANDLE__ *CIMFS_IMAGE_HANDLE;
+typedef struct CIMFS_STREAM_HANDLE__ *CIMFS_STREAM_HANDLE;
+
+typedef struct _CIMFS_FILE_METADATA {
+    UINT32 Attributes;
+    INT64 FileSize;
+    LARGE_INTEGER CreationTime;
+    LARGE_INTEGER LastWriteTime;
+    LARGE_INTEGER ChangeTime;
+    LARGE_INTEGER LastAccessTime;
+    const void *SecurityDescriptorBuffer;
+    UINT32 SecurityDescriptorSize;
+    const void *ReparseDataBuffer;
+    UINT32 ReparseDataSize;
+    const void *EaBuffer;
+    UINT32 EaBufferSize;
+} CIMFS_FILE_METADATA;
+
+typedef enum CIM_MOUNT_IMAGE_FLAGS {
+    CIM_MOUNT_IMAGE_NONE = 0x00000000,
+    CIM_MOUNT_CHILD_ONLY = 0x00000001,
+} CIM_MOUNT_IMAGE_FLAGS;
+
+#define CIMFS_FUNCS(X)                                                                             \
+    X(HRESULT, CimCreateImage,                                                                     \
+      (PCWSTR imageContainingPath, PCWSTR existingImageName, PCWSTR newImageName,                  \
+       CIMFS_IMAGE_HANDLE * cimImageHandle))                                                       \
+    X(void, CimCloseImage, (CIMFS_IMAGE_HANDLE cimImageHandle))                                    \
+    X(HRESULT, CimCommitImage, (CIMFS_IMAGE_HANDLE cimImageHandle))                                \
+    X(HRESULT, CimCreateFile,                                                                      \
+      (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR imageRelativePath,                                \
+       const CIMFS_FILE_METADATA *fileMetadata, CIMFS_STREAM_HANDLE *cimStreamHandle))             \
+    X(HRESULT, CimWriteStream,                                                                     \
+      (CIMFS_STREAM_HANDLE cimStreamHandle, const void *buffer, UINT32 bufferSize))                \
+    X(void, CimCloseStream, (CIMFS_STREAM_HANDLE cimStreamHandle))                                 \
+    X(HRESULT, CimCreateAlternateStream,                                                           \
+      (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR imageRelativePath, UINT64 size,                   \
+       CIMFS_STREAM_HANDLE * cimStreamHandle))                                                     \
+    X(HRESULT, CimCreateHardLink,                                                                  \
+      (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR imageRelativePath,                                \
+       PCWSTR existingImageRelativePath))                                                          \
+    X(HRESULT, CimDeletePath, (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR imageRelativePath))       \
+    X(HRESULT, CimMountImage,                                                                      \
+      (PCWSTR imageContainingPath, PCWSTR imageName, CIM_MOUNT_IMAGE_FLAGS mountImageFlags,        \
+       const GUID *volumeId))                                                                      \
+    X(HRESULT, CimDismountImage, (const GUID *volumeId))
+
+struct cimfs_api {
+    HMODULE dll;
+#define CIMFS_FIELD(ret, name, args) ret(WINAPI *name) args;
+    CIMFS_FUNCS(CIMFS_FIELD)
+#undef CIMFS_FIELD
+};
+#else
+struct cimfs_api;
+#endif
+
+/* ERR_UNAVAILABLE naming what is missing when the DLL or an export is absent. */
+int cimfs_api_open(const char *dll_path, struct cimfs_api **out, struct err *err);
+void cimfs_api_free(struct cimfs_api *api);
+
+/*
+ * The process's copy, loaded at the first call (cimfs_api_open(NULL)) and
+ * kept; a failure is remembered and returned again, with its message.
+ */
+int cimfs_api_default(struct cimfs_api **out, struct err *err);
+
+#endif
