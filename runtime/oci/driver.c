@@ -522,8 +522,12 @@ oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
     cleanup_free char *key = spawning_key(state, id);
     if (!key || spawning_has(ctx, key))
         return ret;
-    ret =
-        rt_proc_settle(state, id, "not started: its spawn was cut short (the daemon stopped)", err);
+    /* The PID record is not synced (runtime/init/init.c): after a power
+     * loss a process that did start can land here too. */
+    ret = rt_proc_settle(state, id,
+                         "not started: its spawn was cut short (the daemon stopped), or the "
+                         "machine went down before its start was recorded",
+                         err);
     return ret < 0 ? ret : rt_proc_status_read(state, id, out, err);
 }
 

@@ -309,9 +309,12 @@ spec_text(const struct rt_proc_spec *spec, size_t *len)
     return buf;
 }
 
-/* Writes dfd/name atomically (tmp, fsync, rename, fsync dir) without following symlinks. */
+/*
+ * Writes dfd/name atomically (tmp, rename) without following symlinks;
+ * durable: also fsync of the file and of the directory.
+ */
 static int
-write_at(int dfd, const char *name, const char *data, size_t len, struct err *err)
+write_at(int dfd, const char *name, const char *data, size_t len, bool durable, struct err *err)
 {
     char tmp[64];
     snprintf(tmp, sizeof(tmp), ".%s.daemon.tmp", name);
@@ -328,11 +331,11 @@ write_at(int dfd, const char *name, const char *data, size_t len, struct err *er
             return err_errno(err, errno, "write %s", tmp);
         off += (size_t)n;
     }
-    if (fsync(fd) < 0)
+    if (durable && fsync(fd) < 0)
         return err_errno(err, errno, "fsync %s", tmp);
     if (renameat(dfd, tmp, dfd, name) < 0)
         return err_errno(err, errno, "rename %s", tmp);
-    if (fsync(dfd) < 0)
+    if (durable && fsync(dfd) < 0)
         return err_errno(err, errno, "fsync process directory");
     return 0;
 }
@@ -397,7 +400,9 @@ rt_proc_spawn(const char *state_dir, const struct rt_proc_spec *spec, int timeou
         ret = err_set(err, ENOMEM, "process %s: out of memory", spec->id);
         goto discard;
     }
-    ret = write_at(dfd, "spec", text, len, err);
+    /* Unsynced: the init reads it at once, and after a power loss only
+     * its time (the process's start) is read back. */
+    ret = write_at(dfd, "spec", text, len, false, err);
     if (ret < 0) {
         err_wrap(err, "process %s", spec->id);
         goto discard;
@@ -454,7 +459,7 @@ rt_proc_settle(const char *state_dir, const char *id, const char *why, struct er
     }
     char rec[512];
     int n = snprintf(rec, sizeof(rec), "code 127\nerror %s\n", why);
-    int ret = write_at(dfd, "exit", rec, (size_t)n, err);
+    int ret = write_at(dfd, "exit", rec, (size_t)n, true, err);
     return ret < 0 ? err_wrap(err, "process %s", id) : 1;
 }
 
