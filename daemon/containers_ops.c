@@ -405,6 +405,11 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
             ret = lr;
         }
     }
+    /* The overlay's end (and its sync of the store's disk) waits for the
+     * job that removes the renamed tree after the answer; without one,
+     * here. */
+    if (!trash)
+        layers_release_retired();
     if (ret == 0 && have_dir) {
         /* After the overlay, whose upper it holds. */
         cleanup_free char *srec = fs_path_join(dir, SCRATCH_RECORD);
@@ -445,5 +450,6 @@ containers_delete_blocking(struct containers *reg, struct store *st, const struc
 int
 containers_trash_remove_blocking(const char *trash, struct err *err)
 {
+    layers_release_retired();
     return fs_remove_tree(trash, err);
 }
