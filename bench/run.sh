@@ -560,7 +560,9 @@ if [ "${#contenders[@]}" -gt 0 ]; then
 fi
 
 # ---- idle containers ----------------------------------------------------------
+# (IDLE=0 skips it.)
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+if [ "$idle" -gt 0 ]; then
 curl -s "$url/v1/containers" >/dev/null
 rss0=$(rss "$pid")
 for i in $(seq "$idle"); do
@@ -596,5 +598,6 @@ t1=$(ms)
 printf '%-44s %.1f ms each\n' "delete of an idle container (TERM, exit)" \
     "$(awk -v a="$t0" -v b="$t1" -v n="$idle" 'BEGIN {print (b-a)/1e6/n}')"
 handles=()
+fi
 drops=$(iptables -w -t mangle -L "$guard" -v -n -x | awk '$3 == "DROP" {print $1}')
 printf '%-44s %s (must be 0)\n' "packets from the pool that tried to leave" "$drops"
