@@ -64,8 +64,9 @@ change_watch(int dirfd)
         return -1;
     char path[40];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", dirfd);
-    if (inotify_add_watch(fd, path, IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF) <
-        0) {
+    /* Records are renamed into place: output files, temporaries and the
+     * like wake no one. */
+    if (inotify_add_watch(fd, path, IN_MOVED_TO | IN_DELETE_SELF) < 0) {
         close(fd);
         return -1;
     }
