@@ -397,7 +397,7 @@ if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
         t0=$(ms)
         local pids=()
         for k in $(seq "$par"); do
-            (api_round "p$i-$k" >/dev/null) &
+            (api_round "p$i-$k" "${2:-}" >/dev/null) &
             pids+=($!)
         done
         for k in "${pids[@]}"; do # not a bare wait: berthd is a child of this shell too
@@ -421,19 +421,27 @@ if [ "$par" -gt 0 ] && [ "$prounds" -gt 0 ]; then
     par_api 0 >/dev/null
     par_floor >/dev/null
     : >"$tmp/papi.txt"
+    : >"$tmp/papioff.txt"
     : >"$tmp/pfloor.txt"
+    # Networked and with "network": {"disabled": true} (what the floor
+    # has: a namespace with lo, no CNI plugin runs), alternated with the floor.
     for i in $(seq "$prounds"); do
         par_api "$i" >>"$tmp/papi.txt"
         par_floor >>"$tmp/pfloor.txt"
+        par_api "o$i" '"network":{"disabled":true},' >>"$tmp/papioff.txt"
     done
+    read -r po_med po_mean < <(stats <"$tmp/papioff.txt")
     read -r pa_med pa_mean < <(stats <"$tmp/papi.txt")
     read -r pf_med pf_mean < <(stats <"$tmp/pfloor.txt")
     printf '%-44s median %8.2f ms  mean %8.2f ms  (%s)\n' "berth API, $par at once (wall)" \
         "$pa_med" "$pa_mean" "$(sort -n "$tmp/papi.txt" | tr '\n' ' ')"
     printf '%-44s median %8.2f ms  mean %8.2f ms  (%s)\n' "floor: $par x runc run at once (wall)" \
         "$pf_med" "$pf_mean" "$(sort -n "$tmp/pfloor.txt" | tr '\n' ' ')"
-    printf '%-44s %.2fx (goal <= 1.25x)\n' "ratio berth / floor, $par at once" \
-        "$(awk -v a="$pa_med" -v b="$pf_med" 'BEGIN {print a/b}')"
+    printf '%-44s median %8.2f ms  mean %8.2f ms  (%s)\n' "berth API, $par at once, network disabled" \
+        "$po_med" "$po_mean" "$(sort -n "$tmp/papioff.txt" | tr '\n' ' ')"
+    printf '%-44s %.2fx networked, %.2fx disabled (goal <= 1.25x)\n' "ratio berth / floor, $par at once" \
+        "$(awk -v a="$pa_med" -v b="$pf_med" 'BEGIN {print a/b}')" \
+        "$(awk -v a="$po_med" -v b="$pf_med" 'BEGIN {print a/b}')"
 fi
 
 # ---- docker run on berth against the peers, alternated -------------------------
@@ -560,7 +568,9 @@ if [ "${#contenders[@]}" -gt 0 ]; then
 fi
 
 # ---- idle containers ----------------------------------------------------------
+# (IDLE=0 skips it.)
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+if [ "$idle" -gt 0 ]; then
 curl -s "$url/v1/containers" >/dev/null
 rss0=$(rss "$pid")
 for i in $(seq "$idle"); do
@@ -596,5 +606,6 @@ t1=$(ms)
 printf '%-44s %.1f ms each\n' "delete of an idle container (TERM, exit)" \
     "$(awk -v a="$t0" -v b="$t1" -v n="$idle" 'BEGIN {print (b-a)/1e6/n}')"
 handles=()
+fi
 drops=$(iptables -w -t mangle -L "$guard" -v -n -x | awk '$3 == "DROP" {print $1}')
 printf '%-44s %s (must be 0)\n' "packets from the pool that tried to leave" "$drops"

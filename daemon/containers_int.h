@@ -13,8 +13,12 @@
 /* A container directory on its way out (container_dir_remove). */
 #define REMOVING_PREFIX ".removing-"
 
-/* Writes p's record into dir, atomically, with the given state. Blocks. */
-int ctr_record_write(const struct ctr_params *p, const char *dir, const char *state,
+/*
+ * Writes p's record into dir, atomically, with the given state; durable:
+ * fsynced with its directory, so that it survives a power loss (else it
+ * survives a crash of the daemon only). Blocks.
+ */
+int ctr_record_write(const struct ctr_params *p, const char *dir, const char *state, bool durable,
                      struct err *err);
 /* Reads a record; *state gets its state string (caller frees). Blocks. */
 int ctr_record_read(const char *dir, struct ctr_params **out, char **state, struct err *err);

@@ -2,8 +2,8 @@
  * Containers at start-up: the records below the root are read back
  * (containers_record.c), those left "creating" or "deleting" by a crash
  * are finished off with containers_delete_blocking, the driver's
- * processes are brought back, runtime containers no record claims are
- * removed, and the mount journal is replayed. Main, before the loop runs;
+ * processes are brought back, image uses and runtime containers no
+ * record claims are removed, and the mount journal is replayed. Main, before the loop runs;
  * blocks on disk and on the runtime.
  */
 #include "daemon/containers_int.h"
@@ -112,6 +112,28 @@ remove_orphans(struct containers *reg)
             log_warn("%s", err.msg);
     }
     strv_free(handles);
+}
+
+/* An image use stays while its container is loaded. */
+static bool
+image_user_keep(void *arg, const char *user_id)
+{
+    return containers_find(arg, user_id) != NULL;
+}
+
+/* Drops image uses no loaded container makes: a create's "creating"
+ * record is not synced (containers_ops.c), so after a power loss the
+ * image use its create committed may have no record left to undo it. */
+static void
+retain_image_users(struct containers *reg, struct store *st)
+{
+    unsigned dropped = 0;
+    struct err err = {0};
+    if (meta_image_users_retain(st->meta, image_user_keep, reg, &dropped, &err) < 0)
+        log_warn("containers: image users: %s", err.msg);
+    else if (dropped)
+        log_info("containers: %u image user%s without a container dropped", dropped,
+                 dropped == 1 ? "" : "s");
 }
 
 /* A journaled mount stays while its container is loaded (it outlived the daemon). */
@@ -244,6 +266,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
                  container_procs_running(c));
     }
     osfs_dir_close(dp);
+    retain_image_users(reg, d->store);
     remove_orphans(reg);
     replay_mounts(reg, d->store);
     return 0;

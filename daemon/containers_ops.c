@@ -13,6 +13,19 @@
  * whose every step is a no-op when already done, and then the journal is
  * replayed: a mount whose container is gone (its directory removed, its
  * record unreadable) is undone there.
+ *
+ * What is synced, and why no more (issue 16): the record is made durable
+ * once, as "running", when the container exists (its writable layer is
+ * the user's until the delete), and as "deleting", before the delete
+ * starts removing what a "running" record would still claim (the image
+ * use, the volumes' users). The "creating" record only has to survive a
+ * crash of the daemon, which the page cache gives: what it guards either
+ * dies with the machine (the overlay mount, the runtime's processes) or
+ * is reconciled at start-up without it (the image use: image users that
+ * no loaded container is are dropped, containers_open.c). A container
+ * that mounts volumes is the exception: their users are recorded durably
+ * by the volume store, and only this record names them for the undo, so
+ * its "creating" record is synced as before.
  */
 #include "daemon/containers.h"
 #include <stdatomic.h>
@@ -106,6 +119,16 @@ apply_image_config(struct store *st, const struct meta_image *img, struct ctr_pa
     strv_free(p->env);
     p->env = env;
     return 0;
+}
+
+/* Whether the container mounts a volume of the store. */
+static bool
+ctr_mounts_volumes(const struct ctr_params *p)
+{
+    for (size_t i = 0; p->mount_volumes && i < p->nmounts; i++)
+        if (p->mount_volumes[i])
+            return true;
+    return false;
 }
 
 static int delete_steps(struct containers *reg, struct store *st, const struct ctr_params *p,
@@ -324,7 +347,7 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
     fs_remove_tree(dir, &ignored);
     ret = fs_mkdir_p(dir, 0700, err);
     if (ret == 0)
-        ret = ctr_record_write(p, dir, "creating", err);
+        ret = ctr_record_write(p, dir, "creating", ctr_mounts_volumes(p), err);
     if (ret == 0 && img) {
         ret = meta_image_use_add(st->meta, img->digest, p->handle, err);
         if (ret == -ENOENT)
@@ -433,7 +456,7 @@ containers_start_blocking(struct containers *reg, struct store *st, const struct
     strv_free(layer_ids);
     uint64_t t_rt = uv_hrtime();
     if (ret == 0)
-        ret = ctr_record_write(p, dir, "running", err);
+        ret = ctr_record_write(p, dir, "running", true, err);
     log_debug("create %s: runtime %.1f ms, record %.1f ms", p->handle, (t_rt - t_start) / 1e6,
               (uv_hrtime() - t_rt) / 1e6);
     if (ret < 0) {
@@ -498,7 +521,7 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
     bool have_dir = osfs_stat(dir, &sb) == 0;
     int ret = 0;
     if (have_dir)
-        ret = ctr_record_write(p, dir, "deleting", err);
+        ret = ctr_record_write(p, dir, "deleting", true, err);
     if (ret == 0 && reg->drv) {
         ret = reg->drv->container_delete(reg->drv_ctx, p->handle, dir, err);
         if (ret == -ERR_UNAVAILABLE && undo)
@@ -521,6 +544,11 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
             ret = lr;
         }
     }
+    /* The overlay's end (and its sync of the store's disk) waits for the
+     * job that removes the renamed tree after the answer; without one,
+     * here. */
+    if (!trash)
+        layers_release_retired();
     if (ret == 0 && have_dir) {
         /* After the overlay, whose upper it holds. */
         cleanup_free char *srec = fs_path_join(dir, SCRATCH_RECORD);
@@ -561,5 +589,6 @@ containers_delete_blocking(struct containers *reg, struct store *st, const struc
 int
 containers_trash_remove_blocking(const char *trash, struct err *err)
 {
+    layers_release_retired();
     return fs_remove_tree(trash, err);
 }

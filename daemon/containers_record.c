@@ -126,7 +126,8 @@ record_read_main(json_object *o, struct ctr_params *p)
 }
 
 int
-ctr_record_write(const struct ctr_params *p, const char *dir, const char *state, struct err *err)
+ctr_record_write(const struct ctr_params *p, const char *dir, const char *state, bool durable,
+                 struct err *err)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "handle", json_object_new_string(p->handle));
@@ -193,8 +194,9 @@ ctr_record_write(const struct ctr_params *p, const char *dir, const char *state,
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
     cleanup_free char *path = fs_path_join(dir, RECORD_NAME);
-    int ret = path ? fs_write_file_atomic(path, text, len, 0600, err)
-                   : err_set(err, ENOMEM, "container record: out of memory");
+    int ret = !path     ? err_set(err, ENOMEM, "container record: out of memory")
+              : durable ? fs_write_file_atomic(path, text, len, 0600, err)
+                        : fs_write_file_volatile(path, text, len, 0600, err);
     json_object_put(o);
     return ret;
 }

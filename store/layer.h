@@ -134,10 +134,21 @@ const char *mounted_layers_layer_path(const struct mounted_layers *m, size_t i);
 /*
  * Undoes the mount and removes its journal entry. Idempotent: a target
  * that is no longer mounted (or never was, after a crash before mount(2))
- * is success. EBUSY while something still uses the mount. m stays valid
- * (free it with mounted_layers_free).
+ * is success. m stays valid (free it with mounted_layers_free). A Linux
+ * overlay is detached from the tree and retired, not ended: it ends, and
+ * syncs its upper filesystem, at layers_release_retired (so a process
+ * that still used it keeps it until then, and past that until it lets
+ * go, instead of the unmount failing with EBUSY).
  */
 int mounted_layers_unmount(struct mounted_layers *m, struct err *err);
+
+/*
+ * Ends the overlays unmounted since the last call (each one's sync of its
+ * upper filesystem runs here, in the caller's thread): after a container's
+ * delete was answered, or before what needs them gone (a loop-mounted
+ * scratch filesystem below an upper). A no-op on Windows. Blocking.
+ */
+void layers_release_retired(void);
 
 /*
  * The mounted_layers of journal entry e of j, whose unmount undoes that

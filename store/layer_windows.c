@@ -25,6 +25,12 @@ layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const c
                    "mount layers: %zu Linux layers need overlayfs, which is Linux only", l->count);
 }
 
+void
+layers_release_retired(void)
+{
+    /* No overlay is ever retired here. */
+}
+
 int
 layer_overlay_unmount(const char *target, struct err *err)
 {

@@ -314,6 +314,52 @@ meta_image_use_count(struct meta *m, const char *image_digest, int64_t *count, s
     return meta_txn_end(m, ret, err);
 }
 
+int
+meta_image_users_retain(struct meta *m, bool (*keep)(void *arg, const char *user_id), void *arg,
+                        unsigned *dropped, struct err *err)
+{
+    if (dropped)
+        *dropped = 0;
+    int ret = meta_txn_begin(m, err);
+    if (ret < 0)
+        return ret;
+    char **gone = NULL;
+    size_t n = 0, cap = 0;
+    {
+        cleanup_stmt sqlite3_stmt *st = NULL;
+        ret = db_prepare(m->db, &st, err, "SELECT DISTINCT user_id FROM image_users", "");
+        while (ret == 0 && (ret = db_step(m->db, st, err)) == 1) {
+            ret = 0;
+            const char *user = (const char *)sqlite3_column_text(st, 0);
+            if (!user || keep(arg, user))
+                continue;
+            if (n == cap) {
+                char **g = realloc(gone, (cap ? cap * 2 : 8) * sizeof(*g));
+                if (!g) {
+                    ret = err_set(err, ENOMEM, "image users: out of memory");
+                    break;
+                }
+                gone = g;
+                cap = cap ? cap * 2 : 8;
+            }
+            if (!(gone[n] = strdup(user))) {
+                ret = err_set(err, ENOMEM, "image users: out of memory");
+                break;
+            }
+            n++;
+        }
+    }
+    for (size_t i = 0; ret == 0 && i < n; i++)
+        ret = db_run(m->db, NULL, err, "DELETE FROM image_users WHERE user_id = ?", "t", gone[i]);
+    for (size_t i = 0; i < n; i++)
+        free(gone[i]);
+    free(gone);
+    ret = meta_txn_end(m, ret, err);
+    if (ret == 0 && dropped)
+        *dropped = (unsigned)n;
+    return ret;
+}
+
 /* ---- snapshots ----------------------------------------------------------- */
 
 int

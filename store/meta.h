@@ -162,6 +162,16 @@ int meta_image_use_remove(struct meta *m, const char *image_digest, const char *
                           struct err *err);
 int meta_image_use_count(struct meta *m, const char *image_digest, int64_t *count, struct err *err);
 
+/*
+ * Drops every image use whose user keep() does not claim, in one
+ * transaction; *dropped (may be NULL) gets how many users went. For the
+ * start-up: a container's record that a power loss took (it is written
+ * unsynced until the container runs) must not leave its image in use
+ * for ever.
+ */
+int meta_image_users_retain(struct meta *m, bool (*keep)(void *arg, const char *user_id), void *arg,
+                            unsigned *dropped, struct err *err);
+
 /* Whether a snapshot row exists for chain_id. */
 int meta_snapshot_exists(struct meta *m, const char *chain_id, bool *exists, struct err *err);
 

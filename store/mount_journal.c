@@ -479,6 +479,17 @@ mjournal_list(struct mjournal *j, const char *owner, struct mj_entry ***out, siz
     return 0;
 }
 
+/* Whether the entry file is there and empty. */
+static bool
+entry_empty(const struct mjournal *j, const char *file)
+{
+    char *text = NULL;
+    size_t len = 1;
+    int r = mj_io_read(j->dir, file, MJ_FILE_MAX, &text, &len);
+    free(text);
+    return r == 0 && len == 0;
+}
+
 int
 mjournal_replay(struct mjournal *j, mj_keep_fn keep, mj_undo_fn undo, void *arg,
                 struct mj_replay_stats *st, struct err *err)
@@ -505,7 +516,16 @@ mjournal_replay(struct mjournal *j, mj_keep_fn keep, mj_undo_fn undo, void *arg,
         struct mj_entry *e = NULL;
         struct err gerr = {0};
         int gr = mjournal_get(j, name, &e, &gerr);
-        if (gr == -ERR_INVALID_CONTENT) {
+        if (gr == -ERR_INVALID_CONTENT && entry_empty(j, names[i])) {
+            /* Linux writes entries unsynced (mount_journal_io_linux.c): an
+             * empty one is a write a power loss cut short, and no mount it
+             * could have named outlived that boot. */
+            int rr = mj_io_remove(j->dir, names[i]);
+            if (rr < 0)
+                log_warn("mount journal %s: remove %s: %s", j->dir, names[i], strerror(-rr));
+            else
+                s.temporary++;
+        } else if (gr == -ERR_INVALID_CONTENT) {
             char aside[MJ_NAME_MAX + 32];
             snprintf(aside, sizeof(aside), "%s%s", MJ_CORRUPT_PREFIX, names[i]);
             int rr = mj_io_rename(j->dir, names[i], aside);

@@ -1,7 +1,7 @@
 /*
  * The journal of mounts: what berth mounted (or attached), where, and for
  * whom, so that a daemon started after a crash can undo what the dead one
- * left behind. One entry per mount, written durably before the mount is
+ * left behind. One entry per mount, written before the mount is
  * made and removed after it is undone; at start-up the journal is
  * replayed: every entry whose owner is gone is undone, then removed.
  * Linux overlay mounts of containers' root filesystems and Windows layer
@@ -18,10 +18,13 @@
  *   ...
  *   sum 8c1e0f3a          CRC-32 of every byte before this line
  *
- * An entry is written to a temporary file (".tmp-..."), made durable and
- * renamed over its name, and the directory made durable, so a reader sees
- * the old entry or the new one, never a mix; the mount is made only after
- * that. A torn or damaged file (no "sum" line, a checksum that does not
+ * An entry is written to a temporary file (".tmp-...") and renamed over
+ * its name, so a reader sees the old entry or the new one, never a mix;
+ * the mount is made only after that. Durable across a power loss where
+ * what it names is (Windows: flushed and written through); on Linux it
+ * only has to outlive the daemon (mount_journal_io_linux.c), and an empty
+ * entry, what a power loss can leave of an unsynced one, is removed at
+ * the replay. A torn or damaged file (no "sum" line, a checksum that does not
  * match, a missing field) cannot say what to undo: replay sets it aside
  * as ".corrupt-<name>.mnt" with a logged error, and leaves the rest.
  * A temporary file never named a mount that was made: replay removes it.
@@ -102,9 +105,9 @@ int mjournal_open(const char *dir, struct mjournal **out, struct err *err);
 void mjournal_free(struct mjournal *j);
 const char *mjournal_dir(const struct mjournal *j);
 
-/* Writes e durably, replacing an entry of the same name. */
+/* Writes e (see above for how durably), replacing an entry of the same name. */
 int mjournal_put(struct mjournal *j, const struct mj_entry *e, struct err *err);
-/* Removes entry name durably; a missing one is success. */
+/* Removes entry name; a missing one is success. */
 int mjournal_remove(struct mjournal *j, const char *name, struct err *err);
 /* Reads entry name into a new *out: ENOENT when there is none,
  * ERR_INVALID_CONTENT when it is damaged. */

@@ -1,6 +1,12 @@
 /*
- * store/mount_journal_io.h on Linux: open(2), write(2), fsync(2) of the
- * file and of the directory, rename(2). Blocking; any thread.
+ * store/mount_journal_io.h on Linux: open(2), write(2), rename(2), and no
+ * fsync. What an entry names on Linux (an overlay mount) dies with the
+ * machine, so an entry needs to outlive a crash of the daemon, which the
+ * page cache gives, not a power loss: after one, a missing entry names
+ * nothing that is left, and an empty one (a rename that reached the disk
+ * before the data) is removed at the replay. Each sync here was a wait
+ * for the root disk in every container's create (two) and delete (one).
+ * Blocking; any thread.
  */
 #include "store/mount_journal_io.h"
 
@@ -21,17 +27,6 @@ static char *
 join(const char *dir, const char *name)
 {
     return fs_path_join(dir, name);
-}
-
-static int
-sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) < 0 ? -errno : 0;
-    close(fd);
-    return r;
 }
 
 int
@@ -60,16 +55,12 @@ mj_io_write_atomic(const char *dir, const char *tmp, const char *name, const voi
         else
             off += (size_t)w;
     }
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
     if (fd >= 0 && close(fd) < 0 && r == 0)
         r = -errno;
     if (r == 0 && rename(tp, np) < 0)
         r = -errno;
     if (r < 0 && fd >= 0)
         unlink(tp);
-    if (r == 0)
-        r = sync_dir(dir);
     free(tp);
     free(np);
     return r;
@@ -95,9 +86,7 @@ mj_io_remove(const char *dir, const char *name)
         return -ENOMEM;
     int r = unlink(p) < 0 ? -errno : 0;
     free(p);
-    if (r == -ENOENT)
-        return 0;
-    return r < 0 ? r : sync_dir(dir);
+    return r == -ENOENT ? 0 : r;
 }
 
 int
@@ -107,7 +96,7 @@ mj_io_rename(const char *dir, const char *from, const char *to)
     int r = !f || !t ? -ENOMEM : rename(f, t) < 0 ? -errno : 0;
     free(f);
     free(t);
-    return r < 0 ? r : sync_dir(dir);
+    return r;
 }
 
 int

@@ -30,6 +30,7 @@
 #include "common/cleanup.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "store/layer.h"
 
 #define RECORD_MAGIC "berth-scratch 1"
 #define RECORD_MAX 8192
@@ -486,6 +487,9 @@ loop_release(const struct record *r, struct err *err)
     char real[PATH_MAX];
     if (on_loop && !realpath(r->image, real))
         snprintf(real, sizeof(real), "%s", r->image);
+    /* An overlay whose upper is on it, retired by its unmount, would keep it busy. */
+    if (mounted)
+        layers_release_retired();
     if (mounted && umount2(r->dir, UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT)
         return err_errno(err, errno, "unmount the writable layer at %s", r->dir);
     /* Autoclear detaches the loop device with the last reference, the mount's. */

@@ -135,16 +135,23 @@ write_all(int fd, const char *p, size_t len)
     return 0;
 }
 
-/* Writes dirfd/name atomically and durably: tmp file, fsync, rename, fsync dir. */
+/*
+ * Writes dirfd/name atomically (tmp file, rename); durable: also fsync of
+ * the file and of the directory, for a record that must survive a power
+ * loss (an exit, a truncation: what a process did). A record of what
+ * lives only while the machine runs (the init is ready, a process's PID)
+ * needs only the page cache: each fsync was a wait for the root disk on
+ * the way to a process's start.
+ */
 static int
-write_record(int dirfd, const char *name, const char *data)
+write_record(int dirfd, const char *name, const char *data, bool durable)
 {
     char tmp[64];
     snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    if (write_all(fd, data, strlen(data)) < 0 || fsync(fd) < 0) {
+    if (write_all(fd, data, strlen(data)) < 0 || (durable && fsync(fd) < 0)) {
         close(fd);
         unlinkat(dirfd, tmp, 0);
         return -1;
@@ -154,7 +161,8 @@ write_record(int dirfd, const char *name, const char *data)
         unlinkat(dirfd, tmp, 0);
         return -1;
     }
-    fsync(dirfd);
+    if (durable)
+        fsync(dirfd);
     return 0;
 }
 
@@ -181,7 +189,7 @@ record_exit(const char *id, int code, int sig, const char *error)
         buf[n] = '\0';
     }
     int dfd = open_proc_dir(id);
-    if (dfd < 0 || write_record(dfd, "exit", buf) < 0)
+    if (dfd < 0 || write_record(dfd, "exit", buf, true) < 0)
         say("write exit record of %s: %s", id, strerror(errno));
     if (dfd >= 0)
         close(dfd);
@@ -517,7 +525,7 @@ output_truncate(struct proc *p)
     char rec[64];
     snprintf(rec, sizeof(rec), "limit %llu\n", (unsigned long long)p->limit);
     int dfd = open_proc_dir(p->id);
-    if (dfd < 0 || write_record(dfd, "truncated", rec) < 0)
+    if (dfd < 0 || write_record(dfd, "truncated", rec, true) < 0)
         say("write truncated record of %s: %s", p->id, strerror(errno));
     if (dfd >= 0)
         close(dfd);
@@ -735,7 +743,7 @@ do_spawn(const char *id)
     } else {
         char rec[32];
         snprintf(rec, sizeof(rec), "%d\n", (int)pid);
-        if (write_record(dfd, "pid", rec) < 0)
+        if (write_record(dfd, "pid", rec, false) < 0)
             say("write pid record of %s: %s", id, strerror(errno));
     }
     close(dfd);
@@ -967,7 +975,7 @@ main(int argc, char **argv)
         say("open %s/ctl: %s", state, strerror(errno));
         return 1;
     }
-    if (write_record(sdfd, "ready", "1\n") < 0)
+    if (write_record(sdfd, "ready", "1\n", false) < 0)
         say("write %s/ready: %s", state, strerror(errno));
 
     struct pollfd *pfds = NULL;

@@ -660,6 +660,40 @@ START_TEST(mounts_a_crash_left_are_undone_at_restart)
 }
 END_TEST
 
+START_TEST(an_image_use_whose_record_a_power_loss_took_is_dropped)
+{
+    /* A create's "creating" record is written unsynced (the image use it
+     * guards is reconciled instead): a power loss during the create can
+     * leave the image use committed and no container directory. Here the
+     * daemon is killed and what a power loss takes with it is taken by
+     * hand (the overlay, the directory); the next start-up drops the use,
+     * so the image can be deleted, and leaves nothing of the container. */
+    struct berthd b1 = {0}, b2 = {0};
+    start_with_image(&b1);
+    struct hresp r;
+    ctr_create(&b1, "{\"handle\":\"c-pl\",\"image\":\"busybox\"}", &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    berthd_kill(&b1);
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s", b1.root);
+    ck_assert_int_eq(
+        ctr_sh("umount -l %s/containers/c-pl/rootfs && rm -rf %s/containers/c-pl", root, root), 0);
+    berthd_start(&b2, &(struct berthd_opts){.root = root});
+    ck_assert_msg(berthd_wait_log(&b2, "net: reconciled:", 10000),
+                  "the network's start-up reconciliation did not end");
+    char *log = berthd_log(&b2);
+    ck_assert_msg(strstr(log, "1 image user without a container dropped"), "%s", log);
+    free(log);
+    http_do(&b2, &(struct hreq){.method = "DELETE", .path = "/v1/images/busybox"}, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    assert_nothing_left(&b2, "c-pl");
+    berthd_finish(&b2);
+    berthd_cleanup(&b1);
+}
+END_TEST
+
 START_TEST(a_renamed_directory_a_crash_left_is_removed_at_start_up)
 {
     /* The delete renames a container's directory and answers; a job
@@ -702,6 +736,7 @@ containers_suite(void)
     tcase_add_test(tc, container_survives_kill_9_of_the_daemon);
     tcase_add_test(tc, mounts_a_crash_left_are_undone_at_restart);
     tcase_add_test(tc, a_renamed_directory_a_crash_left_is_removed_at_start_up);
+    tcase_add_test(tc, an_image_use_whose_record_a_power_loss_took_is_dropped);
     tcase_add_test(tc, two_daemons_give_the_same_handle_different_cgroups);
     tcase_add_test(tc, daemon_stop_removes_its_empty_cgroup_parent);
     tcase_add_test(tc, no_cgroup_is_left_after_the_last_container_and_the_daemon);

@@ -243,6 +243,52 @@ START_TEST(layers_mount_two_layers_with_scratch)
 }
 END_TEST
 
+/* How many of this process's descriptors are on an overlay. */
+static int
+overlay_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        struct statfs sf;
+        if (fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_MAGIC)
+            n++;
+    }
+    return n;
+}
+
+START_TEST(layers_unmount_retires_the_overlay_until_released)
+{
+    /* The unmount detaches the overlay at once (the target is free) and
+     * keeps it alive by a descriptor, so the sync of the upper filesystem
+     * at its end is not the unmount's to wait for (a container's delete):
+     * it ends at layers_release_retired (the job after the answer). */
+    struct layer_list *l = two_layers();
+    char *scratch = path_in(base, "scratch"), *merged = path_in(base, "merged");
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    ck_assert_msg(layers_mount(l, scratch, merged, &rec, &m, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(overlay_fds(), 0);
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    ck_assert(!is_overlay_mount(merged));
+    ck_assert_int_eq(overlay_fds(), 1);
+    /* The target can be mounted again meanwhile (a new container of the
+     * name has a scratch of its own: the old one was renamed away). */
+    mounted_layers_free(m);
+    char *scratch2 = path_in(base, "scratch2");
+    ck_assert_msg(layers_mount(l, scratch2, merged, &rec, &m, &err) == 0, "%s", err.msg);
+    free(scratch2);
+    ck_assert(is_overlay_mount(merged));
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(overlay_fds(), 2);
+    layers_release_retired();
+    ck_assert_int_eq(overlay_fds(), 0);
+    ck_assert(!is_overlay_mount(merged));
+    mounted_layers_free(m);
+    layer_list_free(l);
+    free(scratch), free(merged);
+}
+END_TEST
+
 START_TEST(layers_journal_lets_another_process_unmount)
 {
     struct layer_list *l = two_layers();
@@ -418,6 +464,7 @@ layer_suite(void)
     tcase_add_test(tc, layers_mount_two_layers_with_scratch);
     tcase_add_test(tc, layers_journal_lets_another_process_unmount);
     tcase_add_test(tc, layers_unmount_owner_undoes_each_of_its_mounts);
+    tcase_add_test(tc, layers_unmount_retires_the_overlay_until_released);
     tcase_add_test(tc, layers_legacy_record_still_unmounts);
     tcase_add_test(tc, layers_mount_many_long_paths);
     tcase_add_test(tc, layers_single_layer_without_scratch_is_used_as_is);

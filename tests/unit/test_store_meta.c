@@ -339,6 +339,45 @@ START_TEST(image_delete_with_users_conflicts)
 }
 END_TEST
 
+static bool
+keep_ctr_1(void *arg, const char *user_id)
+{
+    (*(int *)arg)++;
+    return strcmp(user_id, "ctr-1") == 0;
+}
+
+START_TEST(image_users_retain_drops_only_users_not_kept)
+{
+    /* The start-up's reconciliation: uses by containers that have no
+     * record any more go, in one pass; the others stay. */
+    struct test_image a, b;
+    struct err err = {0};
+    int64_t count = -1;
+    int asked = 0;
+    unsigned dropped = 99;
+    make_image(&a, "one", 1, 1, 1);
+    put_ok(&a, "a");
+    make_image(&b, "two", 1, 1, 2);
+    put_ok(&b, "b");
+    ck_assert_int_eq(meta_image_use_add(meta, a.img.digest, "ctr-1", &err), 0);
+    ck_assert_int_eq(meta_image_use_add(meta, a.img.digest, "ctr-2", &err), 0);
+    ck_assert_int_eq(meta_image_use_add(meta, b.img.digest, "ctr-2", &err), 0);
+    ck_assert_int_eq(meta_image_use_add(meta, b.img.digest, "ctr-3", &err), 0);
+    ck_assert_msg(meta_image_users_retain(meta, keep_ctr_1, &asked, &dropped, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(asked, 3); /* once per user, not per use */
+    ck_assert_uint_eq(dropped, 2);
+    ck_assert_int_eq(meta_image_use_count(meta, a.img.digest, &count, &err), 0);
+    ck_assert_int_eq(count, 1);
+    ck_assert_int_eq(meta_image_use_count(meta, b.img.digest, &count, &err), 0);
+    ck_assert_int_eq(count, 0);
+    ck_assert_int_eq(meta_image_use_remove(meta, a.img.digest, "ctr-1", &err), 0);
+    /* Nothing left to drop: zero, and no error. */
+    ck_assert_int_eq(meta_image_users_retain(meta, keep_ctr_1, &asked, &dropped, &err), 0);
+    ck_assert_uint_eq(dropped, 0);
+}
+END_TEST
+
 START_TEST(image_delete_by_name_keeps_image_with_other_names)
 {
     struct test_image t;
@@ -595,6 +634,7 @@ meta_suite(void)
     tcase_add_test(tc, meta_survives_reopen);
     tcase_add_test(tc, meta_open_refuses_newer_schema);
     tcase_add_test(tc, image_delete_with_users_conflicts);
+    tcase_add_test(tc, image_users_retain_drops_only_users_not_kept);
     tcase_add_test(tc, image_delete_by_name_keeps_image_with_other_names);
     tcase_add_test(tc, meta_image_list_and_touch);
     tcase_add_test(tc, meta_snapshot_put_and_users);

@@ -315,6 +315,28 @@ START_TEST(mjournal_replay_undoes_what_no_owner_keeps)
 }
 END_TEST
 
+START_TEST(mjournal_replay_removes_an_empty_entry)
+{
+    /* What a power loss can leave of an unsynced entry (Linux writes
+     * them without fsync: an overlay does not outlive the boot): the
+     * rename reached the disk, the data did not. It names nothing, so the
+     * replay removes it instead of setting it aside as damaged; a
+     * non-empty damaged entry is still set aside. */
+    struct err err = {0};
+    write_raw("container.e.rootfs.mnt", "", 0);
+    write_raw("container.d.rootfs.mnt", "berth-mount 1\nowner", 20);
+    struct replay_ctx c = {0};
+    struct mj_replay_stats st = {0};
+    ck_assert_msg(mjournal_replay(j, keep_a, undo_but_fail_f, &c, &st, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(st.temporary, 1);
+    ck_assert_uint_eq(st.damaged, 1);
+    ck_assert_int_eq(c.undos, 0);
+    ck_assert(!exists("container.e.rootfs.mnt"));
+    ck_assert(!exists(".corrupt-container.e.rootfs.mnt"));
+    ck_assert(exists(".corrupt-container.d.rootfs.mnt"));
+}
+END_TEST
+
 static Suite *
 journal_suite(void)
 {
@@ -326,6 +348,7 @@ journal_suite(void)
     tcase_add_test(tc, mj_entry_limits_are_checked);
     tcase_add_test(tc, mjournal_put_get_remove_list);
     tcase_add_test(tc, mjournal_replay_undoes_what_no_owner_keeps);
+    tcase_add_test(tc, mjournal_replay_removes_an_empty_entry);
     suite_add_tcase(s, tc);
     return s;
 }
