@@ -185,6 +185,42 @@ bpipe_write(struct bpipe *p, const void *data, size_t len)
     return 0;
 }
 
+int
+bpipe_reserve(struct bpipe *p, size_t max, void **buf, size_t *len)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->len == p->cap && !p->aborted)
+        pthread_cond_wait(&p->cond, &p->mu);
+    if (p->aborted) {
+        int code = p->aborted;
+        pthread_mutex_unlock(&p->mu);
+        return -code;
+    }
+    if (p->len == 0)
+        p->head = 0; /* empty: the whole ring is one region */
+    size_t tail = (p->head + p->len) % p->cap;
+    /* Free space runs from tail to the end of the buffer, or to head when
+     * the data wraps past the end; the reader only ever reads below. */
+    size_t room = tail >= p->head ? p->cap - tail : p->head - tail;
+    pthread_mutex_unlock(&p->mu);
+    *buf = p->buf + tail;
+    *len = room < max ? room : max;
+    return 0;
+}
+
+void
+bpipe_commit(struct bpipe *p, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (!p->aborted) {
+        p->len += n;
+        wake_loop_locked(p);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 void
 bpipe_close_job(struct bpipe *p)
 {

@@ -527,6 +527,8 @@ struct volume_stream_out {
     void *release_arg;
     enum volume_compression comp;
     struct bpipe *pipe;
+    void *res_buf; /* the job's region of pipe from bpipe_reserve, or NULL */
+    size_t res_len;
     atomic_bool ready; /* the job found the path and is writing */
     bool job_done;
     int rc;
@@ -552,7 +554,26 @@ static int
 out_write(void *ctx, const void *buf, size_t len)
 {
     struct volume_stream_out *op = ctx;
+    /* File data the writer read into the region out_reserve gave is in
+     * the pipe already: only make it readable. */
+    if (op->res_buf && buf == op->res_buf && len <= op->res_len) {
+        bpipe_commit(op->pipe, len);
+        op->res_buf = (char *)op->res_buf + len;
+        op->res_len -= len;
+        return 0;
+    }
+    op->res_buf = NULL;
     return bpipe_write(op->pipe, buf, len);
+}
+
+static int
+out_reserve(void *ctx, size_t max, void **buf, size_t *len)
+{
+    struct volume_stream_out *op = ctx;
+    int r = bpipe_reserve(op->pipe, max, buf, len);
+    op->res_buf = r == 0 ? *buf : NULL;
+    op->res_len = r == 0 ? *len : 0;
+    return r;
 }
 
 static void
@@ -566,8 +587,11 @@ static void
 out_work(void *ctx)
 {
     struct volume_stream_out *op = ctx;
-    struct volume_tar_out out = {
-        .write = out_write, .ready = out_ready, .ctx = op, .compression = op->comp};
+    struct volume_tar_out out = {.write = out_write,
+                                 .ready = out_ready,
+                                 .reserve = out_reserve,
+                                 .ctx = op,
+                                 .compression = op->comp};
     if (op->rootfs)
         op->rc = rootfs_tar_export(op->rootfs, op->path, op->top, &op->stat, &out, &op->err);
     else
