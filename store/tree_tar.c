@@ -19,6 +19,8 @@
 #include "common/rootdir.h"
 
 #define EXPORT_BUF (256 * 1024)
+/* Smaller reads are copied: the stream gathers them with the headers. */
+#define EXPORT_IN_PLACE_MIN (64 * 1024)
 #define OVERLAY_XATTR_PREFIX "trusted.overlay."
 #define MAX_DEPTH 1024
 
@@ -79,7 +81,7 @@ copy_data(struct export *x, int fd, int64_t size, const char *arcname)
     while (left > 0) {
         size_t want = left < EXPORT_BUF ? (size_t)left : EXPORT_BUF;
         void *buf = x->buf;
-        if (x->in_place) {
+        if (x->in_place && want >= EXPORT_IN_PLACE_MIN) {
             /* Read into the stream's buffer: libarchive hands the same
              * bytes to export_write_cb unbuffered (bytes_per_block 0, no
              * filter), which the stream then takes without copying. */
