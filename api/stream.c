@@ -17,6 +17,8 @@ struct api_stream {
     int refs;
     api_stream_drained_fn drained;
     void *drained_ctx;
+    api_stream_source_fn source;
+    void *source_ctx;
 };
 
 static void
@@ -36,6 +38,16 @@ reader_cb(void *cls, uint64_t pos, char *out, size_t max)
      * the connection is suspended only when there really is nothing. */
     if (s->len == 0 && !s->ended && s->drained)
         s->drained(s->drained_ctx);
+    if (s->len == 0 && !s->ended && s->source) {
+        int end = 0;
+        size_t n = s->source(s->source_ctx, out, max, &end);
+        if (n > 0)
+            return (ssize_t)n;
+        if (end) {
+            s->ended = true;
+            s->failed = end == 2;
+        }
+    }
     if (s->len == 0) {
         if (s->ended)
             return s->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
@@ -105,6 +117,19 @@ api_stream_on_drained(struct api_stream *s, api_stream_drained_fn fn, void *ctx)
     s->drained_ctx = ctx;
 }
 
+void
+api_stream_set_source(struct api_stream *s, api_stream_source_fn fn, void *ctx)
+{
+    s->source = fn;
+    s->source_ctx = ctx;
+}
+
+void
+api_stream_kick(struct api_stream *s)
+{
+    wake(s);
+}
+
 bool
 api_stream_write(struct api_stream *s, const void *data, size_t len)
 {
@@ -164,6 +189,7 @@ api_stream_release(struct api_stream *s)
     if (!s)
         return;
     s->drained = NULL;
+    s->source = NULL;
     if (!s->ended)
         api_stream_end(s);
     stream_unref(s);

@@ -33,6 +33,19 @@ struct api_stream *api_stream_start(struct api_req *req, unsigned status, const 
 /* Sets a callback run when the buffer was fully sent. */
 void api_stream_on_drained(struct api_stream *s, api_stream_drained_fn fn, void *ctx);
 
+/* A pull source: copies up to max bytes straight into the response's
+ * send buffer and returns how many (0: none now); when it returns 0 it may
+ * set *end to 1 (the body is complete) or 2 (failed, as api_stream_fail). */
+typedef size_t (*api_stream_source_fn)(void *ctx, char *out, size_t max, int *end);
+
+/* Makes the body come from fn, asked whenever what was written is sent:
+ * one copy from the producer's buffer to the socket's instead of two
+ * through the stream's own buffer. A source that returned 0 calls
+ * api_stream_kick once it has more (or ended). */
+void api_stream_set_source(struct api_stream *s, api_stream_source_fn fn, void *ctx);
+/* The source has data or ended: resume the connection if it waits. */
+void api_stream_kick(struct api_stream *s);
+
 /* Appends data; false once the client is gone or on allocation failure. */
 bool api_stream_write(struct api_stream *s, const void *data, size_t len);
 /* Bytes written and not yet sent. */

@@ -9,9 +9,6 @@
 #include "api/request.h"
 #include "api/stream.h"
 
-/* The response buffer is topped up from the pipe while below this. */
-#define DOWNLOAD_STREAM_LOW (256 << 10)
-
 struct api_tar_dl {
     struct api_req *req;
     struct volume_stream_out *op;
@@ -21,35 +18,24 @@ struct api_tar_dl {
     bool answered;
 };
 
-/* Moves tar bytes from the service to the response while the client keeps up. */
-static void
-dl_pump(struct api_tar_dl *d)
+/* The response's source: the service's pipe straight into the send buffer. */
+static size_t
+dl_source(void *ctx, char *out, size_t max, int *end)
 {
-    char buf[64 * 1024];
-    bool eof = false;
-    if (!d->op)
-        return;
-    while (api_stream_pending(d->stream) < DOWNLOAD_STREAM_LOW) {
-        size_t n = volume_stream_out_read(d->op, buf, sizeof(buf), &eof);
-        if (n == 0)
-            break;
-        if (!api_stream_write(d->stream, buf, n))
-            break;
+    struct api_tar_dl *d = ctx;
+    if (!d->op) {
+        *end = 2;
+        return 0;
     }
+    bool eof = false;
+    size_t n = volume_stream_out_read(d->op, out, max, &eof);
+    if (n > 0)
+        return n;
     const struct err *err = NULL;
     bool done = volume_stream_out_result(d->op, &err);
-    if (done && (eof || err) && volume_stream_out_buffered(d->op) == 0) {
-        if (err)
-            api_stream_fail(d->stream);
-        else
-            api_stream_end(d->stream);
-    }
-}
-
-static void
-dl_drained(void *ctx)
-{
-    dl_pump(ctx);
+    if (done && (eof || err) && volume_stream_out_buffered(d->op) == 0)
+        *end = err ? 2 : 1;
+    return 0;
 }
 
 void
@@ -58,7 +44,7 @@ api_tar_dl_notify(void *arg)
     struct api_tar_dl *d = arg;
     struct api_req *req = d->req;
     if (d->stream) {
-        dl_pump(d);
+        api_stream_kick(d->stream);
         return;
     }
     if (d->answered || !d->op)
@@ -87,8 +73,7 @@ api_tar_dl_notify(void *arg)
                                 d->comp == VOLUME_COMPRESS_GZIP ? "gzip" : "zstd");
     if (req->response && d->hooks.started)
         d->hooks.started(req, d->op);
-    api_stream_on_drained(d->stream, dl_drained, d);
-    dl_pump(d);
+    api_stream_set_source(d->stream, dl_source, d);
 }
 
 static void

@@ -1,5 +1,7 @@
-/* Line-atomic logging to stderr in text or JSON; any thread. */
+/* Line-atomic logging to stderr in text or JSON, through the writer
+ * thread once it runs (common/log_writer.c); any thread. */
 #include "common/log.h"
+#include "common/log_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -81,32 +83,23 @@ json_escape_into(char *buf, size_t pos, size_t cap, const char *s)
     return pos;
 }
 
+/* Adds the newline and hands the record to the writer thread, or writes
+ * it when none runs (or direct). */
 static void
-emit(char *line, size_t len)
+emit(char *line, size_t len, bool direct)
 {
     line[len++] = '\n';
-    while (len > 0) {
-        ssize_t n = write(STDERR_FILENO, line, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        line += n;
-        len -= (size_t)n;
-    }
+    if (direct || !log_writer_take(line, len))
+        log_emit_direct(line, len);
 }
 
-void
-log_write(enum log_level level, const char *fmt, ...)
+static void
+log_vwrite(enum log_level level, bool direct, const char *fmt, va_list ap)
 {
     if (!log_enabled(level))
         return;
     char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-
     char line[4608];
     char ts[64];
     format_time(ts, sizeof(ts));
@@ -121,7 +114,25 @@ log_write(enum log_level level, const char *fmt, ...)
         if (n >= sizeof(line) - 1)
             n = sizeof(line) - 2;
     }
-    emit(line, n);
+    emit(line, n, direct);
+}
+
+void
+log_write(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(level, false, fmt, ap);
+    va_end(ap);
+}
+
+void
+log_write_direct(enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(level, true, fmt, ap);
+    va_end(ap);
 }
 
 /* Appends s for the text format, control characters as '?'. */
@@ -187,5 +198,5 @@ log_request(const struct log_req *r)
     }
     if (n >= sizeof(line) - 1)
         n = sizeof(line) - 2;
-    emit(line, n);
+    emit(line, n, false);
 }

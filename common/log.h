@@ -1,8 +1,8 @@
 /*
  * Logging to stderr, one line per record, as text or as JSON objects.
  * Safe from any thread: each record is formatted into one buffer and
- * written with a single write(2), so lines from pool threads never
- * interleave.
+ * written whole (directly with a single write(2), or queued for the
+ * writer thread), so lines from pool threads never interleave.
  */
 #ifndef BERTH_COMMON_LOG_H
 #define BERTH_COMMON_LOG_H
@@ -22,6 +22,18 @@ int log_level_parse(const char *s, enum log_level *out);
 int log_format_parse(const char *s, enum log_format *out);
 
 bool log_enabled(enum log_level level);
+
+/*
+ * From here on records go to a thread of their own, which writes them
+ * (common/log_writer.c), so a caller never waits on stderr, whatever it
+ * is (a file on a busy disk, a full pipe); a record that finds the
+ * writer 256 KiB behind is dropped, and the writer says how many were.
+ * 0, or -errno (records are then written directly, as before). berthd
+ * calls it once configured; log_writer_stop (also run at exit) writes
+ * what is queued and goes back to writing directly.
+ */
+int log_writer_start(void);
+void log_writer_stop(void);
 
 /* Writes one record. fmt is the human message; with the JSON format it
  * becomes the "msg" field. */

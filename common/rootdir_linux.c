@@ -164,6 +164,35 @@ rootdir_open_or_make_dir(int dir, const char *name, mode_t mode, bool *created)
     return -ENOENT;
 }
 
+/*
+ * This process's /proc/self/fd, opened once: a reopen through it looks up
+ * one name instead of walking /proc, self, fd and N, which was a good part
+ * of the cost of each file a tar export opens. -1 when it cannot be had,
+ * and in a child forked without exec, whose /proc/self is not the one
+ * the descriptor was opened on (the caller then walks the full path).
+ */
+static atomic_int proc_fd_dir_fd = -1;
+static atomic_int proc_fd_dir_pid;
+
+static int
+proc_fd_dir(void)
+{
+    int pid = (int)getpid();
+    int fd = atomic_load(&proc_fd_dir_fd);
+    if (fd >= 0)
+        return atomic_load(&proc_fd_dir_pid) == pid ? fd : -1;
+    int nfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (nfd < 0)
+        return -1;
+    atomic_store(&proc_fd_dir_pid, pid);
+    int expect = -1;
+    if (!atomic_compare_exchange_strong(&proc_fd_dir_fd, &expect, nfd)) {
+        close(nfd); /* another thread's is in place */
+        return atomic_load(&proc_fd_dir_pid) == pid ? expect : -1;
+    }
+    return nfd;
+}
+
 int
 rootdir_fd_reopen_regular(int pathfd, const struct stat *want)
 {
@@ -176,9 +205,16 @@ rootdir_fd_reopen_regular(int pathfd, const struct stat *want)
         return -ESTALE;
     /* The magic link names the inode pathfd holds, whatever happened to
      * its name since: no lookup by name, so nothing can be swapped in. */
-    char link[64];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", pathfd);
-    int fd = open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    char num[16];
+    snprintf(num, sizeof(num), "%d", pathfd);
+    int dir = proc_fd_dir();
+    int fd = dir >= 0 ? openat(dir, num, flags) : -1;
+    if (dir < 0) {
+        char link[64];
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", num);
+        fd = open(link, flags);
+    }
     return fd < 0 ? neg_errno() : fd;
 }
 

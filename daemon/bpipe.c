@@ -1,9 +1,18 @@
-/* The bounded byte pipe: a ring buffer under a mutex, a condition variable
- * for the job side and a uv_async_t for the loop side. */
+/*
+ * The bounded byte pipe: a ring buffer, a condition variable for the job
+ * side and a uv_async_t for the loop side. The mutex guards only the
+ * ring's positions, never a copy: the one writer copies into free space
+ * and the one reader out of published data, each outside the lock, and
+ * then moves the positions under it. The loop thus never waits for a
+ * pool thread's copy: pool threads run at a lower priority, and one
+ * preempted while it held the lock across a 64 KiB copy kept the loop
+ * (every connection, /v1/health too) waiting for tens of milliseconds.
+ */
 #include "daemon/bpipe.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +22,7 @@ struct bpipe {
     char *buf;
     size_t cap, head, len; /* ring: data at [head, head+len) mod cap */
     bool write_closed;     /* the writing side finished */
-    int aborted;           /* positive errno, or 0 */
+    atomic_int aborted;    /* positive errno, or 0; read without mu */
     int refs;              /* 2 sides + the async handle while open */
     uv_async_t async;
     bool async_closing;
@@ -86,23 +95,42 @@ wake_loop_locked(struct bpipe *p)
         uv_async_send(&p->async);
 }
 
+/* Where up to want bytes may be written now (the writer's side; the
+ * reader only ever moves head forward, which leaves this free): the
+ * ring's offset of the first piece in *tail; returns how many fit.
+ * Caller holds mu. */
+static size_t
+room_locked(struct bpipe *p, size_t want, size_t *tail)
+{
+    size_t room = p->cap - p->len;
+    *tail = (p->head + p->len) % p->cap;
+    return want < room ? want : room;
+}
+
+/* Copies n bytes into the ring at tail, wrapping; no lock needed. */
+static void
+copy_in(struct bpipe *p, size_t tail, const void *data, size_t n)
+{
+    size_t first = n < p->cap - tail ? n : p->cap - tail;
+    memcpy(p->buf + tail, data, first);
+    memcpy(p->buf, (const char *)data + first, n - first);
+}
+
 size_t
 bpipe_write_nb(struct bpipe *p, const void *data, size_t len)
 {
+    size_t tail = 0, take = 0;
     pthread_mutex_lock(&p->mu);
-    size_t take = 0;
-    if (!p->aborted && !p->write_closed) {
-        size_t room = p->cap - p->len;
-        take = len < room ? len : room;
-        size_t tail = (p->head + p->len) % p->cap;
-        size_t first = take < p->cap - tail ? take : p->cap - tail;
-        memcpy(p->buf + tail, data, first);
-        memcpy(p->buf, (const char *)data + first, take - first);
-        p->len += take;
-        if (take)
-            pthread_cond_broadcast(&p->cond);
-    }
+    if (!atomic_load(&p->aborted) && !p->write_closed)
+        take = room_locked(p, len, &tail);
     pthread_mutex_unlock(&p->mu);
+    if (take == 0)
+        return 0;
+    copy_in(p, tail, data, take);
+    pthread_mutex_lock(&p->mu);
+    p->len += take;
+    pthread_mutex_unlock(&p->mu);
+    pthread_cond_broadcast(&p->cond);
     return take;
 }
 
@@ -111,18 +139,25 @@ bpipe_close_write(struct bpipe *p)
 {
     pthread_mutex_lock(&p->mu);
     p->write_closed = true;
-    pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->mu);
+    pthread_cond_broadcast(&p->cond);
 }
 
-/* Copies out up to len bytes; caller holds mu. */
+/* Copies out up to len published bytes (the reader's side; the writer
+ * only ever adds after them) and frees their room; takes mu twice, never
+ * across the copy. Caller holds mu on entry and on return. */
 static size_t
-take_locked(struct bpipe *p, void *buf, size_t len)
+take_unlocking(struct bpipe *p, void *buf, size_t len)
 {
     size_t n = len < p->len ? len : p->len;
-    size_t first = n < p->cap - p->head ? n : p->cap - p->head;
-    memcpy(buf, p->buf + p->head, first);
+    size_t head = p->head;
+    if (n == 0)
+        return 0;
+    pthread_mutex_unlock(&p->mu);
+    size_t first = n < p->cap - head ? n : p->cap - head;
+    memcpy(buf, p->buf + head, first);
     memcpy((char *)buf + first, p->buf, n - first);
+    pthread_mutex_lock(&p->mu);
     p->head = (p->head + n) % p->cap;
     p->len -= n;
     return n;
@@ -132,11 +167,11 @@ size_t
 bpipe_read_nb(struct bpipe *p, void *buf, size_t len, bool *eof)
 {
     pthread_mutex_lock(&p->mu);
-    size_t n = take_locked(p, buf, len);
-    if (n)
-        pthread_cond_broadcast(&p->cond);
+    size_t n = take_unlocking(p, buf, len);
     *eof = p->len == 0 && p->write_closed;
     pthread_mutex_unlock(&p->mu);
+    if (n)
+        pthread_cond_broadcast(&p->cond);
     return n;
 }
 
@@ -144,17 +179,27 @@ ssize_t
 bpipe_read(struct bpipe *p, void *buf, size_t len)
 {
     pthread_mutex_lock(&p->mu);
-    while (p->len == 0 && !p->write_closed && !p->aborted)
+    while (p->len == 0 && !p->write_closed && !atomic_load(&p->aborted))
         pthread_cond_wait(&p->cond, &p->mu);
     ssize_t r;
-    if (p->aborted)
-        r = -p->aborted;
+    if (atomic_load(&p->aborted))
+        r = -atomic_load(&p->aborted);
     else
-        r = (ssize_t)take_locked(p, buf, len);
+        r = (ssize_t)take_unlocking(p, buf, len);
     if (r > 0)
         wake_loop_locked(p); /* room for the uploader */
     pthread_mutex_unlock(&p->mu);
     return r;
+}
+
+/* Waits until the ring has room or the pipe was aborted (-errno). Caller
+ * holds mu. */
+static int
+wait_room_locked(struct bpipe *p)
+{
+    while (p->len == p->cap && !atomic_load(&p->aborted))
+        pthread_cond_wait(&p->cond, &p->mu);
+    return atomic_load(&p->aborted) ? -atomic_load(&p->aborted) : 0;
 }
 
 int
@@ -163,19 +208,14 @@ bpipe_write(struct bpipe *p, const void *data, size_t len)
     const char *d = data;
     while (len > 0) {
         pthread_mutex_lock(&p->mu);
-        while (p->len == p->cap && !p->aborted)
-            pthread_cond_wait(&p->cond, &p->mu);
-        if (p->aborted) {
-            int code = p->aborted;
-            pthread_mutex_unlock(&p->mu);
-            return -code;
-        }
-        size_t room = p->cap - p->len;
-        size_t take = len < room ? len : room;
-        size_t tail = (p->head + p->len) % p->cap;
-        size_t first = take < p->cap - tail ? take : p->cap - tail;
-        memcpy(p->buf + tail, d, first);
-        memcpy(p->buf, d + first, take - first);
+        int r = wait_room_locked(p);
+        size_t tail = 0;
+        size_t take = r == 0 ? room_locked(p, len, &tail) : 0;
+        pthread_mutex_unlock(&p->mu);
+        if (r < 0)
+            return r;
+        copy_in(p, tail, d, take);
+        pthread_mutex_lock(&p->mu);
         p->len += take;
         wake_loop_locked(p);
         pthread_mutex_unlock(&p->mu);
@@ -183,6 +223,40 @@ bpipe_write(struct bpipe *p, const void *data, size_t len)
         len -= take;
     }
     return 0;
+}
+
+int
+bpipe_reserve(struct bpipe *p, size_t max, void **buf, size_t *len)
+{
+    pthread_mutex_lock(&p->mu);
+    int r = wait_room_locked(p);
+    if (r < 0) {
+        pthread_mutex_unlock(&p->mu);
+        return r;
+    }
+    if (p->len == 0)
+        p->head = 0; /* empty (and the reader copies nothing): one region */
+    size_t tail = (p->head + p->len) % p->cap;
+    /* Free space runs from tail to the end of the buffer, or to head when
+     * the data wraps past the end; the reader only ever reads below. */
+    size_t room = tail >= p->head ? p->cap - tail : p->head - tail;
+    pthread_mutex_unlock(&p->mu);
+    *buf = p->buf + tail;
+    *len = room < max ? room : max;
+    return 0;
+}
+
+void
+bpipe_commit(struct bpipe *p, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (!atomic_load(&p->aborted)) {
+        p->len += n;
+        wake_loop_locked(p);
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 void
@@ -198,8 +272,8 @@ void
 bpipe_abort(struct bpipe *p, int code)
 {
     pthread_mutex_lock(&p->mu);
-    if (!p->aborted)
-        p->aborted = code > 0 ? code : ECANCELED;
+    if (!atomic_load(&p->aborted))
+        atomic_store(&p->aborted, code > 0 ? code : ECANCELED);
     pthread_cond_broadcast(&p->cond);
     wake_loop_locked(p);
     pthread_mutex_unlock(&p->mu);
@@ -208,10 +282,7 @@ bpipe_abort(struct bpipe *p, int code)
 int
 bpipe_aborted(struct bpipe *p)
 {
-    pthread_mutex_lock(&p->mu);
-    int a = p->aborted;
-    pthread_mutex_unlock(&p->mu);
-    return a;
+    return atomic_load(&p->aborted); /* the loop asks this for every piece of an upload */
 }
 
 size_t

@@ -45,6 +45,16 @@ size_t bpipe_read_nb(struct bpipe *p, void *buf, size_t len, bool *eof);
 ssize_t bpipe_read(struct bpipe *p, void *buf, size_t len);
 /* Job side, writing: blocks while full; 0 or -errno when aborted. */
 int bpipe_write(struct bpipe *p, const void *data, size_t len);
+/* Job side, writing in place: waits while full, then gives the largest
+ * contiguous free region at the pipe's end (at most max bytes) in *buf
+ * and *len, for the job to fill (a read(2) straight into the pipe saves
+ * a copy). Returns 0, or -errno when aborted. Nothing of it is readable
+ * until bpipe_commit; the job writes nothing else (no bpipe_write)
+ * between the two. */
+int bpipe_reserve(struct bpipe *p, size_t max, void **buf, size_t *len);
+/* Job side: the first n bytes of the region bpipe_reserve gave hold
+ * data; they are readable from now on, after everything before them. */
+void bpipe_commit(struct bpipe *p, size_t n);
 /* Job side: end of the data it writes. */
 void bpipe_close_job(struct bpipe *p);
 

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,6 +266,9 @@ berthd_run(void *arg)
         }
     }
     log_setup(b->cfg.log_level, b->cfg.log_format);
+    /* The loop logs every request: it must never wait on stderr. */
+    if ((rc = log_writer_start()) < 0 && rc != -ENOSYS)
+        log_warn("log writer thread: %s; records are written directly", strerror(-rc));
     os_process_setup();
     raise_open_files_limit(b->cfg.max_connections);
     size_thread_pool(b->cfg.pool_threads);
@@ -416,5 +420,6 @@ teardown:
     } else if (exit_code == 0) {
         log_info("stopped");
     }
+    log_writer_stop();
     return exit_code;
 }

@@ -21,6 +21,7 @@
 
 #define UPLOAD_PIPE_BYTES (1 << 20)
 #define DOWNLOAD_PIPE_BYTES (1 << 20)
+#define OUT_STAGE_BYTES (64 << 10)
 
 static int
 store_of(struct daemon *d, struct err *err)
@@ -527,6 +528,10 @@ struct volume_stream_out {
     void *release_arg;
     enum volume_compression comp;
     struct bpipe *pipe;
+    void *res_buf; /* the job's region of pipe from bpipe_reserve, or NULL */
+    size_t res_len;
+    char *stage; /* the job's small writes, not yet in pipe */
+    size_t staged;
     atomic_bool ready; /* the job found the path and is writing */
     bool job_done;
     int rc;
@@ -549,10 +554,50 @@ out_free(struct volume_stream_out *op)
 }
 
 static int
+out_flush(struct volume_stream_out *op)
+{
+    size_t n = op->staged;
+    op->staged = 0;
+    return n ? bpipe_write(op->pipe, op->stage, n) : 0;
+}
+
+static int
 out_write(void *ctx, const void *buf, size_t len)
 {
     struct volume_stream_out *op = ctx;
-    return bpipe_write(op->pipe, buf, len);
+    /* File data the writer read into the region out_reserve gave is in
+     * the pipe already: only make it readable. */
+    if (op->res_buf && buf == op->res_buf && len <= op->res_len) {
+        bpipe_commit(op->pipe, len);
+        op->res_buf = (char *)op->res_buf + len;
+        op->res_len -= len;
+        return 0;
+    }
+    op->res_buf = NULL;
+    /* Headers, padding and small files: gathered into one write, so that
+     * the loop is woken for, and sends, a few large pieces. */
+    if (op->stage && len < OUT_STAGE_BYTES) {
+        int r = op->staged + len > OUT_STAGE_BYTES ? out_flush(op) : 0;
+        if (r < 0)
+            return r;
+        memcpy(op->stage + op->staged, buf, len);
+        op->staged += len;
+        return 0;
+    }
+    int r = out_flush(op);
+    return r < 0 ? r : bpipe_write(op->pipe, buf, len);
+}
+
+static int
+out_reserve(void *ctx, size_t max, void **buf, size_t *len)
+{
+    struct volume_stream_out *op = ctx;
+    int r = out_flush(op); /* what was written before goes first */
+    if (r == 0)
+        r = bpipe_reserve(op->pipe, max, buf, len);
+    op->res_buf = r == 0 ? *buf : NULL;
+    op->res_len = r == 0 ? *len : 0;
+    return r;
 }
 
 static void
@@ -566,12 +611,21 @@ static void
 out_work(void *ctx)
 {
     struct volume_stream_out *op = ctx;
-    struct volume_tar_out out = {
-        .write = out_write, .ready = out_ready, .ctx = op, .compression = op->comp};
+    struct volume_tar_out out = {.write = out_write,
+                                 .ready = out_ready,
+                                 .reserve = out_reserve,
+                                 .ctx = op,
+                                 .compression = op->comp};
+    op->stage = malloc(OUT_STAGE_BYTES); /* NULL: every write goes to the pipe */
     if (op->rootfs)
         op->rc = rootfs_tar_export(op->rootfs, op->path, op->top, &op->stat, &out, &op->err);
     else
         op->rc = volume_tar_export(op->d->store->volumes, op->handle, op->path, &out, &op->err);
+    int r = out_flush(op);
+    if (op->rc == 0 && r < 0)
+        op->rc = err_errno(&op->err, -r, "download: write the end of the tar");
+    free(op->stage);
+    op->stage = NULL;
     bpipe_close_job(op->pipe);
 }
 

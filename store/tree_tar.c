@@ -8,6 +8,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #include "common/rootdir.h"
 
 #define EXPORT_BUF (256 * 1024)
+/* Smaller reads are copied: the stream gathers them with the headers. */
+#define EXPORT_IN_PLACE_MIN (64 * 1024)
 #define OVERLAY_XATTR_PREFIX "trusted.overlay."
 #define MAX_DEPTH 1024
 
@@ -27,6 +30,7 @@ struct export
     struct archive *a;
     struct archive_entry_linkresolver *lr;
     char *buf;
+    bool in_place; /* file data is read into out->reserve's regions */
     int write_errno;
     struct err *err;
 };
@@ -76,14 +80,25 @@ copy_data(struct export *x, int fd, int64_t size, const char *arcname)
     int64_t left = size;
     while (left > 0) {
         size_t want = left < EXPORT_BUF ? (size_t)left : EXPORT_BUF;
-        ssize_t n = read(fd, x->buf, want);
+        void *buf = x->buf;
+        if (x->in_place && want >= EXPORT_IN_PLACE_MIN) {
+            /* Read into the stream's buffer: libarchive hands the same
+             * bytes to export_write_cb unbuffered (bytes_per_block 0, no
+             * filter), which the stream then takes without copying. */
+            int r = x->out->reserve(x->out->ctx, want, &buf, &want);
+            if (r < 0) {
+                x->write_errno = -r;
+                return err_errno(x->err, -r, "write %s", arcname);
+            }
+        }
+        ssize_t n = read(fd, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return err_errno(x->err, errno, "read %s", arcname);
         if (n == 0)
             break; /* shrank: the writer pads the entry */
-        if (archive_write_data(x->a, x->buf, (size_t)n) < 0)
+        if (archive_write_data(x->a, buf, (size_t)n) < 0)
             return archive_fail(x, arcname);
         left -= n;
     }
@@ -229,7 +244,10 @@ tree_tar_export(int dir, const char *name, const struct os_stat *st, const char 
     }
     archive_write_set_format_pax_restricted(x.a);
     archive_entry_linkresolver_set_strategy(x.lr, archive_format(x.a));
-    archive_write_set_bytes_per_block(x.a, 64 * 1024);
+    /* Uncompressed, libarchive's own 64 KiB blocking would be one more
+     * copy of every byte: the stream buffers anyway. */
+    x.in_place = out->compression == VOLUME_COMPRESS_NONE && out->reserve;
+    archive_write_set_bytes_per_block(x.a, x.in_place ? 0 : 64 * 1024);
     archive_write_set_bytes_in_last_block(x.a, 1);
     if (out->compression == VOLUME_COMPRESS_GZIP) {
         archive_write_add_filter_gzip(x.a);

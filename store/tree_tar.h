@@ -25,6 +25,11 @@ struct volume_tar_out {
     void (*ready)(void *ctx);
     void *ctx;
     enum volume_compression compression;
+    /* May be NULL. Uncompressed streams only: a region of the stream's
+     * own buffer (at most max bytes, *len given, never 0) that the writer
+     * reads file data straight into; the write of that same region that
+     * follows takes it without a copy. 0, or -errno to stop. */
+    int (*reserve)(void *ctx, size_t max, void **buf, size_t *len);
 };
 
 /*

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -268,6 +269,41 @@ START_TEST(the_chdir_scan_finds_a_call)
 }
 END_TEST
 
+/* rootdir_open_file reopens through a /proc/self/fd it keeps open; in a
+ * child forked without exec that descriptor lists the parent's table, so
+ * the child must walk its own /proc/self instead. */
+START_TEST(rootdir_open_file_in_a_forked_child_opens_the_childs_file)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/d", base);
+    int dfd = rootdir_open(p);
+    ck_assert_int_ge(dfd, 0);
+    int fd = rootdir_open_file(dfd, "f"); /* the parent's /proc/self/fd is kept from here */
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int w = openat(dfd, "g", O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (w < 0 || write(w, "child\n", 6) != 6)
+            _exit(2);
+        close(w);
+        int r = rootdir_open_file(dfd, "g");
+        char buf[16] = "";
+        _exit(r >= 0 && read(r, buf, sizeof(buf)) == 6 && memcmp(buf, "child\n", 6) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    /* And the parent's own reopen still works. */
+    fd = rootdir_open_file(dfd, "g");
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    close(dfd);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -277,6 +313,7 @@ main(void)
     tcase_add_loop_test(tc, rootdir_open_dir_follows_no_symlink_and_stays_beneath, 0, 2);
     tcase_add_test(tc, rootdir_metadata_calls_touch_the_symlink_not_its_target);
     tcase_add_test(tc, rootdir_in_root_calls_follow_symlinks_but_never_leave_the_root);
+    tcase_add_test(tc, rootdir_open_file_in_a_forked_child_opens_the_childs_file);
     tcase_add_test(tc, daemon_sources_never_call_chdir);
     tcase_add_test(tc, the_chdir_scan_finds_a_call);
     suite_add_tcase(s, tc);
