@@ -7,7 +7,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#ifndef _WIN32
 #include <sys/mman.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -274,6 +276,7 @@ START_TEST(bpipe_reserve_fails_once_aborted)
 }
 END_TEST
 
+#ifndef _WIN32 /* a SIGSEGV trap on an mmap'd page: POSIX only */
 /* The job's copy out of the pipe is held up (its buffer faults, and the
  * fault handler sleeps: a pool thread preempted mid-copy) while the
  * loop writes the next piece of an upload and asks whether the pipe was
@@ -352,6 +355,7 @@ START_TEST(bpipe_loop_side_never_waits_for_the_jobs_copy)
     ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 END_TEST
+#endif
 
 int
 main(void)
@@ -364,7 +368,10 @@ main(void)
     tcase_add_test(tc, bpipe_download_blocks_the_job_until_the_loop_reads);
     tcase_add_test(tc, bpipe_in_place_writes_keep_order_across_the_wrap);
     tcase_add_test(tc, bpipe_reserve_fails_once_aborted);
+
+#ifndef _WIN32
     tcase_add_test(tc, bpipe_loop_side_never_waits_for_the_jobs_copy);
+#endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
