@@ -82,6 +82,7 @@ set(BERTH_WIN_SOURCES
     common/sock_windows.c
     common/strbuf.c
     common/strv.c
+    common/windll_windows.c
     common/winutil_windows.c
     jsonutil/doc.c
     jsonutil/fields.c

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/windll.h"
+
 #define VD_FUNCS(X)                                                                                \
     X(CreateVirtualDisk)                                                                           \
     X(OpenVirtualDisk)                                                                             \
@@ -26,10 +28,7 @@ struct vdisk_api {
 #undef VD_FIELD
 };
 
-static const struct {
-    const char *name;
-    size_t offset;
-} vd_exports[] = {
+static const struct windll_export vd_exports[] = {
 #define VD_EXPORT(name) {#name, offsetof(struct vdisk_api, name)},
     VD_FUNCS(VD_EXPORT)
 #undef VD_EXPORT
@@ -68,42 +67,21 @@ vd_fail(struct err *err, DWORD e, const char *what, const char *path)
 int
 vdisk_api_open(const char *dll_path, struct vdisk_api **out, struct err *err)
 {
-#ifdef BERTH_TEST_HOOKS
-    if (!dll_path) {
-        const char *env = getenv("BERTH_TEST_VIRTDISK_DLL");
-        if (env && *env)
-            dll_path = env;
-    }
-#else
-    if (dll_path)
-        return err_set(err, EINVAL, "virtdisk.dll: a path (%.200s) is honoured in test builds only",
-                       dll_path);
-#endif
+    static const struct windll_spec spec = {
+        .system_name = L"virtdisk.dll",
+        .name = "virtdisk.dll",
+        .test_env = "BERTH_TEST_VIRTDISK_DLL",
+        .why_absent = NULL,
+        .exports = vd_exports,
+        .nexports = sizeof(vd_exports) / sizeof(vd_exports[0]),
+    };
     struct vdisk_api *api = calloc(1, sizeof(*api));
     if (!api)
         return err_set(err, ENOMEM, "virtdisk.dll: out of memory");
-    if (dll_path) {
-        wchar_t *w = wide(dll_path);
-        api->dll = w ? LoadLibraryExW(w, NULL, LOAD_WITH_ALTERED_SEARCH_PATH) : NULL;
-        free(w);
-    } else {
-        api->dll = LoadLibraryExW(L"virtdisk.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
-    }
-    if (!api->dll) {
-        DWORD e = GetLastError();
+    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
+    if (ret < 0) {
         free(api);
-        return err_set(err, ERR_UNAVAILABLE, "virtdisk.dll%s%s cannot be loaded (error %lu)",
-                       dll_path ? " at " : "", dll_path ? dll_path : "", (unsigned long)e);
-    }
-    for (size_t i = 0; i < sizeof(vd_exports) / sizeof(vd_exports[0]); i++) {
-        FARPROC f = GetProcAddress(api->dll, vd_exports[i].name);
-        if (!f) {
-            FreeLibrary(api->dll);
-            free(api);
-            return err_set(err, ERR_UNAVAILABLE, "virtdisk.dll%s%s has no %s",
-                           dll_path ? " at " : "", dll_path ? dll_path : "", vd_exports[i].name);
-        }
-        memcpy((char *)api + vd_exports[i].offset, &f, sizeof(f));
+        return ret;
     }
     *out = api;
     return 0;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/windll.h"
+
 #define WCS_FUNCS(X)                                                                               \
     X(HcsImportLayer)                                                                              \
     X(HcsDestroyLayer)                                                                             \
@@ -31,10 +33,7 @@ struct wcs_api {
 #undef WCS_FIELD
 };
 
-static const struct {
-    const char *name;
-    size_t offset;
-} wcs_exports[] = {
+static const struct windll_export wcs_exports[] = {
 #define WCS_EXPORT(name) {#name, offsetof(struct wcs_api, name)},
     WCS_FUNCS(WCS_EXPORT)
 #undef WCS_EXPORT
@@ -80,52 +79,23 @@ fail(struct err *err, HRESULT hr, const char *fn, const char *arg)
 int
 wcs_api_open(const char *dll_path, struct wcs_api **out, struct err *err)
 {
-#ifdef BERTH_TEST_HOOKS
-    if (!dll_path) {
-        const char *env = getenv("BERTH_TEST_HCS_STORAGE_DLL");
-        if (env && *env)
-            dll_path = env;
-    }
-#else
-    if (dll_path)
-        return err_set(err, EINVAL,
-                       "computestorage.dll: a path (%.200s) is honoured in test builds only",
-                       dll_path);
-#endif
+    static const struct windll_spec spec = {
+        .system_name = L"computestorage.dll",
+        .name = "computestorage.dll",
+        .test_env = "BERTH_TEST_HCS_STORAGE_DLL",
+        .why_absent = "this Windows has no Host Compute Service layer API (Windows Server 2019 or "
+                      "Windows 10 1809 "
+                      "and later, with the Containers feature)",
+        .exports = wcs_exports,
+        .nexports = sizeof(wcs_exports) / sizeof(wcs_exports[0]),
+    };
     struct wcs_api *api = calloc(1, sizeof(*api));
     if (!api)
         return err_set(err, ENOMEM, "computestorage.dll: out of memory");
-    if (dll_path) {
-        char *p = strdup(dll_path);
-        for (char *c = p; c && *c; c++)
-            if (*c == '/')
-                *c = '\\';
-        wchar_t *w = p ? wide(p) : NULL;
-        free(p);
-        /* The DLL's own directory is searched for what it imports. */
-        api->dll = w ? LoadLibraryExW(w, NULL, LOAD_WITH_ALTERED_SEARCH_PATH) : NULL;
-        free(w);
-    } else {
-        api->dll = LoadLibraryExW(L"computestorage.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
-    }
-    if (!api->dll) {
-        DWORD e = GetLastError();
+    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
+    if (ret < 0) {
         free(api);
-        return err_set(err, ERR_UNAVAILABLE,
-                       "computestorage.dll%s%s cannot be loaded (error %lu): this Windows has no "
-                       "Host Compute Service layer API (Windows Server 2019 or Windows 10 1809 "
-                       "and later, with the Containers feature)",
-                       dll_path ? " at " : "", dll_path ? dll_path : "", (unsigned long)e);
-    }
-    for (size_t i = 0; i < sizeof(wcs_exports) / sizeof(wcs_exports[0]); i++) {
-        FARPROC f = GetProcAddress(api->dll, wcs_exports[i].name);
-        if (!f) {
-            FreeLibrary(api->dll);
-            free(api);
-            return err_set(err, ERR_UNAVAILABLE, "computestorage.dll%s%s has no %s",
-                           dll_path ? " at " : "", dll_path ? dll_path : "", wcs_exports[i].name);
-        }
-        memcpy((char *)api + wcs_exports[i].offset, &f, sizeof(f));
+        return ret;
     }
     *out = api;
     return 0;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/windll.h"
 #include "runtime/hcs/hresult.h"
 
 /* HNS's own HRESULTs (Microsoft's HCN reference), absent from mingw-w64's headers. */
@@ -121,10 +122,7 @@ doc_wide(json_object *doc)
 
 /* ---- loading ---- */
 
-static const struct {
-    const char *name;
-    size_t offset;
-} hcn_exports[] = {
+static const struct windll_export hcn_exports[] = {
 #define HCN_EXPORT(name) {#name, offsetof(struct hcn_api, name)},
     HCN_FUNCS(HCN_EXPORT)
 #undef HCN_EXPORT
@@ -133,50 +131,21 @@ static const struct {
 int
 hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err)
 {
-#ifdef BERTH_TEST_HOOKS
-    if (!dll_path) {
-        const char *env = getenv("BERTH_TEST_HCN_DLL");
-        if (env && *env)
-            dll_path = env;
-    }
-#else
-    if (dll_path)
-        return err_set(err, EINVAL,
-                       "computenetwork.dll: a path (%.200s) is honoured in test builds only",
-                       dll_path);
-#endif
+    static const struct windll_spec spec = {
+        .system_name = L"computenetwork.dll",
+        .name = "computenetwork.dll",
+        .test_env = "BERTH_TEST_HCN_DLL",
+        .why_absent = "this Windows has no Host Compute Network service",
+        .exports = hcn_exports,
+        .nexports = sizeof(hcn_exports) / sizeof(hcn_exports[0]),
+    };
     struct hcn_api *api = calloc(1, sizeof(*api));
     if (!api)
         return err_set(err, ENOMEM, "computenetwork.dll: out of memory");
-    if (dll_path) {
-        char *p = strdup(dll_path);
-        for (char *c = p; c && *c; c++)
-            if (*c == '/')
-                *c = '\\';
-        wchar_t *w = p ? wide(p) : NULL;
-        free(p);
-        api->dll = w ? LoadLibraryExW(w, NULL, LOAD_WITH_ALTERED_SEARCH_PATH) : NULL;
-        free(w);
-    } else {
-        api->dll = LoadLibraryExW(L"computenetwork.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
-    }
-    if (!api->dll) {
-        DWORD e = GetLastError();
+    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
+    if (ret < 0) {
         free(api);
-        return err_set(err, ERR_UNAVAILABLE,
-                       "computenetwork.dll%s%s cannot be loaded (error %lu): this Windows has no "
-                       "Host Compute Network service",
-                       dll_path ? " at " : "", dll_path ? dll_path : "", (unsigned long)e);
-    }
-    for (size_t i = 0; i < sizeof(hcn_exports) / sizeof(hcn_exports[0]); i++) {
-        FARPROC f = GetProcAddress(api->dll, hcn_exports[i].name);
-        if (!f) {
-            FreeLibrary(api->dll);
-            free(api);
-            return err_set(err, ERR_UNAVAILABLE, "computenetwork.dll%s%s has no %s",
-                           dll_path ? " at " : "", dll_path ? dll_path : "", hcn_exports[i].name);
-        }
-        memcpy((char *)api + hcn_exports[i].offset, &f, sizeof(f));
+        return ret;
     }
     *out = api;
     return 0;
