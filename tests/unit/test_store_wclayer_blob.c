@@ -99,7 +99,8 @@ read_cb(void *ctx, void *dst, size_t len)
     size_t n = b->len - b->off < len ? b->len - b->off : len;
     if (n > 7)
         n = 7 + n / 3; /* uneven pieces */
-    memcpy(dst, b->p + b->off, n);
+    if (n)             /* an empty buffer has no data pointer */
+        memcpy(dst, b->p + b->off, n);
     b->off += n;
     return (ssize_t)n;
 }
