@@ -133,6 +133,7 @@ set(BERTH_WIN_SOURCES
     store/wclayer.c
     store/wclayer_blob.c
     store/wclayer_import_windows.c
+    store/wclayer_uvm_windows.c
     store/wcstorage_doc.c
     store/wcstorage_windows.c
     store/vdisk_windows.c
@@ -307,6 +308,7 @@ set(BERTH_WIN_SUITES
 set(BERTH_WIN_ONLY_SUITES
     test_cimfs_mount
     test_cimfs_writer
+    test_gc_wcifs
     test_hcn_api
     test_hcs_api
     test_hcs_driver
