@@ -7,7 +7,9 @@
  * percent-encoded Windows path, a process's output replayed and
  * followed, a signal and the exit code it gives, stdin, two processes
  * named task at once, a volume as a mapped directory, the delete, a
- * hyperv container sized from its limit, admission's 507 against the
+ * hyperv container sized from its limit, its layers shared over VSMB
+ * and its scratch attached by SCSI (never on the host), a base layer
+ * without a utility VM refused, admission's 507 against the
  * host's commit, the 409 of a host without Hyper-V, and restarts of
  * berthd.exe.
  *
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +86,12 @@ hcsd_start(struct hcsd *h, const char *fail)
     snprintf(h->rootfs, sizeof(h->rootfs), "%s/rootfs", h->b.tmp);
     mkdir(h->rec, 0700);
     mkdir(h->rootfs, 0700);
+    /* A base layer with a utility VM: the template its import made. */
+    char uvm[PATH_MAX + 48];
+    snprintf(uvm, sizeof(uvm), "%s/UtilityVM", h->rootfs);
+    mkdir(uvm, 0700);
+    snprintf(uvm, sizeof(uvm), "%s/UtilityVM/SystemTemplate.vhdx", h->rootfs);
+    fx_write_file(uvm, "template", 8);
     raw_uri(h->rootfs, h->raw, sizeof(h->raw));
     char rec_win[PATH_MAX + 24];
     harness_wine_path(h->rec, rec_win, sizeof(rec_win));
@@ -628,6 +637,132 @@ START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
 }
 END_TEST
 
+/* The n-th (from 1) HcsModifyComputeSystem document whose ResourcePath starts with prefix. */
+static json_object *
+modify_doc(const struct hcsd *h, const char *prefix, int n)
+{
+    int total = called(h, "HcsModifyComputeSystem");
+    for (int k = 1; k <= total; k++) {
+        json_object *d = recorded(h, "HcsModifyComputeSystem", k);
+        const char *rp = str_at(d, "ResourcePath");
+        if (rp && strncmp(rp, prefix, strlen(prefix)) == 0 && --n == 0)
+            return d;
+        json_object_put(d);
+    }
+    ck_abort_msg("no HcsModifyComputeSystem of %s", prefix);
+    return NULL;
+}
+
+static bool
+ends_with(const char *s, const char *suffix)
+{
+    size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/*
+ * hyperv: the scratch VHDX is made and formatted on the host but never
+ * attached there (a VHDX cannot be attached on the host and in a VM at
+ * once); the utility VM gets it by SCSI and the layer folder by a
+ * read-only VSMB share, and the container inside it is given the VSMB
+ * path and the VM's root; the VM's own scratch is copied from the base
+ * layer's template. The delete has nothing on the host to detach.
+ */
+START_TEST(a_hyperv_container_gets_its_layers_by_vsmb_and_its_scratch_by_scsi)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create(&h, "hvs", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(storage_called(&h, "CreateVirtualDisk"), 1);
+    ck_assert_int_eq(storage_called(&h, "HcsFormatWritableLayerVhd"), 1);
+    ck_assert_int_eq(storage_called(&h, "AttachVirtualDisk"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsGetLayerVhdMountPath"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsInitializeWritableLayer"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsAttachLayerStorageFilter"), 0);
+    ck_assert(journaled(&h, "hvs"));
+
+    /* The VM boots from the template's copy at SCSI 0:0. */
+    json_object *vm = recorded(&h, "HcsCreateComputeSystem", 1);
+    const char *vmscratch = str_at(
+        vm, "VirtualMachine.Devices.Scsi.df6d0690-79e5-55b6-a5ec-c1e2f77f580a.Attachments.0.Path");
+    ck_assert_msg(ends_with(vmscratch, "\\hvs\\vm\\sandbox.vhdx"), "%s", vmscratch);
+    char copy[PATH_MAX + 64];
+    snprintf(copy, sizeof(copy), "%s/containers/hvs/vm/sandbox.vhdx", h.b.root);
+    size_t len = 0;
+    char *text = fx_read_file(copy, &len);
+    ck_assert_msg(text && len == 8 && memcmp(text, "template", 8) == 0, "%s", copy);
+    free(text);
+    json_object_put(vm);
+    /* The VM may open both disks (granted before it is made). */
+    ck_assert_int_eq(called(&h, "HcsGrantVmAccess"), 2);
+    json_object *g = recorded(&h, "HcsGrantVmAccess", 2);
+    ck_assert_msg(ends_with(str_at(g, "FilePath"), "\\hvs\\scratch\\sandbox.vhdx"), "%s",
+                  str_at(g, "FilePath"));
+    json_object_put(g);
+
+    /* The layer folder: a read-only share. */
+    json_object *share = modify_doc(&h, "VirtualMachine/Devices/VirtualSmb/Shares", 1);
+    ck_assert_str_eq(str_at(share, "RequestType"), "Add");
+    char rootfs_win[PATH_MAX + 16];
+    harness_wine_path(h.rootfs, rootfs_win, sizeof(rootfs_win));
+    ck_assert_msg(strcasecmp(str_at(share, "Settings.Path"), rootfs_win) == 0, "%s",
+                  str_at(share, "Settings.Path"));
+    ck_assert(json_object_get_boolean(json_at(share, "Settings.Options.ReadOnly")));
+    const char *name = str_at(share, "Settings.Name");
+    json_object_put(share);
+
+    /* The container's scratch: SCSI LUN 1, mounted at the VM's root for the container. */
+    json_object *scsi = modify_doc(&h, "VirtualMachine/Devices/Scsi/", 1);
+    ck_assert_str_eq(str_at(scsi, "Settings.Type"), "VirtualDisk");
+    ck_assert_msg(ends_with(str_at(scsi, "Settings.Path"), "\\hvs\\scratch\\sandbox.vhdx"), "%s",
+                  str_at(scsi, "Settings.Path"));
+    ck_assert_str_eq(str_at(scsi, "GuestRequest.ResourceType"), "MappedVirtualDisk");
+    ck_assert_str_eq(str_at(scsi, "GuestRequest.Settings.ContainerPath"), "C:\\c\\1");
+    json_object_put(scsi);
+
+    /* The container in the VM sees the share and the VM's root. */
+    json_object *ctr = recorded(&h, "HcsCreateComputeSystem", 2);
+    json_object *layers = json_at(ctr, "HostedSystem.Container.Storage.Layers");
+    ck_assert_int_eq(json_object_array_length(layers), 1);
+    const char *lpath = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(layers, 0), "Path"));
+    char want[128];
+    snprintf(want, sizeof(want), "\\\\?\\VMSMB\\VSMB-{dcc079ae-60ba-4d07-847c-3493609c0870}\\%s",
+             name);
+    ck_assert_str_eq(lpath, want);
+    ck_assert_str_eq(str_at(ctr, "HostedSystem.Container.Storage.Path"), "C:\\c\\1");
+    json_object_put(ctr);
+
+    delete_ctr(&h, "hvs");
+    ck_assert(!journaled(&h, "hvs"));
+    ck_assert_int_eq(storage_called(&h, "DetachVirtualDisk"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsDetachLayerStorageFilter"), 0);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* A base layer without a utility VM cannot boot one: 422, and nothing made. */
+START_TEST(a_hyperv_container_on_a_base_layer_without_a_utility_vm_is_refused)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL);
+    char tmpl[PATH_MAX + 48];
+    snprintf(tmpl, sizeof(tmpl), "%s/UtilityVM/SystemTemplate.vhdx", h.rootfs);
+    ck_assert_int_eq(unlink(tmpl), 0);
+    struct hresp r;
+    create(&h, "novm", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "has no UtilityVM\\SystemTemplate.vhdx");
+    hresp_free(&r);
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    ck_assert(!journaled(&h, "novm"));
+    ctr_gone(&h, "novm");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 START_TEST(a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409)
 {
     struct hcsd h = {0};
@@ -767,6 +902,8 @@ main(void)
     tcase_add_test(tc, a_raw_rootfs_gets_a_scratch_that_the_delete_takes_away);
     tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_is_cleaned_up_at_restart);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
+    tcase_add_test(tc, a_hyperv_container_gets_its_layers_by_vsmb_and_its_scratch_by_scsi);
+    tcase_add_test(tc, a_hyperv_container_on_a_base_layer_without_a_utility_vm_is_refused);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
     tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
