@@ -161,12 +161,13 @@ undo(void *arg, const struct mj_entry *e, struct err *err)
     return layers_undo_entry(e, err);
 }
 
-START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
+/* Mounts, then "dies" (its record gone, the journal and the disk kept); the replay undoes it. */
+static void
+mount_crash_replay(void)
 {
     struct mounted_layers *m = NULL;
     struct err err = {0};
     ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
-    /* The process "dies": its record is gone, the journal and the disk stay. */
     mounted_layers_free(m);
     mjournal_free(journal);
     ck_assert_int_eq(mjournal_open(wcs_path(0, "mounts"), &journal, &err), 0);
@@ -174,6 +175,12 @@ START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
     ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(st.undone, 1);
     ck_assert_uint_eq(st.failed, 0);
+}
+
+START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
+{
+    struct err err = {0};
+    mount_crash_replay();
     const char *calls = wcs_calls();
     ck_assert_msg(strstr(calls, "HcsAttachLayerStorageFilter HcsDetachLayerStorageFilter "
                                 "OpenVirtualDisk DetachVirtualDisk ") != NULL,
@@ -213,13 +220,7 @@ START_TEST(a_vm_scratch_is_made_and_formatted_but_never_attached_on_the_host)
     ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk HcsFormatWritableLayerVhd ");
 
     /* Made again over the same scratch and left by a "crash": the replay detaches nothing. */
-    ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
-    mounted_layers_free(m);
-    mjournal_free(journal);
-    ck_assert_int_eq(mjournal_open(wcs_path(0, "mounts"), &journal, &err), 0);
-    struct mj_replay_stats st = {0};
-    ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
-    ck_assert_uint_eq(st.undone, 1);
+    mount_crash_replay();
     const char *calls = wcs_calls();
     ck_assert_msg(strstr(calls, "Attach") == NULL && strstr(calls, "Detach") == NULL &&
                       strstr(calls, "MountPath") == NULL,
