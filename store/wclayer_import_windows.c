@@ -449,6 +449,8 @@ stage_run(struct stage *st, wtar_read_fn read, void *ctx, struct wcl_layer_info 
     if (rc == 0 && !st->base)
         rc = write_tombstones(&st->w, err);
     st->uvm = st->base && info->utility_vm;
+    if (rc == 0 && st->uvm)
+        rc = wclayer_uvm_check(st->layer_dir, err);
     return rc;
 }
 

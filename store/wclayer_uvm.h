@@ -21,12 +21,17 @@
 #define WCL_UVM_VHD_BYTES (10ull * 1024 * 1024 * 1024)
 
 /*
+ * ERR_INVALID_CONTENT when layer_dir\UtilityVM\Files has no boot
+ * configuration (Files\EFI\Microsoft\Boot\BCD, which HCS rewrites):
+ * checked before anything reaches HCS.
+ */
+int wclayer_uvm_check(const char *layer_dir, struct err *err);
+
+/*
  * Sets up layer_dir\UtilityVM (after the container base of layer_dir was
- * set up). ERR_INVALID_CONTENT when UtilityVM\Files has no boot
- * configuration (Files\EFI\Microsoft\Boot\BCD, which HCS rewrites);
- * ERR_UNAVAILABLE without virtdisk.dll. A failure leaves the disk
- * detached; the VHDXs are in the layer folder, which the caller's undo
- * removes.
+ * set up). ERR_UNAVAILABLE without virtdisk.dll. A failure leaves the
+ * disk detached; the VHDXs are in the layer folder, which the caller's
+ * undo removes.
  */
 int wclayer_uvm_setup(struct wcs_api *api, const char *layer_dir, struct err *err);
 

@@ -34,20 +34,29 @@ is_file(const char *path)
 }
 
 int
+wclayer_uvm_check(const char *layer_dir, struct err *err)
+{
+    char *bcd = path_in(layer_dir, "UtilityVM\\Files\\EFI\\Microsoft\\Boot\\BCD");
+    int rc = !bcd            ? err_set(err, ENOMEM, "utility vm: out of memory")
+             : !is_file(bcd) ? err_set(err, ERR_INVALID_CONTENT,
+                                       "utility vm: UtilityVM\\Files has no "
+                                       "EFI\\Microsoft\\Boot\\BCD to boot from")
+                             : 0;
+    free(bcd);
+    return rc;
+}
+
+int
 wclayer_uvm_setup(struct wcs_api *api, const char *layer_dir, struct err *err)
 {
     char *uvm = path_in(layer_dir, "UtilityVM");
-    char *bcd = path_in(layer_dir, "UtilityVM\\Files\\EFI\\Microsoft\\Boot\\BCD");
     char *base = path_in(layer_dir, "UtilityVM\\" WCL_UVM_BASE_VHD);
     char *tmpl = path_in(layer_dir, "UtilityVM\\" WCL_UVM_TEMPLATE_VHD);
     struct vdisk_api *vd = NULL;
     void *h = NULL;
     int rc = 0;
-    if (!uvm || !bcd || !base || !tmpl)
+    if (!uvm || !base || !tmpl)
         rc = err_set(err, ENOMEM, "utility vm: out of memory");
-    else if (!is_file(bcd))
-        rc = err_set(err, ERR_INVALID_CONTENT,
-                     "utility vm: UtilityVM\\Files has no EFI\\Microsoft\\Boot\\BCD to boot from");
     if (rc == 0)
         rc = vdisk_api_open(NULL, &vd, err);
     if (rc == 0)
@@ -69,7 +78,6 @@ wclayer_uvm_setup(struct wcs_api *api, const char *layer_dir, struct err *err)
         rc = vdisk_create_diff(vd, tmpl, base, err);
     vdisk_api_free(vd);
     free(uvm);
-    free(bcd);
     free(base);
     free(tmpl);
     return rc < 0 ? err_wrap(err, "utility vm of %.200s", layer_dir) : 0;
