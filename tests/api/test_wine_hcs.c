@@ -711,7 +711,8 @@ START_TEST(a_hyperv_container_gets_its_layers_by_vsmb_and_its_scratch_by_scsi)
     ck_assert_msg(strcasecmp(str_at(share, "Settings.Path"), rootfs_win) == 0, "%s",
                   str_at(share, "Settings.Path"));
     ck_assert(json_object_get_boolean(json_at(share, "Settings.Options.ReadOnly")));
-    const char *name = str_at(share, "Settings.Name");
+    char name[72];
+    snprintf(name, sizeof(name), "%s", str_at(share, "Settings.Name"));
     json_object_put(share);
 
     /* The container's scratch: SCSI LUN 1, mounted at the VM's root for the container. */
