@@ -155,7 +155,10 @@ set(BERTH_WIN_SOURCES
     daemon/layer_format_windows.c
     daemon/monitor.c
     daemon/net_conf.c
-    daemon/net_windows.c
+    daemon/net_hcn_attach_windows.c
+    daemon/net_hcn_record_windows.c
+    daemon/net_hcn_windows.c
+    daemon/net_ports.c
     daemon/proc_output.c
     daemon/proc_stdin.c
     daemon/runtime_probe.c
@@ -309,6 +312,7 @@ set(BERTH_WIN_ONLY_SUITES
     test_cimfs_writer
     test_hcn_api
     test_hcs_api
+    test_net_hcn
     test_hcs_driver
     test_hcs_host
     test_layer_wcifs
