@@ -523,7 +523,8 @@ if(BERTH_TESTS)
     set(api_env WINEDEBUG=-all CK_DEFAULT_TIMEOUT=300 "BERTH_TEST_BERTHD=$<TARGET_FILE:berthd>"
                 "BERTH_TEST_WINE=${CMAKE_CROSSCOMPILING_EMULATOR}"
                 "BERTH_TEST_HCS_STORAGE_DOUBLE=$<TARGET_FILE:computestorage_double>"
-                "BERTH_TEST_VIRTDISK_DOUBLE=$<TARGET_FILE:virtdisk_double>")
+                "BERTH_TEST_VIRTDISK_DOUBLE=$<TARGET_FILE:virtdisk_double>"
+                "BERTH_TEST_HCN_DOUBLE=$<TARGET_FILE:computenetwork_double>")
     if(BERTH_WINEPREFIX)
       list(APPEND api_env WINEPREFIX=${BERTH_WINEPREFIX})
     endif()

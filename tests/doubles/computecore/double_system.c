@@ -393,6 +393,15 @@ start_work(struct dop *op)
         dbl_op_complete(op, HRESULT_FROM_WIN32(ERROR_CANCELLED), NULL, NULL);
         return;
     }
+    if (!s->vm && dbl_fail("start-fails")) {
+        s->state = DSYS_STOPPED;
+        dbl_unlock();
+        complete_error(op, HCS_E_INVALID_STATE,
+                       "A virtual machine or container is not in a valid state to complete the "
+                       "requested operation.",
+                       NULL);
+        return;
+    }
     if (s->vm && dbl_fail("no-hyperv")) {
         s->state = DSYS_STOPPED;
         dbl_unlock();
