@@ -147,12 +147,12 @@ hcsd_start(struct hcsd *h, const char *fail)
     berthd_start(&h->b, &o);
 }
 
-/* How many times the double saw fn (calls.log: "NNNN <Function> <id>"). */
+/* How many times a double logging to dir saw fn (its calls.log: "NNNN <Function> <id>"). */
 static int
-called(const struct hcsd *h, const char *fn)
+log_count(const char *dir, const char *fn)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    snprintf(path, sizeof(path), "%s/calls.log", dir);
     size_t len = 0;
     char *log = fx_read_file(path, &len);
     int n = 0;
@@ -164,21 +164,25 @@ called(const struct hcsd *h, const char *fn)
     return n;
 }
 
+/* How many times the computecore double saw fn. */
+static int
+called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->rec, fn);
+}
+
 /* How many times the storage doubles saw fn (their shared calls.log). */
 static int
 storage_called(const struct hcsd *h, const char *fn)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->storage);
-    size_t len = 0;
-    char *log = fx_read_file(path, &len);
-    int n = 0;
-    char pat[96];
-    snprintf(pat, sizeof(pat), " %s ", fn);
-    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
-        n++;
-    free(log);
-    return n;
+    return log_count(h->storage, fn);
+}
+
+/* How many times the HCN double saw fn. */
+static int
+hcn_called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->hcn, fn);
 }
 
 /* Does the container's rootfs entry exist in the mount journal? */
@@ -322,23 +326,6 @@ wait_stdout(const struct hcsd *h, const char *handle, const char *id, const char
     ck_assert_msg(st == 200 && strcmp(out, want) == 0, "stdout of %s/%s: %ld \"%s\", want \"%s\"",
                   handle, id, st, out, want);
     free(out);
-}
-
-/* How many times the HCN double saw fn (its own calls.log). */
-static int
-hcn_called(const struct hcsd *h, const char *fn)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->hcn);
-    size_t len = 0;
-    char *log = fx_read_file(path, &len);
-    int n = 0;
-    char pat[96];
-    snprintf(pat, sizeof(pat), " %s ", fn);
-    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
-        n++;
-    free(log);
-    return n;
 }
 
 /* Did the HCN double see fn with id ("NNNN <fn> <id>")? */

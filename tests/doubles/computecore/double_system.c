@@ -378,7 +378,12 @@ start_work(struct dop *op)
     struct dsys *s = op->sys;
     char event[256];
     dbl_lock();
-    if (!s->registered || s->state != DSYS_CREATED) {
+    bool refused = !s->registered || s->state != DSYS_CREATED;
+    if (!refused && !s->vm && dbl_fail("start-fails")) {
+        s->state = DSYS_STOPPED;
+        refused = true;
+    }
+    if (refused) {
         dbl_unlock();
         complete_error(op, HCS_E_INVALID_STATE,
                        "A virtual machine or container is not in a valid state to complete the "
@@ -391,15 +396,6 @@ start_work(struct dop *op)
             dbl_wait(INFINITE);
         dbl_unlock();
         dbl_op_complete(op, HRESULT_FROM_WIN32(ERROR_CANCELLED), NULL, NULL);
-        return;
-    }
-    if (!s->vm && dbl_fail("start-fails")) {
-        s->state = DSYS_STOPPED;
-        dbl_unlock();
-        complete_error(op, HCS_E_INVALID_STATE,
-                       "A virtual machine or container is not in a valid state to complete the "
-                       "requested operation.",
-                       NULL);
         return;
     }
     if (s->vm && dbl_fail("no-hyperv")) {
