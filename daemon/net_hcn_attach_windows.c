@@ -122,8 +122,12 @@ attach_done(void *ctx, bool cancelled)
         struct err err = {0};
         if (cancelled)
             err_set(&err, ECANCELED, "network of %s: cancelled (shutting down)", w->rec.handle);
-        else
+        else {
             err_copy(&err, &w->err);
+            /* Not every HNS step names the container (a namespace's is its GUID). */
+            if (!strstr(err.msg, w->rec.handle))
+                err_wrap(&err, "network of %s", w->rec.handle);
+        }
         attach_fail(w, &err);
         return;
     }
