@@ -156,6 +156,7 @@ set(BERTH_WIN_SOURCES
     daemon/monitor.c
     daemon/net_conf.c
     daemon/net_hcn_attach_windows.c
+    daemon/net_hcn_health_windows.c
     daemon/net_hcn_record_windows.c
     daemon/net_hcn_windows.c
     daemon/net_ports.c

@@ -1,10 +1,9 @@
 /*
  * The Windows network's own state, shared by its files: net_hcn_windows.c
- * (the service, setup, reconciliation, health), net_hcn_attach_windows.c
- * (attach and detach) and net_hcn_record_windows.c (the records and the
- * blocking steps of the jobs). Not for other modules. Loop thread, except
- * the hcn_rec_* and hcn_step_* functions, which jobs run on pool threads
- * on owned copies.
+ * (the service, setup, reconciliation), net_hcn_health_windows.c (health,
+ * teardown), net_hcn_attach_windows.c (attach and detach) and net_hcn_record_windows.c (the records
+ * and the blocking steps of the jobs). Not for other modules. Loop thread, except the hcn_rec_* and
+ * hcn_step_* functions, which jobs run on pool threads on owned copies.
  */
 #ifndef BERTH_DAEMON_NET_HCN_INT_H
 #define BERTH_DAEMON_NET_HCN_INT_H
