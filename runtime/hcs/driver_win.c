@@ -697,6 +697,10 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
     d.nlayers = b.nlayers;
     d.mounts = b.mounts;
     d.nmounts = b.nmounts;
+    /* The daemon's HCN namespace (daemon/net.h's netns_path on Windows).
+     * A utility VM has no network adapter yet: hyperv containers stay
+     * without one. */
+    d.network_namespace = hyperv ? NULL : spec->netns_path;
     /* The record first: a daemon killed from here on finds what to clean. */
     if ((ret = record_write(drv, c, err)) < 0)
         goto fail;

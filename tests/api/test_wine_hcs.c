@@ -20,11 +20,15 @@
  * computestorage.dll and virtdisk.dll (BERTH_TEST_HCS_STORAGE_DLL,
  * BERTH_TEST_VIRTDISK_DLL), which log to one directory of their own
  * (storage-rec): the mount, its undo at the delete, and the undo after
- * berthd.exe is killed half-way through a delete.
+ * berthd.exe is killed half-way through a delete. Networks go through
+ * the TEST DOUBLE of computenetwork.dll (BERTH_TEST_HCN_DLL, logging to
+ * hcn-rec): a container's endpoint, namespace and ports, the compute
+ * system's Networking.Namespace, their deletion at the delete, after a
+ * create that fails in HCS or in HNS, and at a restart after a kill.
  *
  * scripts/build-windows.sh runs it through the Windows build's CTest
- * with BERTH_TEST_BERTHD, BERTH_TEST_WINE and BERTH_TEST_HCS_DOUBLE (the
- * double's path) set (cmake/windows.cmake). Without them it skips (77).
+ * with BERTH_TEST_BERTHD, BERTH_TEST_WINE, BERTH_TEST_HCS_DOUBLE and
+ * BERTH_TEST_HCN_DOUBLE (the doubles' paths) set (cmake/windows.cmake). Without them it skips (77).
  */
 #include <check.h>
 #include <stdarg.h>
@@ -49,7 +53,10 @@ struct hcsd {
     bool keep;              /* BERTH_HCS_DOUBLE_STATE: systems outlive berthd.exe's process */
     char state[PATH_MAX + 16];
     char storage[PATH_MAX + 16]; /* the storage doubles' log, a Linux path */
-    char env[10][PATH_MAX * 2];
+    bool net;                    /* a network (the HCN double), not --network none */
+    const char *hcn_fail;        /* BERTH_HCN_DOUBLE_FAIL */
+    char hcn[PATH_MAX + 16];     /* the HCN double's log, a Linux path */
+    char env[14][PATH_MAX * 2];
 };
 
 /* "raw:///" and the Windows path of dir, every byte outside [A-Za-z0-9._-] escaped. */
@@ -96,6 +103,9 @@ hcsd_start(struct hcsd *h, const char *fail)
     char rec_win[PATH_MAX + 24];
     harness_wine_path(h->rec, rec_win, sizeof(rec_win));
     struct berthd_opts o = {.args = {"--runtime", "hcs", NULL}};
+    if (h->net)
+        o = (struct berthd_opts){.args = {"--runtime", "hcs", "--network-name", "berthw",
+                                          "--network-pool", "10.66.0.0/24", NULL}};
     size_t n = 0;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_DLL=%s", h->dll);
     o.env[n] = h->env[n], n++;
@@ -129,15 +139,29 @@ hcsd_start(struct hcsd *h, const char *fail)
     o.env[n] = h->env[n], n++;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", win);
     o.env[n] = h->env[n], n++;
+    /* The HCN double: every daemon can load it; only h->net ones have a network. */
+    const char *ndbl = getenv("BERTH_TEST_HCN_DOUBLE");
+    ck_assert_msg(ndbl && *ndbl, "BERTH_TEST_HCN_DOUBLE is not set");
+    harness_wine_path(ndbl, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCN_DLL=%s", win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->hcn, sizeof(h->hcn), "%s/hcn-rec", h->b.tmp);
+    mkdir(h->hcn, 0700);
+    harness_wine_path(h->hcn, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCN_DOUBLE_DIR=%s", win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCN_DOUBLE_FAIL=%s",
+             h->hcn_fail ? h->hcn_fail : "");
+    o.env[n] = h->env[n], n++;
     berthd_start(&h->b, &o);
 }
 
-/* How many times the double saw fn (calls.log: "NNNN <Function> <id>"). */
+/* How many times a double logging to dir saw fn (its calls.log: "NNNN <Function> <id>"). */
 static int
-called(const struct hcsd *h, const char *fn)
+log_count(const char *dir, const char *fn)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    snprintf(path, sizeof(path), "%s/calls.log", dir);
     size_t len = 0;
     char *log = fx_read_file(path, &len);
     int n = 0;
@@ -147,23 +171,27 @@ called(const struct hcsd *h, const char *fn)
         n++;
     free(log);
     return n;
+}
+
+/* How many times the computecore double saw fn. */
+static int
+called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->rec, fn);
 }
 
 /* How many times the storage doubles saw fn (their shared calls.log). */
 static int
 storage_called(const struct hcsd *h, const char *fn)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->storage);
-    size_t len = 0;
-    char *log = fx_read_file(path, &len);
-    int n = 0;
-    char pat[96];
-    snprintf(pat, sizeof(pat), " %s ", fn);
-    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
-        n++;
-    free(log);
-    return n;
+    return log_count(h->storage, fn);
+}
+
+/* How many times the HCN double saw fn. */
+static int
+hcn_called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->hcn, fn);
 }
 
 /* Does the container's rootfs entry exist in the mount journal? */
@@ -307,6 +335,72 @@ wait_stdout(const struct hcsd *h, const char *handle, const char *id, const char
     ck_assert_msg(st == 200 && strcmp(out, want) == 0, "stdout of %s/%s: %ld \"%s\", want \"%s\"",
                   handle, id, st, out, want);
     free(out);
+}
+
+/* Did the HCN double see fn with id ("NNNN <fn> <id>")? */
+static bool
+hcn_called_with(const struct hcsd *h, const char *fn, const char *id)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->hcn);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    char pat[160];
+    snprintf(pat, sizeof(pat), " %s %s\n", fn, id);
+    bool found = log && strstr(log, pat);
+    free(log);
+    return found;
+}
+
+/* The id of the k-th (from 1) call of fn the HCN double logged, into out. */
+static void
+hcn_id(const struct hcsd *h, const char *fn, int k, char *out, size_t len)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->hcn);
+    size_t n = 0;
+    char *log = fx_read_file(path, &n);
+    ck_assert_msg(log, "no %s", path);
+    int seen = 0;
+    out[0] = '\0';
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        char num[16], name[64], id[64];
+        if (sscanf(line, "%15s %63s %63s", num, name, id) == 3 && strcmp(name, fn) == 0 &&
+            ++seen == k) {
+            snprintf(out, len, "%s", id);
+            break;
+        }
+    }
+    free(log);
+    ck_assert_msg(out[0], "%s: no call %d", fn, k);
+}
+
+/* Polls /v1/health until the boolean at dotted is want (30 s at most). */
+static bool
+wait_health_bool(const struct hcsd *h, const char *dotted, bool want)
+{
+    double deadline = now_ms() + 30000;
+    do {
+        struct hresp r;
+        http_get(&h->b, "/v1/health", &r);
+        json_object *v = r.json ? json_at(r.json, dotted) : NULL;
+        bool ok = v && json_object_get_boolean(v) == want;
+        hresp_free(&r);
+        if (ok)
+            return true;
+        sleep_ms(200);
+    } while (now_ms() < deadline);
+    return false;
+}
+
+/* Does the container's network record exist (<root>/network/hcn/<handle>)? */
+static bool
+net_recorded(const struct hcsd *h, const char *handle)
+{
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof(path), "%s/network/hcn/%s", h->b.root, handle);
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 static const char *
@@ -883,6 +977,190 @@ START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
 }
 END_TEST
 
+/* ---- networks: the HCN double ---- */
+
+/*
+ * A container with a network: an address from --network-pool, its ports
+ * forwarded by the endpoint's PortMapping policies (a host port 0 chosen),
+ * the endpoint added to a namespace of its own, which the compute system
+ * names in Networking.Namespace; the delete takes both away.
+ */
+START_TEST(a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    create(&h, "n1",
+           "\"network\":{\"ports\":[{\"host\":0,\"container\":80},"
+           "{\"host\":18090,\"container\":53,\"protocol\":\"udp\"}]}",
+           &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    ck_assert_int_eq(json_object_get_int(json_at(r.json, "network.prefix")), 24);
+    ck_assert_str_eq(str_at(r.json, "network.gateway"), "10.66.0.1");
+    json_object *ports = json_at(r.json, "network.ports");
+    ck_assert_int_eq(json_object_array_length(ports), 2);
+    int chosen =
+        json_object_get_int(json_object_object_get(json_object_array_get_idx(ports, 0), "host"));
+    ck_assert_int_ne(chosen, 0);
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNetwork"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNamespace"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnModifyNamespace"), 1);
+    ck_assert(net_recorded(&h, "n1"));
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    /* The compute system joins the namespace. */
+    json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
+    ck_assert_str_eq(str_at(doc, "Container.Networking.Namespace"), ns);
+    json_object_put(doc);
+    /* The endpoint's NAT: the chosen port to 80, 18090 to 53/udp. */
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/calls.log", h.hcn);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    char num[16] = "";
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, " HcnCreateEndpoint "))
+            sscanf(line, "%15s", num);
+    free(log);
+    snprintf(path, sizeof(path), "%s/%s-HcnCreateEndpoint.json", h.hcn, num);
+    char *text = fx_read_file(path, &len);
+    json_object *epd = text ? json_tokener_parse(text) : NULL;
+    free(text);
+    ck_assert_msg(epd, "no endpoint document %s", path);
+    json_object *pols = json_object_object_get(epd, "Policies");
+    ck_assert_int_eq(json_object_array_length(pols), 2);
+    json_object *s0 = json_object_object_get(json_object_array_get_idx(pols, 0), "Settings");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "ExternalPort")), chosen);
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "InternalPort")), 80);
+    json_object *s1 = json_object_object_get(json_object_array_get_idx(pols, 1), "Settings");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s1, "Protocol")), 17);
+    json_object_put(epd);
+    /* GET says the same. */
+    http_get(&h.b, "/v1/containers/n1", &r);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    hresp_free(&r);
+    /* A second container's port 18090/udp is the first one's: 409, nothing made. */
+    create(&h, "n2",
+           "\"network\":{\"ports\":[{\"host\":18090,\"container\":1,"
+           "\"protocol\":\"udp\"}]}",
+           &r);
+    ck_assert_error_reply(&r, 409, "conflict", "18090/udp");
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    /* A loopback-only one gets none. */
+    create(&h, "lo", "\"network\":{\"disabled\":true}", &r);
+    ck_assert_msg(r.status == 201, "create lo: %ld %s", r.status, r.body);
+    ck_assert(json_object_get_boolean(json_at(r.json, "network.disabled")));
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    doc = recorded(&h, "HcsCreateComputeSystem", 2);
+    ck_assert_ptr_null(json_at(doc, "Container.Networking"));
+    json_object_put(doc);
+
+    delete_ctr(&h, "n1");
+    delete_ctr(&h, "lo");
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(!net_recorded(&h, "n1"));
+    ck_assert(!net_recorded(&h, "lo"));
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* When the compute system does not start, the create fails and its network goes. */
+START_TEST(a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, "start-fails");
+    struct hresp r;
+    create(&h, "bad", NULL, &r);
+    ck_assert_msg(r.status >= 400, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNamespace"), 1);
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(!net_recorded(&h, "bad"));
+    ctr_gone(&h, "bad");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* A failure in HNS itself: the create fails naming it, and nothing stays. */
+START_TEST(a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing)
+{
+    struct hcsd h = {.net = true, .hcn_fail = "create-namespace"};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create(&h, "nons", NULL, &r);
+    ck_assert_msg(r.status >= 500 && strstr(r.body, "namespace"), "create: %ld %s", r.status,
+                  r.body);
+    hresp_free(&r);
+    char ep[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    ck_assert(!net_recorded(&h, "nons"));
+    ctr_gone(&h, "nons");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/*
+ * berthd.exe killed with a container's network recorded, and a record of
+ * a network whose container never came to be (a kill between the record
+ * and the endpoint): the restart keeps the live container's network and
+ * deletes the other's endpoint and namespace, by the ids its record names.
+ */
+START_TEST(a_killed_berthd_keeps_live_networks_and_deletes_recorded_leftovers_at_restart)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create_ok(&h, "keep");
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    berthd_kill(&h.b);
+    ck_assert(net_recorded(&h, "keep"));
+    static const char ghost_ep[] = "0b5e0e57-0000-4000-8000-00000000e001";
+    static const char ghost_ns[] = "0b5e0e57-0000-4000-8000-00000000a001";
+    char ghost[PATH_MAX + 64];
+    snprintf(ghost, sizeof(ghost), "%s/network/hcn/ghost", h.b.root);
+    FILE *f = fopen(ghost, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "{\"handle\":\"ghost\",\"state\":\"attaching\",\"disabled\":false,"
+            "\"endpoint\":\"%s\",\"namespace\":\"%s\",\"ip\":\"10.66.0.3\","
+            "\"prefix\":24,\"gateway\":\"10.66.0.1\",\"ports\":[]}",
+            ghost_ep, ghost_ns);
+    fclose(f);
+
+    hcsd_start(&h, NULL);
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ghost_ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ghost_ep));
+    ck_assert(!net_recorded(&h, "ghost"));
+    ck_assert(!hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    http_get(&h.b, "/v1/containers/keep", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    hresp_free(&r);
+    delete_ctr(&h, "keep");
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(!net_recorded(&h, "keep"));
+    berthd_finish(&h.b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -908,6 +1186,11 @@ main(void)
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
     tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
+    tcase_add_test(tc, a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports);
+    tcase_add_test(tc, a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint);
+    tcase_add_test(tc, a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing);
+    tcase_add_test(tc,
+                   a_killed_berthd_keeps_live_networks_and_deletes_recorded_leftovers_at_restart);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }
