@@ -461,26 +461,6 @@ cp_start(struct berthd *b, const char *root, const char *env)
     ck_assert_msg(b->docker_sock[0], "berthd did not log its Docker API endpoint");
 }
 
-/* A fingerprint of the tree under dir: names, types, modes, sizes of
- * files, contents (caller frees). */
-static char *
-cp_print(const char *dir)
-{
-    char cmd[PATH_MAX + 512];
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s' && find . \\( -type d -printf '%%p %%y %%m\\n' \\) -o "
-             "-printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
-             "find . -type f -exec md5sum {} + | sort | md5sum",
-             dir);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    char *buf = calloc(1, 256);
-    size_t n = fread(buf, 1, 255, p);
-    buf[n] = '\0';
-    pclose(p);
-    return buf;
-}
-
 /* The old tree at dir: files a cp replaces, keeps, and turns into another type. */
 static void
 cp_old_tree(const struct berthd *b, const struct dk_client *cl, const char *dir)
@@ -517,9 +497,9 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
                "done; echo in > x/in; echo new y > y; echo a > z/a; echo new l > l; tar -cf '%s' .",
                b.tmp, b.tmp, b.tmp, b.tmp, b.tmp, tar));
     cp_old_tree(&b, cl, dir);
-    char *old = cp_print(dir);
+    char *old = harness_tree_print(dir);
     free(dk_ok(&b, cl, 0, "cd '%s' && rm -rf x y l && tar -xf '%s' && chmod 0700 d", dir, tar));
-    char *merged = cp_print(dir);
+    char *merged = harness_tree_print(dir);
     ck_assert_str_ne(old, merged);
     ck_assert_int_eq(berthd_term(&b, 10000), 0);
 
@@ -542,14 +522,14 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
             /* Past every kill point: the upload went through. */
             ck_assert_msg(dk_contains(out, "200"), "upload: %s", out);
             free(out);
-            char *now = cp_print(dir);
+            char *now = harness_tree_print(dir);
             ck_assert_str_eq(now, merged);
             free(now);
             break;
         }
         free(out);
         cp_start(&b, root, NULL);
-        char *now = cp_print(dir);
+        char *now = harness_tree_print(dir);
         bool is_old = strcmp(now, old) == 0, is_new = strcmp(now, merged) == 0;
         ck_assert_msg(is_old || is_new, "killed at step %d: the files are neither old nor new", n);
         ck_assert_msg(!committed || is_new, "killed at step %d: old again after a commit", n);
@@ -565,7 +545,7 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
                          tar);
         ck_assert_msg(dk_contains(st, "200"), "upload after the restart: %s", st);
         free(st);
-        now = cp_print(dir);
+        now = harness_tree_print(dir);
         ck_assert_str_eq(now, merged);
         free(now);
         ck_assert_int_eq(berthd_term(&b, 10000), 0);
