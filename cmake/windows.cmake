@@ -89,6 +89,7 @@ set(BERTH_WIN_SOURCES
     jsonutil/parse.c
     store/blob.c
     store/cim_format.c
+    store/cp_pending.c
     store/cim_writer_windows.c
     store/db.c
     store/digest.c

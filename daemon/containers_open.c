@@ -3,7 +3,8 @@
  * (containers_record.c), those left "creating" or "deleting" by a crash
  * are finished off with containers_delete_blocking, the driver's
  * processes are brought back, image uses and runtime containers no
- * record claims are removed, and the mount journal is replayed. Main, before the loop runs;
+ * record claims are removed, the archive uploads a crash cut short are
+ * undone (store/cp_pending.h), and the mount journal is replayed. Main, before the loop runs;
  * blocks on disk and on the runtime.
  */
 #include "daemon/containers_int.h"
@@ -22,6 +23,7 @@
 #include "common/log.h"
 #include "common/osfs.h"
 #include "common/strv.h"
+#include "store/cp_pending.h"
 #include "store/digest.h"
 #include "daemon/ctr_stops.h"
 #include "daemon/daemon.h"
@@ -91,6 +93,18 @@ load_procs(struct containers *reg, struct container *c)
     }
     free(found);
     strv_free(ids);
+}
+
+/* Undoes the archive uploads (docker cp) a crash cut short in c: their
+ * merges rolled back, their staging directories removed. One whose root
+ * filesystem is not mounted waits for the next upload into c. */
+static void
+recover_uploads(struct container *c)
+{
+    cleanup_free char *notes = fs_path_join(c->dir, CP_PENDING_DIR);
+    struct err err = {0};
+    if (notes && cp_pending_recover(notes, &err) < 0)
+        log_warn("container %s: %s", c->p->handle, err.msg);
 }
 
 /* Removes runtime containers that no record claims. */
@@ -262,6 +276,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         }
         load_procs(reg, c);
         ctr_main_reload(c);
+        recover_uploads(c);
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));
     }

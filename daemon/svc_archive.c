@@ -19,6 +19,7 @@
 #include "daemon/daemon.h"
 #include "daemon/job.h"
 #include "daemon/svc_containers.h"
+#include "store/cp_pending.h"
 #include "store/store.h"
 #include "store/volume.h"
 
@@ -119,6 +120,7 @@ struct put_ctx {
     char *volume;        /* the volume written into, held while the job runs (NULL: none) */
     char *dir;           /* copies for the job: the container's directory, */
     char *user;          /* and the user copyUIDGID chowns to (NULL: none) */
+    char *notes;         /* <dir>/cp-pending: the uploads' notes (store/cp_pending.h) */
     bool rootfs;         /* the upload goes to <dir>/rootfs, which must be mounted */
 };
 
@@ -130,6 +132,7 @@ put_release(void *arg)
     free(x->dir);
     free(x->user);
     free(x->volume);
+    free(x->notes);
     free(x);
 }
 
@@ -160,6 +163,12 @@ put_prepare(void *arg, struct rootfs_tar_in_opts *o, struct err *err)
         if (rs.st_dev == ds.st_dev)
             return err_set(err, ERR_CONFLICT, "the container's root filesystem is not mounted");
     }
+    /* What a dead daemon's uploads left in this container first: their
+     * merges undone and their staging removed, before another comes. */
+    if (cp_pending_recover(x->notes, err) < 0)
+        return err_wrap(err, "an earlier upload cut short");
+    o->notes = x->notes;
+    o->root_is_rootfs = x->rootfs;
     if (x->user) {
         char *home = NULL;
         int ret = containers_resolve_user(x->dir, x->user, &o->uid, &o->gid, &home, err);
@@ -290,12 +299,14 @@ container_archive_put(struct daemon *d, const char *handle, const char *path, bo
     struct put_ctx *x = calloc(1, sizeof(*x));
     if (x) {
         x->dir = strdup(c->dir);
+        x->notes = fs_path_join(c->dir, CP_PENDING_DIR);
         x->user = copy_uid_gid && user && *user ? strdup(user) : NULL;
         x->volume = aw.volume ? strdup(aw.volume) : NULL;
     }
-    if (!x || !x->dir || (copy_uid_gid && user && *user && !x->user) || (aw.volume && !x->volume)) {
+    if (!x || !x->dir || !x->notes || (copy_uid_gid && user && *user && !x->user) ||
+        (aw.volume && !x->volume)) {
         if (x)
-            free(x->dir), free(x->user), free(x->volume), free(x);
+            free(x->dir), free(x->notes), free(x->user), free(x->volume), free(x);
         where_clear(&aw);
         return err_set(err, ENOMEM, "container %s: out of memory", handle);
     }

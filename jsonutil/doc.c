@@ -141,6 +141,10 @@ jsonutil_doc_string_value(const struct jsonutil_doc *d, json_object *v, const ch
     const char *s = json_object_get_string(v);
     size_t len = (size_t)json_object_get_string_len(v);
     char q[JSONUTIL_QUOTE_MAX];
+    /* Set on failure too: jsonutil_doc_fail's result (a vararg function,
+     * never inlined) is not known to be negative, so gcc -O3 would see a
+     * caller's "== 0" path with *out unset (-Wmaybe-uninitialized). */
+    *out = NULL;
     if (strlen(s) != len)
         return jsonutil_doc_fail(d, "%s %s contains a NUL byte", field, jsonutil_quote(q, s, len));
     if (nonempty && len == 0)

@@ -34,8 +34,7 @@ jsonutil_put_fn(json_object **o)
 #define cleanup_json __attribute__((cleanup(jsonutil_put_fn)))
 
 /* Sets d's err to "<kind> <name>: <message>"; returns -ERR_INVALID_CONTENT. */
-int jsonutil_doc_fail(const struct jsonutil_doc *d, const char *fmt, ...)
-    __attribute__((format(gnu_printf, 2, 3)));
+int jsonutil_doc_fail(const struct jsonutil_doc *d, const char *fmt, ...) BERTH_FORMAT(2, 3);
 int jsonutil_doc_nomem(const struct jsonutil_doc *d);
 
 /* s (len bytes) quoted and escaped, at most about 80 characters. */

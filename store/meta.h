@@ -139,6 +139,10 @@ int meta_image_delete(struct meta *m, const char *ref, char digest_out[DIGEST_ST
 
 /*
  * Removes images with no users, least recently used first (then oldest).
+ * An image whose manifest digest is leased is not a candidate: an import
+ * or pull in flight stores it or answers with it (it committed the record
+ * and reads it back, or found it stored and adds a name), and a prune in
+ * between would make that import answer "not found".
  * unused_for_s >= 0 restricts the candidates to those unused for longer
  * than that; keep_bytes >= 0 stops as soon as the total size of all
  * images (size_bytes + unpacked_bytes) is at most keep_bytes. With both

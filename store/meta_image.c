@@ -554,6 +554,7 @@ prune_locked(sqlite3 *db, int64_t unused_for_s, int64_t keep_bytes, int64_t now,
     ret = db_prepare(db, &st, err,
                      "SELECT digest, last_used_at, size_bytes + unpacked_bytes FROM images i"
                      " WHERE NOT EXISTS (SELECT 1 FROM image_users u WHERE u.image = i.digest)"
+                     " AND NOT EXISTS (SELECT 1 FROM lease_blobs l WHERE l.digest = i.digest)"
                      " ORDER BY last_used_at, created_at, digest",
                      "");
     if (ret < 0)

@@ -120,7 +120,11 @@ lookup_stored(struct pull_plan *p, const char *digest)
 {
     struct err ignored = {0};
     struct meta_image *img = NULL;
-    if (!digest_valid(digest) || meta_image_get(p->st->meta, digest, &img, &ignored) < 0)
+    /* Leased first, once the plan has its lease: no prune removes it
+     * before the commit answers with it. */
+    if (!digest_valid(digest) ||
+        (p->b.leased && image_build_lease_blob(&p->b, digest, &ignored) < 0) ||
+        meta_image_get(p->st->meta, digest, &img, &ignored) < 0)
         return false;
     if (strcmp(img->digest, digest) != 0) {
         meta_image_free(img);

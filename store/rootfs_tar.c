@@ -19,10 +19,9 @@
 #include "common/osfs.h"
 #include "common/randid.h"
 #include "common/rootdir.h"
+#include "store/cp_pending.h"
 #include "store/tree_tar.h"
 #include "store/volume_merge.h"
-
-#define STAGING_PREFIX ".berth-cp-"
 
 /* A container path in the engine's terms: cleaned as filepath.Join("/",
  * path) would, with a trailing "/" or "/." remembered. */
@@ -283,8 +282,16 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
     char hex[17] = "", staging[64], journal[80];
     if (ret == 0 && randid_hex(hex, 8, NULL) < 0)
         ret = err_set(err, EIO, "upload: no random name");
-    snprintf(staging, sizeof(staging), "%s%s", STAGING_PREFIX, hex);
+    snprintf(staging, sizeof(staging), "%s%s", CP_STAGING_PREFIX, hex);
     snprintf(journal, sizeof(journal), "%s%s", staging, VOLUME_JOURNAL_SUFFIX);
+    /* The note first: from the staging directory's creation on, a crash
+     * leaves something inside the container that only the note finds. */
+    struct cp_note note;
+    bool noted = false;
+    if (ret == 0 && o && o->notes) {
+        ret = cp_pending_add(o->notes, rootfs, o->root_is_rootfs, resolved, staging, &note, err);
+        noted = ret == 0;
+    }
     int r = ret == 0 ? rootdir_mkdir(tfd, staging, 0700) : 0;
     if (r < 0)
         ret = path_fail(r, path, err);
@@ -305,8 +312,16 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
         (ret = volume_merge_opts(tfd, staging, "", journal, o && o->no_dir_nondir, err)) < 0)
         err_wrap(err, "extract into %s", path);
     struct err rerr = {0};
-    if (made && fs_remove_tree_at(tfd, staging, &rerr) < 0)
+    bool kept = made && volume_merge_journal_left(tfd, journal);
+    if (kept) {
+        /* The undo failed: the staging holds the entries it must put back. */
+        log_error("upload into %s: kept %s and its journal for recovery", path, staging);
+    } else if (made && fs_remove_tree_at(tfd, staging, &rerr) < 0) {
         log_warn("upload into %s: %s", path, rerr.msg);
+        kept = true; /* the note has the next start remove it */
+    }
+    if (noted && !kept)
+        cp_pending_remove(o->notes, &note);
     rootdir_close(tfd);
     rootdir_close(rfd);
     cpath_clear(&cp);

@@ -86,6 +86,11 @@ struct rootfs_tar_in_opts {
      * container with a User); else the tar's owners are kept. */
     bool chown;
     uint32_t uid, gid;
+    /* Where the upload's note goes while it runs (store/cp_pending.h:
+     * <container dir>/cp-pending), NULL for none; root_is_rootfs: rootfs
+     * is the container's root filesystem, not a mount's source. */
+    const char *notes;
+    bool root_is_rootfs;
 };
 
 /*
@@ -93,7 +98,9 @@ struct rootfs_tar_in_opts {
  * followed inside rootfs), all or nothing. ENOENT when path is missing,
  * ENOTDIR when it is not a directory; ERR_INVALID_CONTENT for a refused
  * tar (nothing written); ERR_CONFLICT when the target changed during the
- * upload (a running container writing there).
+ * upload (a running container writing there). A crash leaves the note
+ * in o->notes for cp_pending_recover; so does a merge whose undo failed
+ * (its journal and staging directory stay).
  */
 int rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_in *in,
                       const struct rootfs_tar_in_opts *o, struct volume_tar_in_result *res,

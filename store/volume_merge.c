@@ -613,6 +613,13 @@ volume_merge_opts(int fs_fd, const char *src, const char *base, const char *jour
     return ret;
 }
 
+bool
+volume_merge_journal_left(int fs_fd, const char *journal)
+{
+    struct os_stat st;
+    return rootdir_stat(fs_fd, journal, &st) != -ENOENT;
+}
+
 int
 volume_merge_recover(int fs_fd, const char *journal, struct err *err)
 {

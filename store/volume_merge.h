@@ -49,6 +49,14 @@ int volume_merge_opts(int fs_fd, const char *src, const char *base, const char *
                       bool no_dir_nondir, struct err *err);
 
 /*
+ * Whether journal (a name in fs_fd) is there: after a failed merge, that
+ * its undo failed and the journal was left for volume_merge_recover,
+ * which needs the staging tree (it holds what the steps replaced): the
+ * caller must then keep it.
+ */
+bool volume_merge_journal_left(int fs_fd, const char *journal);
+
+/*
  * Undoes what the merge of journal (a name in fs_fd) did, from its
  * record, then removes the journal. For start-up, before the staging
  * directories are removed.

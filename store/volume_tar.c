@@ -256,6 +256,12 @@ volume_tar_import(struct volume_store *vs, const char *handle, const char *path,
         }
     }
     rootdir_close(tfd);
+    /* An undo that failed left the journal, and what the steps replaced
+     * is in the staging tree: both stay for the next start's recovery. */
+    if (made && volume_merge_journal_left(fs_fd, journal)) {
+        log_error("volume %s: kept %s and its journal for recovery", handle, staging);
+        made = false;
+    }
     rootdir_close(fs_fd);
     struct err rerr = {0};
     cleanup_free char *sp = made ? fs_path_join(fs, staging) : NULL;

@@ -136,6 +136,25 @@ write_all(int fd, const char *p, size_t len)
 }
 
 /*
+ * fsync of a directory. The state directory's fd is an open_tree(2) clone,
+ * an O_PATH descriptor, which fsync refuses (EBADF): the directory is then
+ * synced through a descriptor opened from it.
+ */
+static int
+sync_dir(int dirfd)
+{
+    int fl = fcntl(dirfd, F_GETFL);
+    if (fl >= 0 && !(fl & O_PATH))
+        return fsync(dirfd);
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/*
  * Writes dirfd/name atomically (tmp file, rename); durable: also fsync of
  * the file and of the directory, for a record that must survive a power
  * loss (an exit, a truncation: what a process did). A record of what
@@ -161,8 +180,8 @@ write_record(int dirfd, const char *name, const char *data, bool durable)
         unlinkat(dirfd, tmp, 0);
         return -1;
     }
-    if (durable)
-        fsync(dirfd);
+    if (durable && sync_dir(dirfd) < 0)
+        say("sync the directory of %s: %s", name, strerror(errno));
     return 0;
 }
 

@@ -160,6 +160,25 @@ berthd_alive(struct berthd *b)
 }
 
 char *
+harness_tree_print(const char *dir)
+{
+    char cmd[PATH_MAX + 512];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && find . \\( -type d -printf '%%p %%y %%m\\n' \\) -o "
+             "-printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
+             "find . -type f -exec md5sum {} + | sort | md5sum",
+             dir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char *buf = calloc(1, 256);
+    ck_assert_ptr_nonnull(buf);
+    size_t n = fread(buf, 1, 255, p);
+    buf[n] = '\0';
+    pclose(p);
+    return buf;
+}
+
+char *
 berthd_log(const struct berthd *b)
 {
     FILE *f = fopen(b->log_path, "r");

@@ -96,6 +96,10 @@ bool berthd_alive(struct berthd *b);
 
 /* The daemon's log so far (caller frees). */
 char *berthd_log(const struct berthd *b);
+
+/* A fingerprint of the tree under dir: names, types, modes, sizes of all
+ * but directories (which ext4 never shrinks), contents (caller frees). */
+char *harness_tree_print(const char *dir);
 /* A sanitizer report in the log, or NULL: the first line of it (static). */
 const char *berthd_sanitizer_report(const struct berthd *b);
 /* Polls the daemon's log until it holds needle, the daemon exits or

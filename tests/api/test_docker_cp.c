@@ -448,6 +448,116 @@ START_TEST(docker_cp_into_a_volume_holds_it_as_a_writer)
 }
 END_TEST
 
+/* ---- crash recovery ---------------------------------------------------------- */
+
+/* Starts b on root with the Docker API on a socket of b's, and env (may be NULL). */
+static void
+cp_start(struct berthd *b, const char *root, const char *env)
+{
+    char listen[PATH_MAX + 16];
+    snprintf(listen, sizeof(listen), "unix://%s/docker.sock", b->tmp);
+    struct berthd_opts o = {.root = root, .args = {"--docker-listen", listen}, .env = {env}};
+    berthd_start(b, &o);
+    ck_assert_msg(b->docker_sock[0], "berthd did not log its Docker API endpoint");
+}
+
+/* The old tree at dir: files a cp replaces, keeps, and turns into another type. */
+static void
+cp_old_tree(const struct berthd *b, const struct dk_client *cl, const char *dir)
+{
+    free(dk_ok(b, cl, 0,
+               "set -e; rm -rf '%s'; mkdir -p '%s/d' '%s/y'; cd '%s'; chmod 0755 d; "
+               "for i in 1 2 3 4; do echo old $i > d/f$i; done; echo old x > x; "
+               "echo old inner > y/inner; echo keep > keep; ln -s d l",
+               dir, dir, dir, dir));
+}
+
+/* docker cp into a running container is all or nothing across a crash:
+ * berthd killed at every step of the upload's merge (BERTH_TEST_MERGE_KILL,
+ * store/volume_merge.c) and restarted shows the old files until the
+ * commit and the new ones after it, never a mix, and no staging directory
+ * inside the container nor a note of the dead upload. */
+START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name ck busybox sleep 600");
+    ctr_track(&b, id);
+    char root[PATH_MAX], dir[PATH_MAX + 128], notes[PATH_MAX + 128], tar[PATH_MAX + 16];
+    snprintf(root, sizeof(root), "%s", b.root);
+    snprintf(dir, sizeof(dir), "%s/containers/%s/rootfs/t", root, id);
+    snprintf(notes, sizeof(notes), "%s/containers/%s/cp-pending", root, id);
+    snprintf(tar, sizeof(tar), "%s/new.tar", b.tmp);
+    /* The new tree, and what tar -x over the old one makes of it. */
+    free(dk_ok(&b, cl, 0,
+               "set -e; rm -rf '%s/new'; mkdir -p '%s/new/d' '%s/new/x' '%s/new/z'; cd '%s/new'; "
+               "chmod 0700 d; for i in 1 2 3 4; do echo new $i > d/f$i; echo new $i > d/n$i; "
+               "done; echo in > x/in; echo new y > y; echo a > z/a; echo new l > l; tar -cf '%s' .",
+               b.tmp, b.tmp, b.tmp, b.tmp, b.tmp, tar));
+    cp_old_tree(&b, cl, dir);
+    char *old = harness_tree_print(dir);
+    free(dk_ok(&b, cl, 0, "cd '%s' && rm -rf x y l && tar -xf '%s' && chmod 0700 d", dir, tar));
+    char *merged = harness_tree_print(dir);
+    ck_assert_str_ne(old, merged);
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+
+    bool committed = false;
+    int n;
+    for (n = 0; n < 40; n++) {
+        char env[64];
+        snprintf(env, sizeof(env), "BERTH_TEST_MERGE_KILL=%d", n);
+        cp_start(&b, root, env);
+        cp_old_tree(&b, cl, dir);
+        char *out = NULL;
+        dk_run(&b, cl, &out,
+               CURL "-o /dev/null -w '%%{http_code}' -X PUT --data-binary @'%s' "
+                    "'http://d/containers/ck/archive?path=/t'",
+               tar);
+        bool killed = false;
+        for (int i = 0; i < 100 && !(killed = !berthd_alive(&b)); i++)
+            sleep_ms(50);
+        if (!killed) {
+            /* Past every kill point: the upload went through. */
+            ck_assert_msg(dk_contains(out, "200"), "upload: %s", out);
+            free(out);
+            char *now = harness_tree_print(dir);
+            ck_assert_str_eq(now, merged);
+            free(now);
+            break;
+        }
+        free(out);
+        cp_start(&b, root, NULL);
+        char *now = harness_tree_print(dir);
+        bool is_old = strcmp(now, old) == 0, is_new = strcmp(now, merged) == 0;
+        ck_assert_msg(is_old || is_new, "killed at step %d: the files are neither old nor new", n);
+        ck_assert_msg(!committed || is_new, "killed at step %d: old again after a commit", n);
+        committed = is_new;
+        free(now);
+        free(dk_ok(&b, cl, 0, "set -e; ! ls -A '%s' | grep berth-cp; test -z \"$(ls -A '%s')\"",
+                   dir, notes));
+        /* The container saw the same, and the same upload now goes through. */
+        free(dk_ok(&b, cl, 0, "\"$D\" exec ck sh -c '! ls -A /t | grep berth-cp'"));
+        char *st = dk_ok(&b, cl, 0,
+                         CURL "-o /dev/null -w '%%{http_code}' -X PUT --data-binary @'%s' "
+                              "'http://d/containers/ck/archive?path=/t'",
+                         tar);
+        ck_assert_msg(dk_contains(st, "200"), "upload after the restart: %s", st);
+        free(st);
+        now = harness_tree_print(dir);
+        ck_assert_str_eq(now, merged);
+        free(now);
+        ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    }
+    ck_assert_msg(committed, "no kill point after the commit");
+    ck_assert_msg(n > 10, "only %d kill points: the merge has fewer steps than entries", n);
+    free(dk_ok(&b, cl, 0, "\"$D\" rm -f ck"));
+    free(old), free(merged), free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_cp_suite(void)
 {
@@ -464,6 +574,12 @@ docker_cp_suite(void)
     tcase_add_test(tc, hostile_archive_puts_are_refused_and_nothing_is_written);
     tcase_add_test(tc, docker_cp_into_a_volume_holds_it_as_a_writer);
     suite_add_tcase(s, tc);
+    TCase *crash = tcase_create("crash");
+    tcase_set_timeout(crash, 600);
+    tcase_add_unchecked_fixture(crash, setup, NULL);
+    ctr_add_fixture(crash);
+    tcase_add_test(crash, docker_cp_killed_in_its_merge_is_old_or_new_after_restart);
+    suite_add_tcase(s, crash);
     return s;
 }
 

@@ -163,6 +163,57 @@ START_TEST(every_failed_step_of_a_volume_upload_leaves_the_volume_as_it_was)
 }
 END_TEST
 
+/*
+ * A merge step fails and so does every rename after it, the undo's too:
+ * the journal stays for the next start, and so must the staging tree,
+ * which holds the entries the steps done replaced (the upload used to
+ * remove it whatever the undo did, and the old files were lost). Every
+ * rename of the upload from the Nth on fails, for each N until it gets
+ * through; after a restart the volume is as it was, with no staging left.
+ */
+START_TEST(an_upload_whose_undo_fails_is_rolled_back_by_the_next_start)
+{
+    struct tarin_ctx c = {0};
+    build_tars(&c);
+    struct berthd b = {0};
+    fault_berthd_start(&b, NULL);
+    unsigned undo_failed = 0;
+    unsigned long n;
+    for (n = 1; n < 400; n++) {
+        tarin_setup(&b, &c);
+        char spec[32];
+        snprintf(spec, sizeof(spec), "rename:%lu+", n);
+        fault_arm(&b, spec);
+        struct hresp r;
+        tarin_run(&b, &c, &r);
+        fault_reset(&b);
+        long st = r.status;
+        hresp_free(&r);
+        if (st == 200)
+            break; /* every rename of the upload came before the Nth */
+        ck_assert_msg(st >= 400, "%s: status %ld", spec, st);
+        char *log = berthd_log(&b);
+        undo_failed += strstr(log, "left journal") != NULL;
+        free(log);
+        fault_restart(&b, spec);
+        char *now = volume_tree(&b);
+        ck_assert_msg(strcmp(now, c.tree_before) == 0,
+                      "%s: after the restart the volume is not as it was; before:\n%s\nnow:\n%s",
+                      spec, c.tree_before, now);
+        free(now);
+        fault_check_store(&b, spec);
+        tarin_teardown(&b, &c);
+    }
+    ck_assert_msg(n < 400, "the upload never got through");
+    ck_assert_msg(undo_failed > 0, "no N made the undo fail");
+    fprintf(stderr, "undo failed at %u of %lu points\n", undo_failed, n - 1);
+    berthd_finish(&b);
+    free(c.before.data);
+    free(c.upload.data);
+    free(c.tree_before);
+}
+END_TEST
+
 static Suite *
 fault_volumes_suite(void)
 {
@@ -171,6 +222,10 @@ fault_volumes_suite(void)
     tcase_set_timeout(tc, fault_walk_timeout(600));
     tcase_add_test(tc, every_failed_step_of_a_volume_upload_leaves_the_volume_as_it_was);
     suite_add_tcase(s, tc);
+    TCase *undo = tcase_create("undo_fails");
+    tcase_set_timeout(undo, 600);
+    tcase_add_test(undo, an_upload_whose_undo_fails_is_rolled_back_by_the_next_start);
+    suite_add_tcase(s, undo);
     return s;
 }
 

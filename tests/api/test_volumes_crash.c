@@ -63,19 +63,9 @@ put_tar(struct berthd *b, const char *vol, const char *path, const char *file, c
 static char *
 fingerprint(struct berthd *b, const char *vol)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s/volumes/%s/fs/data && find . \\( -type d -printf '%%p %%y %%m\\n' \\) -o "
-             "-printf '%%p %%y %%s %%m\\n' | sort | md5sum; "
-             "find . -type f -exec md5sum {} + | sort | md5sum",
-             b->root, vol);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    char *buf = calloc(1, 256);
-    size_t n = fread(buf, 1, 255, p);
-    buf[n] = '\0';
-    pclose(p);
-    return buf;
+    char dir[PATH_MAX + 64];
+    snprintf(dir, sizeof(dir), "%s/volumes/%s/fs/data", b->root, vol);
+    return harness_tree_print(dir);
 }
 
 /* ---- all or nothing (issue 8, hole 6) ----------------------------------------------- */

@@ -576,6 +576,34 @@ START_TEST(prune_without_limits_removes_every_unused_image)
 }
 END_TEST
 
+/* An import in flight leases its image's manifest digest from before it
+ * looks the image up until it has answered: a prune then leaves it. */
+START_TEST(prune_skips_an_image_whose_manifest_is_leased)
+{
+    struct test_image a, b;
+    struct err err = {0};
+    char **removed = NULL;
+    size_t n = 0;
+    char lease[META_LEASE_ID_LEN];
+    make_image(&a, "a", 1, 1, 1);
+    make_image(&b, "b", 1, 1, 1);
+    put_ok(&a, NULL);
+    put_ok(&b, NULL);
+    ck_assert_int_eq(meta_lease_new(meta, lease, &err), 0);
+    ck_assert_int_eq(meta_lease_add_blob(meta, lease, a.img.digest, &err), 0);
+    ck_assert_int_eq(meta_prune_images(meta, -1, -1, 0, &removed, &n, &err), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(removed[0], b.img.digest);
+    free_list(removed, n);
+    /* The import answered and dropped its lease: the next prune takes it. */
+    ck_assert_int_eq(meta_lease_remove(meta, lease, &err), 0);
+    ck_assert_int_eq(meta_prune_images(meta, -1, -1, 0, &removed, &n, &err), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(removed[0], a.img.digest);
+    free_list(removed, n);
+}
+END_TEST
+
 #define THREADS 4
 #define PER_THREAD 25
 
@@ -643,6 +671,7 @@ meta_suite(void)
     tcase_add_test(tc, prune_keep_bytes_skips_images_with_users);
     tcase_add_test(tc, prune_unused_for_removes_only_stale_images);
     tcase_add_test(tc, prune_without_limits_removes_every_unused_image);
+    tcase_add_test(tc, prune_skips_an_image_whose_manifest_is_leased);
     tcase_add_test(tc, meta_is_safe_across_threads);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,250 @@
+/*
+ * Notes of a container's archive uploads in flight (store/cp_pending.h):
+ * one small file per upload, "<process token>-<staging name>", holding
+ * NUL-separated fields: a magic line, the token, "rootfs" or "mount",
+ * the root, the target directory in it and the staging name. The token
+ * is random, made once per process, so a note is known to be of a dead
+ * process even when a restarted daemon got the same PID (PID 1 in a
+ * container). Pool threads and main; blocks on disk.
+ */
+#include "store/cp_pending.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cleanup.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "common/osfs.h"
+#include "common/randid.h"
+#include "common/rootdir.h"
+#include "store/volume_merge.h"
+
+#define NOTE_MAGIC "berth-cp-pending 1"
+#define NOTE_MAX (3 * 4096 + 256)
+
+static pthread_once_t token_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t replay_lock = PTHREAD_MUTEX_INITIALIZER;
+static char token[24];
+
+static void
+token_make(void)
+{
+    randid_new(token, sizeof(token), "p");
+}
+
+static const char *
+own_token(void)
+{
+    pthread_once(&token_once, token_make);
+    return token;
+}
+
+/* Whether name (a note, or a temporary ".<note>.tmp.N") is this process's. */
+static bool
+note_is_own(const char *name)
+{
+    const char *t = own_token();
+    size_t n = strlen(t);
+    if (name[0] == '.')
+        name++;
+    return strncmp(name, t, n) == 0 && name[n] == '-';
+}
+
+static int
+notes_open(const char *dir, bool make, struct err *err)
+{
+    if (make) {
+        int r = osfs_mkdir(dir, 0700);
+        if (r < 0 && r != -EEXIST)
+            return err_errno(err, -r, "make %s", dir);
+    }
+    int fd = rootdir_open(dir);
+    if (fd < 0 && !(fd == -ENOENT && !make))
+        return err_errno(err, -fd, "open %s", dir);
+    return fd;
+}
+
+int
+cp_pending_add(const char *dir, const char *root, bool rootfs, const char *target,
+               const char *staging, struct cp_note *note, struct err *err)
+{
+    const char *t = own_token();
+    if (snprintf(note->name, sizeof(note->name), "%s-%s", t, staging) >= (int)sizeof(note->name))
+        return err_set(err, ENAMETOOLONG, "upload note: staging name %s too long", staging);
+    const char *kind = rootfs ? "rootfs" : "mount";
+    size_t len = strlen(NOTE_MAGIC) + strlen(t) + strlen(kind) + strlen(root) + strlen(target) +
+                 strlen(staging) + 6;
+    if (len > NOTE_MAX)
+        return err_set(err, ENAMETOOLONG, "upload note: paths too long");
+    cleanup_free char *text = malloc(len);
+    if (!text)
+        return err_set(err, ENOMEM, "upload note: out of memory");
+    char *p = text;
+    const char *fields[] = {NOTE_MAGIC, t, kind, root, target, staging};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        size_t n = strlen(fields[i]) + 1;
+        memcpy(p, fields[i], n);
+        p += n;
+    }
+    int fd = notes_open(dir, true, err);
+    if (fd < 0)
+        return err_wrap(err, "upload note");
+    int r = fs_write_file_atomic_at(fd, note->name, text, len, 0600, err);
+    rootdir_close(fd);
+    return r < 0 ? err_wrap(err, "upload note") : 0;
+}
+
+void
+cp_pending_remove(const char *dir, const struct cp_note *note)
+{
+    int fd = rootdir_open(dir);
+    if (fd < 0)
+        return;
+    int r = rootdir_remove(fd, note->name, false);
+    if (r < 0 && r != -ENOENT)
+        log_warn("upload note %s/%s: %s", dir, note->name, strerror(-r));
+    else
+        osfs_fsync(fd);
+    rootdir_close(fd);
+}
+
+struct note {
+    bool rootfs;
+    const char *root, *target, *staging;
+};
+
+static int
+note_parse(char *text, size_t len, struct note *n)
+{
+    const char *f[6];
+    size_t k = 0;
+    for (size_t off = 0; off < len && k < 6; k++) {
+        f[k] = text + off;
+        const char *end = memchr(text + off, '\0', len - off);
+        if (!end)
+            return -1;
+        off = (size_t)(end - text) + 1;
+    }
+    if (k != 6 || strcmp(f[0], NOTE_MAGIC) != 0 ||
+        (strcmp(f[2], "rootfs") != 0 && strcmp(f[2], "mount") != 0) || f[3][0] != '/' ||
+        strncmp(f[5], CP_STAGING_PREFIX, strlen(CP_STAGING_PREFIX)) != 0 || strchr(f[5], '/'))
+        return -1;
+    n->rootfs = strcmp(f[2], "rootfs") == 0;
+    n->root = f[3];
+    n->target = f[4];
+    n->staging = f[5];
+    return 0;
+}
+
+/* A container's root filesystem is a mount: on the same device as its
+ * parent, it is the bare mount point and what the note names is not there. */
+static bool
+root_mounted(const char *root)
+{
+    cleanup_free char *parent = strdup(root);
+    char *slash = parent ? strrchr(parent, '/') : NULL;
+    if (!slash)
+        return false;
+    *(slash == parent ? slash + 1 : slash) = '\0';
+    struct os_stat rs, ps;
+    return osfs_stat(root, &rs) == 0 && osfs_stat(parent, &ps) == 0 && rs.st_dev != ps.st_dev;
+}
+
+/*
+ * Replays one note: 1 when it is done with (the note may go), 0 when it
+ * must wait (the root filesystem is not mounted), or a negative errno.
+ */
+static int
+note_replay(const struct note *n, struct err *err)
+{
+    if (n->rootfs && !root_mounted(n->root))
+        return 0;
+    int rfd = rootdir_open(n->root);
+    if (rfd == -ENOENT)
+        return 1; /* its container or volume is gone, and the staging with it */
+    if (rfd < 0)
+        return err_errno(err, -rfd, "open %s", n->root);
+    const char *rel = n->target + strspn(n->target, "/");
+    int tfd = rootdir_open_dir_in_root(rfd, rel);
+    rootdir_close(rfd);
+    if (tfd == -ENOENT || tfd == -ENOTDIR)
+        return 1; /* the target went, the staging inside it too */
+    if (tfd < 0)
+        return err_errno(err, -tfd, "open %s in %s", n->target, n->root);
+    char journal[128];
+    snprintf(journal, sizeof(journal), "%s%s", n->staging, VOLUME_JOURNAL_SUFFIX);
+    struct os_stat st;
+    int ret = 1;
+    if (rootdir_stat(tfd, journal, &st) == 0) {
+        /* ERR_INVALID_CONTENT: a journal cut short, so no step ran (it is removed). */
+        int r = volume_merge_recover(tfd, journal, err);
+        if (r < 0 && r != -ERR_INVALID_CONTENT)
+            ret = err_wrap(err, "upload into %s%s", n->root, n->target);
+        else
+            log_info("upload into %s%s: rolled back the merge a crash cut short", n->root,
+                     n->target);
+    }
+    struct err rerr = {0};
+    if (ret == 1 && fs_remove_tree_at(tfd, n->staging, &rerr) < 0)
+        ret = err_set(err, rerr.code, "%s", rerr.msg);
+    rootdir_close(tfd);
+    return ret;
+}
+
+int
+cp_pending_recover(const char *dir, struct err *err)
+{
+    int fd = notes_open(dir, false, err);
+    if (fd == -ENOENT)
+        return 0;
+    if (fd < 0)
+        return fd;
+    struct osfs_dir *d = NULL;
+    int ret = osfs_dir_open_at(fd, &d);
+    if (ret < 0) {
+        rootdir_close(fd);
+        return err_errno(err, -ret, "read %s", dir);
+    }
+    pthread_mutex_lock(&replay_lock);
+    const char *name;
+    bool removed = false;
+    while ((name = osfs_dir_next(d, NULL))) {
+        if (note_is_own(name))
+            continue; /* an upload of this process, under way */
+        if (name[0] == '.') {
+            /* A note a dead process was writing: nothing was staged yet. */
+            removed |= rootdir_remove(fd, name, false) == 0;
+            continue;
+        }
+        cleanup_free char *text = NULL;
+        size_t len = 0;
+        struct err e = {0};
+        struct note n = {0};
+        int r = fs_read_file_at(fd, name, NOTE_MAX, &text, &len, &e);
+        if (r == -ENOENT)
+            continue; /* replayed meanwhile */
+        if (r == 0 && note_parse(text, len, &n) < 0)
+            r = err_set(&e, ERR_INVALID_CONTENT, "not an upload note");
+        if (r == 0)
+            r = note_replay(&n, &e);
+        if (r == 1 || r == -ERR_INVALID_CONTENT) {
+            removed |= rootdir_remove(fd, name, false) == 0;
+            continue;
+        }
+        if (r < 0) {
+            log_error("upload note %s/%s: %s", dir, name, e.msg);
+            if (ret == 0)
+                ret = err_set(err, e.code, "upload note %s: %s", name, e.msg);
+        }
+    }
+    if (removed)
+        osfs_fsync(fd);
+    pthread_mutex_unlock(&replay_lock);
+    osfs_dir_close(d);
+    rootdir_close(fd);
+    return ret;
+}
