@@ -16,6 +16,8 @@
 #   WRK=1 bench/health_uploads.sh                # also wrk's closed loop, after the prober
 #   PROFILE=1 bench/health_uploads.sh            # an off-CPU profile of the loop thread
 #                                                # in round 1's loaded window (perf)
+#   LOOP_NICE=-10 ROUNDS=4 bench/health_uploads.sh # the loop thread at nice 0 in odd
+#                                                # rounds, at -10 in even ones (renice)
 #
 # berthd logs at info (every request is a line in a file on the same disk
 # as the store), as it does by default.
@@ -140,9 +142,20 @@ probe_line() { # label probe-output
     printf ' prober late p99 %s ms; errors %s; loop on CPU %s ms, runnable-waiting %s ms, %s switches\n' \
         "$late" "$errs" "$lrun" "$lwait" "$lsw"
 }
-probe() { python3 "$src/bench/health_probe.py" "$url" "$rate" "$1" "$pid"; }
+# The instrument must not be the noise: on a loaded machine a prober at
+# nice 0 waits for a core as long as berthd's loop does, and every late
+# wake-up of its own would count against berthd. It runs SCHED_FIFO where
+# it may (its own lateness is printed either way).
+prober=(python3)
+chrt -f 1 true 2>/dev/null && prober=(chrt -f 1 python3)
+probe() { "${prober[@]}" "$src/bench/health_probe.py" "$url" "$rate" "$1" "$pid"; }
 loop_tid=$pid # the loop is berthd's main thread
+echo "prober: ${prober[*]} at ${rate}/s${LOOP_NICE:+; loop thread at nice 0 in odd rounds, $LOOP_NICE in even ones}"
 for r in $(seq "$rounds"); do
+    if [ -n "${LOOP_NICE:-}" ]; then # an A/B of the loop's priority in the same window
+        renice -n "$((r % 2 ? 0 : LOOP_NICE))" -p "$loop_tid" >/dev/null
+        echo "round $r: loop thread at nice $(ps -o nice= -p "$loop_tid" | tr -d ' ')"
+    fi
     probe "$idle" >"$tmp/idle.$r"
     rm -f "$tmp/stop"
     cpids=()
