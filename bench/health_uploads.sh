@@ -14,8 +14,8 @@
 #   UPLOADS=4 IMAGE_MB=200 ROUNDS=3 WINDOW=15 IDLE=4 RATE=200 bench/health_uploads.sh
 #   BERTHD=build/berthd bench/health_uploads.sh  # a given binary
 #   WRK=1 bench/health_uploads.sh                # also wrk's closed loop, after the prober
-#   PROFILE=1 bench/health_uploads.sh            # an off-CPU profile of the loop thread
-#                                                # in round 1's loaded window (perf)
+#   PROFILE=1 bench/health_uploads.sh            # off- and on-CPU profiles of the loop
+#                                                # thread in round 1's loaded window (perf)
 #   LOOP_NICE=-10 ROUNDS=4 bench/health_uploads.sh # the loop thread at nice 0 in odd
 #                                                # rounds, at -10 in even ones (renice)
 #
@@ -165,12 +165,12 @@ for r in $(seq "$rounds"); do
     if [ -n "${PROFILE:-}" ] && [ "$r" = 1 ]; then
         perf sched record -g -o "$tmp/perf.data" >/dev/null 2>&1 &
         perf_pid=$!
+        perf record -q -t "$loop_tid" -F 1999 -g -o "$tmp/cpu.data" >/dev/null 2>&1 &
+        perf_pid="$perf_pid $!"
     fi
     probe "$window" >"$tmp/busy.$r"
-    if [ -n "$perf_pid" ]; then
-        kill -INT "$perf_pid"
-        wait "$perf_pid" || true
-    fi
+    for p in $perf_pid; do kill -INT "$p"; done
+    for p in $perf_pid; do wait "$p" || true; done
     [ -z "${WRK:-}" ] || wrk -t1 -c2 -d"${window}s" --latency "$url/v1/health" >"$tmp/wrk.$r"
     running=$(curl -s "$url/v1/health" | sed -n 's/.*"running":\([0-9]*\).*/\1/p')
     touch "$tmp/stop"
@@ -186,6 +186,9 @@ if [ -n "${PROFILE:-}" ] && [ -e "$tmp/perf.data" ]; then
     echo "off-CPU profile of the loop thread (tid $loop_tid), round 1 under the uploads:"
     perf sched timehist -i "$tmp/perf.data" -t "$loop_tid" --state 2>/dev/null |
         python3 "$src/bench/offcpu.py" 5
+    echo "on-CPU profile of the loop thread, same window (perf record -t, top symbols):"
+    perf report -i "$tmp/cpu.data" --no-children --sort dso,sym -g none --percent-limit 2 \
+        --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
 fi
 if [ -e "$tmp/errors" ]; then sort "$tmp/errors" | uniq -c | head -5; fi
 echo "goal: p99 under 5 ms under the uploads"
