@@ -7,7 +7,9 @@
 # floor and the peers). Prints the medians of each request and of the
 # sum, the per-round ratio B / A, and the create's phases from each
 # daemon's debug log (record and image, mount, bundle, runc run, the
-# init's ready, the running record).
+# init's ready, the running record; then when, from the request, the
+# prepare job ended, the namespace was ready and the runtime's job
+# ended: a job that waits for a thread or a core shows there).
 #
 #   bench/run_ab.sh A/berthd B/berthd [ROUNDS]     # default 30 rounds
 #
@@ -99,9 +101,18 @@ for x in a b; do
     # The create's phases, where the daemon logs them (each a median).
     printf '   phases:'
     for f in 'record and image ([0-9.]+)' 'mount ([0-9.]+)' 'bundle ([0-9.]+)' 'runc run ([0-9.]+)' \
-        'init ready ([0-9.]+)' 'runtime [0-9.]+ ms, record ([0-9.]+)'; do
+        'init ready ([0-9.]+)' 'runtime [0-9.]+ ms, record ([0-9.]+)' 'prepared at ([0-9.]+)' \
+        'namespace ready at ([0-9.]+)' 'runtime done at ([0-9.]+)'; do
         v=$({ grep -E "create r[0-9]+: .*$f" "$tmp/$x.log" || true; } | sed -E "s/.*$f.*/\\1/" | med)
         [ -n "$v" ] && printf ' %s %s' "$(echo "$f" | sed -E 's/ \(.*//; s/runtime.*record/running record/')" "$v"
+    done
+    echo
+    # The delete's steps (its job), each a median.
+    printf '   delete:'
+    for f in 'record ([0-9.]+)' 'runtime ([0-9.]+)' 'unmount ([0-9.]+)' 'image use ([0-9.]+)' \
+        'rename ([0-9.]+)'; do
+        v=$({ grep -E "delete r[0-9]+: .*$f" "$tmp/$x.log" || true; } | sed -E "s/.*$f.*/\\1/" | med)
+        [ -n "$v" ] && printf ' %s %s' "$(echo "$f" | sed -E 's/ \(.*//')" "$v"
     done
     echo
 done

@@ -524,13 +524,17 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
     struct os_stat sb;
     bool have_dir = osfs_stat(dir, &sb) == 0;
     int ret = 0;
+    /* Each step's end (uv_hrtime), for the debug log. */
+    uint64_t t0 = uv_hrtime(), t_rec, t_rt, t_mnt, t_use;
     if (have_dir)
         ret = ctr_record_write(p, dir, "deleting", true, err);
+    t_rec = uv_hrtime();
     if (ret == 0 && reg->drv) {
         ret = reg->drv->container_delete(reg->drv_ctx, p->handle, dir, err);
         if (ret == -ERR_UNAVAILABLE && undo)
             ret = 0;
     }
+    t_rt = uv_hrtime();
     if (ret == 0 && st) {
         char owner[MJ_WORD_MAX + 1];
         snprintf(owner, sizeof(owner), MJ_OWNER_CONTAINER "%s", p->handle);
@@ -558,6 +562,7 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
         cleanup_free char *srec = fs_path_join(dir, SCRATCH_RECORD);
         ret = srec ? scratch_release(srec, err) : err_set(err, ENOMEM, "out of memory");
     }
+    t_mnt = uv_hrtime();
     for (size_t i = 0; ret == 0 && st && p->mount_volumes && i < p->nmounts; i++) {
         if (!p->mount_volumes[i])
             continue;
@@ -576,8 +581,13 @@ delete_steps(struct containers *reg, struct store *st, const struct ctr_params *
             ret = ur;
         }
     }
+    t_use = uv_hrtime();
     if (ret == 0 && have_dir)
         ret = container_dir_remove(dir, trash, err);
+    log_debug("delete %s: record %.1f ms, runtime %.1f, unmount %.1f, volumes and image use %.1f, "
+              "rename %.1f",
+              p->handle, (t_rec - t0) / 1e6, (t_rt - t_rec) / 1e6, (t_mnt - t_rt) / 1e6,
+              (t_use - t_mnt) / 1e6, (uv_hrtime() - t_use) / 1e6);
     return ret < 0 ? err_wrap(err, "delete container %s", p->handle) : 0;
 }
 

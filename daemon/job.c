@@ -62,25 +62,43 @@ job_queue_free(struct job_queue *q)
 }
 
 /*
- * Pool threads run at a lower priority than the loop thread (nice +10 on
- * Linux, where each thread has its own nice value; below normal on
- * Windows): on a small machine
- * several CPU-bound jobs would otherwise compete with the loop for the
- * cores, and every request would wait behind them. Set once per thread.
+ * Pool threads run their jobs at a lower priority than the loop thread
+ * (nice +10 on Linux, where each thread has its own nice value; below
+ * normal on Windows): on a small machine several CPU-bound jobs would
+ * otherwise compete with the loop for the cores, and every request would
+ * wait behind them. A prompt job (job_submit_prompt) runs at the daemon's
+ * own priority.
+ *
+ * Between jobs a thread rests at the daemon's priority, and lowers itself
+ * only while a job that is not prompt runs: the priority a thread has
+ * when it is woken for the next job is the one it waits for a CPU with,
+ * and a prompt job picked up by a thread resting at +10 first waited, on
+ * a loaded machine, as long as any +10 thread does (under EEVDF, behind
+ * every runnable thread at nice 0: 50-230 ms per hand-off at a load of
+ * 16 on 2 cores, three hand-offs per container start). A thread that
+ * cannot raise itself back (no CAP_SYS_NICE, RLIMIT_NICE) stays low.
  */
 #define POOL_THREAD_NICE 10
 
-static _Thread_local bool thread_niced;
+static _Thread_local bool thread_low;   /* at POOL_THREAD_NICE now */
+static _Thread_local bool thread_stuck; /* cannot go back up: stays low */
 
 static void
-nice_pool_thread(void)
+pool_thread_set_low(bool low)
 {
-    if (thread_niced)
+    if (low == thread_low || (!low && thread_stuck))
         return;
-    thread_niced = true;
-    int r = os_thread_lower_priority(POOL_THREAD_NICE);
-    if (r < 0)
+    int r = low ? os_thread_lower_priority(POOL_THREAD_NICE) : os_thread_restore_priority();
+    if (r == 0) {
+        thread_low = low;
+    } else if (low) {
         log_debug("job: cannot lower the pool thread's priority: %s", strerror(-r));
+        thread_stuck = true; /* and never tried again */
+        thread_low = true;
+    } else {
+        log_debug("job: cannot raise the pool thread's priority again: %s", strerror(-r));
+        thread_stuck = true;
+    }
 }
 
 static void start_waiting(struct job_queue *q);
@@ -89,16 +107,12 @@ static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
-    nice_pool_thread();
-    /* A prompt job's thread runs at the daemon's own priority, then goes back. */
-    bool raised = job->prompt && os_thread_restore_priority() == 0;
+    pool_thread_set_low(!job->prompt);
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
-    int r = raised ? os_thread_lower_priority(POOL_THREAD_NICE) : 0;
-    if (r < 0)
-        log_debug("job: cannot lower the pool thread's priority again: %s", strerror(-r));
+    pool_thread_set_low(false); /* rests at the daemon's priority */
 }
 
 static void

@@ -211,7 +211,8 @@ net_attach_begin(struct net_waiter *w)
         return;
     }
     w->step = s;
-    int rc = job_submit(n->jobs, "net.attach", prepare_work, prepare_done, w);
+    /* Prompt: the create's runtime job waits for the namespace. */
+    int rc = job_submit_prompt(n->jobs, "net.attach", prepare_work, prepare_done, w);
     if (rc < 0) {
         err_set(&err, -rc, "network for %s: %s", e->handle,
                 rc == -ECANCELED ? "shutting down" : "cannot queue the job");
@@ -455,7 +456,7 @@ chain_add_done(void *arg, struct json_object *result, const struct err *err)
         return;
     }
     w->step = s;
-    int rc = job_submit(n->jobs, "net.attach", commit_work, commit_done, w);
+    int rc = job_submit_prompt(n->jobs, "net.attach", commit_work, commit_done, w);
     if (rc < 0) {
         w->step = NULL;
         net_step_free(s);
@@ -537,9 +538,10 @@ detach_remove(struct detach_op *op)
     struct err err = {0};
     if (op->e)
         op->step = step_new(n, op->e, NULL);
-    int rc = op->step
-                 ? job_submit(n->jobs, "net.detach", detach_remove_work, detach_remove_done, op)
-                 : -ENOMEM;
+    /* Prompt: the delete is answered once the namespace is gone. */
+    int rc = op->step ? job_submit_prompt(n->jobs, "net.detach", detach_remove_work,
+                                          detach_remove_done, op)
+                      : -ENOMEM;
     if (rc < 0) {
         if (op->e)
             op->e->state = NE_ATTACHED;
