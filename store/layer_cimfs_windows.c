@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
-#include "runtime/hcs/cimfs_api.h"
-#include "runtime/hcs/hresult.h"
+#include "store/cimfs_api.h"
 
 #define GUID_TEXT 37
 
@@ -80,7 +79,7 @@ mount_cim(struct cimfs_api *api, const char *path, const GUID *g, struct err *er
         return err_set(err, ENOMEM, "mount cim %s: out of memory", path);
     HRESULT hr = api->CimMountImage(dir, name, CIM_MOUNT_IMAGE_NONE, g);
     if (FAILED(hr))
-        return hcs_err_set(err, (uint32_t)hr, NULL, NULL, "mount cim %s", path);
+        return cimfs_err_set(err, hr, "mount cim %s", path);
     return 0;
 }
 
@@ -148,7 +147,6 @@ layer_cimfs_undo(const struct mj_entry *e, struct err *err)
     if (hr == HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND))
         return 0; /* not mounted: never made, or undone already */
     if (FAILED(hr))
-        return hcs_err_set(err, (uint32_t)hr, NULL, NULL, "undo cimfs mount %s: dismount %s",
-                           e->name, id);
+        return cimfs_err_set(err, hr, "undo cimfs mount %s: dismount %s", e->name, id);
     return 0;
 }

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "cimfs_tar.h"
-#include "runtime/hcs/cimfs_api.h"
+#include "store/cimfs_api.h"
 #include "store/cim_writer.h"
 #include "store/mount_journal.h"
 
