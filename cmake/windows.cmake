@@ -88,6 +88,7 @@ set(BERTH_WIN_SOURCES
     jsonutil/fields.c
     jsonutil/parse.c
     store/blob.c
+    store/cim_chain_windows.c
     store/cim_format.c
     store/cim_writer_windows.c
     store/cimfs_api_windows.c
@@ -305,6 +306,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cim_chain
     test_cimfs_mount
     test_cimfs_writer
     test_hcn_api
