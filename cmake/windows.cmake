@@ -135,6 +135,7 @@ set(BERTH_WIN_SOURCES
     store/wclayer.c
     store/wclayer_blob.c
     store/wclayer_import_windows.c
+    store/wclayer_uvm_windows.c
     store/wcstorage_doc.c
     store/wcstorage_windows.c
     store/vdisk_windows.c
@@ -157,7 +158,11 @@ set(BERTH_WIN_SOURCES
     daemon/layer_format_windows.c
     daemon/monitor.c
     daemon/net_conf.c
-    daemon/net_windows.c
+    daemon/net_hcn_attach_windows.c
+    daemon/net_hcn_health_windows.c
+    daemon/net_hcn_record_windows.c
+    daemon/net_hcn_windows.c
+    daemon/net_ports.c
     daemon/proc_output.c
     daemon/proc_stdin.c
     daemon/runtime_probe.c
@@ -309,8 +314,10 @@ set(BERTH_WIN_ONLY_SUITES
     test_cim_chain
     test_cimfs_mount
     test_cimfs_writer
+    test_gc_wcifs
     test_hcn_api
     test_hcs_api
+    test_net_hcn
     test_hcs_driver
     test_hcs_host
     test_layer_wcifs
@@ -521,7 +528,8 @@ if(BERTH_TESTS)
     set(api_env WINEDEBUG=-all CK_DEFAULT_TIMEOUT=300 "BERTH_TEST_BERTHD=$<TARGET_FILE:berthd>"
                 "BERTH_TEST_WINE=${CMAKE_CROSSCOMPILING_EMULATOR}"
                 "BERTH_TEST_HCS_STORAGE_DOUBLE=$<TARGET_FILE:computestorage_double>"
-                "BERTH_TEST_VIRTDISK_DOUBLE=$<TARGET_FILE:virtdisk_double>")
+                "BERTH_TEST_VIRTDISK_DOUBLE=$<TARGET_FILE:virtdisk_double>"
+                "BERTH_TEST_HCN_DOUBLE=$<TARGET_FILE:computenetwork_double>")
     if(BERTH_WINEPREFIX)
       list(APPEND api_env WINEPREFIX=${BERTH_WINEPREFIX})
     endif()

@@ -228,8 +228,10 @@ scratch_folder(const char *dir, char **out, struct err *err)
  * Windows: the image's layer folders (or the raw rootfs's one folder),
  * topmost first, mounted as WCIFS layers over a scratch VHDX in
  * <dir>\scratch (store/layer_wcifs_windows.c), journaled as the
- * container's rootfs entry. A layer's id is wcs_layer_id of its chain ID
- * (of the raw folder's name: what the hcs driver derives for it).
+ * container's rootfs entry; under hyperv the scratch is only made and
+ * formatted, for the utility VM to attach. A layer's id is wcs_layer_id
+ * of its chain ID (of the raw folder's name: what the hcs driver derives
+ * for it).
  */
 static int
 mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
@@ -261,6 +263,9 @@ mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
     struct layer_list *list = NULL;
     if (ret == 0)
         ret = layer_list_parse_wcifs((const char *const *)folders, ids, n + 1, &list, err);
+    /* hyperv: the scratch is the utility VM's to attach, not the host's. */
+    if (ret == 0)
+        list->vm_scratch = strcmp(p->isolation, "hyperv") == 0;
     struct rootfs_rec rr;
     rootfs_rec_init(&rr, st, p);
     if (ret == 0)

@@ -23,13 +23,15 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "daemon/net_cni.h"
+#include "daemon/net_ports.h"
 
 /* ---- ports ------------------------------------------------------------------ */
 
 /* Is the host port forwarded already (the entry being made included), or the API's? */
 static bool
-port_taken(struct net *n, uint16_t port, enum net_proto proto)
+port_taken(void *ctx, uint16_t port, enum net_proto proto)
 {
+    struct net *n = ctx;
     for (struct net_entry *e = n->entries; e; e = e->next) {
         for (size_t i = 0; i < e->nports; i++) {
             if (e->ports[i].host == port && e->ports[i].proto == proto)
@@ -37,33 +39,6 @@ port_taken(struct net *n, uint16_t port, enum net_proto proto)
         }
     }
     return port == n->rules.api_port && proto == NET_PROTO_TCP;
-}
-
-/*
- * Binds port (0: any) on every IPv4 address to see that nothing on the
- * host has it; *out gets the port bound. socket and bind do not block.
- */
-static int
-port_probe(uint16_t port, enum net_proto proto, uint16_t *out)
-{
-    int fd = socket(AF_INET, (proto == NET_PROTO_UDP ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    int rc = 0;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        rc = -errno;
-    } else {
-        socklen_t len = sizeof(sa);
-        if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
-            rc = -errno;
-        else
-            *out = ntohs(sa.sin_port);
-    }
-    close(fd);
-    return rc;
 }
 
 /* Fills e->ports from the request, choosing host ports for 0. */
@@ -76,39 +51,7 @@ ports_choose(struct net *n, struct net_entry *e, const struct net_port *req, siz
     e->ports = calloc(nreq, sizeof(*e->ports));
     if (!e->ports)
         return err_set(err, ENOMEM, "ports: out of memory");
-    for (size_t i = 0; i < nreq; i++) {
-        struct net_port p = req[i];
-        const char *proto = net_proto_name(p.proto);
-        if (p.host) {
-            uint16_t bound;
-            if (port_taken(n, p.host, p.proto))
-                return err_set(err, ERR_CONFLICT, "host port %u/%s: already forwarded", p.host,
-                               proto);
-            int rc = port_probe(p.host, p.proto, &bound);
-            if (rc == -EADDRINUSE)
-                return err_set(err, ERR_CONFLICT, "host port %u/%s: in use on the host", p.host,
-                               proto);
-            if (rc < 0)
-                return err_errno(err, -rc, "host port %u/%s", p.host, proto);
-        } else {
-            int tries = 0;
-            for (;;) {
-                uint16_t bound = 0;
-                int rc = port_probe(0, p.proto, &bound);
-                if (rc < 0)
-                    return err_errno(err, -rc, "choose a host port for %u/%s", p.container, proto);
-                if (!port_taken(n, bound, p.proto)) {
-                    p.host = bound;
-                    break;
-                }
-                if (++tries == 64)
-                    return err_set(err, ERR_CONFLICT, "choose a host port for %u/%s: none free",
-                                   p.container, proto);
-            }
-        }
-        e->ports[e->nports++] = p;
-    }
-    return 0;
+    return net_ports_choose(req, nreq, port_taken, n, e->ports, &e->nports, err);
 }
 
 /* ---- attach ----------------------------------------------------------------- */
@@ -116,35 +59,7 @@ ports_choose(struct net *n, struct net_entry *e, const struct net_port *req, siz
 static int
 validate_req(const struct net_attach_req *req, struct err *err)
 {
-    if (!req->handle || !rt_handle_valid(req->handle))
-        return err_set(err, EINVAL, "network: container handle %s is invalid",
-                       req->handle ? req->handle : "(null)");
-    if (req->hostname) {
-        /* It goes into /etc/hosts: nothing but a name. */
-        size_t len = strlen(req->hostname);
-        bool ok = len > 0 && len <= 63;
-        for (size_t i = 0; ok && i < len; i++) {
-            char c = req->hostname[i];
-            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '-' || c == '.' || c == '_';
-        }
-        if (!ok)
-            return err_set(err, EINVAL, "hostname %s: expected 1 to 63 of [A-Za-z0-9_.-]",
-                           req->hostname);
-    }
-    if (req->nports > NET_PORTS_MAX)
-        return err_set(err, EINVAL, "ports: at most %d, not %zu", NET_PORTS_MAX, req->nports);
-    for (size_t i = 0; i < req->nports; i++) {
-        const struct net_port *p = &req->ports[i];
-        if (p->container == 0)
-            return err_set(err, EINVAL, "ports[%zu].container: must be from 1 to 65535", i);
-        if (p->proto != NET_PROTO_TCP && p->proto != NET_PROTO_UDP)
-            return err_set(err, EINVAL, "ports[%zu].protocol: expected tcp or udp", i);
-        for (size_t j = 0; j < i && p->host; j++)
-            if (req->ports[j].host == p->host && req->ports[j].proto == p->proto)
-                return err_set(err, EINVAL, "ports[%zu].host %u: given twice", i, p->host);
-    }
-    return 0;
+    return net_req_check(req->handle, req->hostname, req->ports, req->nports, err);
 }
 
 static void

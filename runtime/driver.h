@@ -56,7 +56,8 @@ struct rt_container_spec {
     size_t nmounts;
     const char *cgroups_path; /* NULL: the driver's default for the handle */
     bool readonly_rootfs;     /* the root filesystem is mounted read-only */
-    /* The network namespace to join (a bound nsfs file, daemon/net.h), or
+    /* The network namespace to join (a bound nsfs file, daemon/net.h; on
+     * Windows the GUID of an HCN namespace), or
      * NULL: a new one with only lo, made by the runtime. */
     const char *netns_path;
     /* The isolation asked for (one of the driver's `isolation` list), or

@@ -35,6 +35,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "store/db.h"
+#include "store/layer.h"
 
 /* A sorted set of digests, filled from an ORDER BY query. */
 struct digest_set {
@@ -175,7 +176,7 @@ snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
         return err_errno(err, -r, "stat %s", snap_root);
     if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev)
         return err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
-    return fs_remove_tree(path, err);
+    return layer_folder_remove(path, err); /* Windows: HcsDestroyLayer first */
 }
 
 /* Removes one snapshot's directory; true when it is gone, counting failures. */

@@ -16,6 +16,7 @@
 #ifndef BERTH_STORE_LAYER_H
 #define BERTH_STORE_LAYER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/err.h"
@@ -38,6 +39,11 @@ struct layer_list {
     size_t count;
     struct layer *layers; /* bottom (base) first, top last */
     char *scratch;        /* WCIFS, CIMFS: the scratch folder (sandbox.vhdx); NULL on Linux */
+    /* WCIFS: the scratch is a utility VM's (hyperv isolation): created and
+     * formatted on the host, never attached there (the VM gets it by SCSI,
+     * the layers over VSMB); the rootfs is the VHDX's path. Set by the
+     * caller after parsing. */
+    bool vm_scratch;
 };
 
 /*
@@ -110,7 +116,8 @@ struct layer_mount_rec {
  * in scratch_dir (NULL: the list's scratch folder), created and formatted
  * when missing, attached, and the layer filter on its volume: WCIFS over
  * the layer folders, or, for CimFS, the top-most CIM mounted and UnionFS
- * over its Files. target is not used; rootfs is the scratch volume. The
+ * over its Files. target is not used; rootfs is the scratch volume (with
+ * vm_scratch: the VHDX, made and formatted but not attached). The
  * entry (kinds "wcifs" and "cimfs") is written before the first step and
  * rewritten as each step is made, so that undo knows how far it got
  * (store/layer_windows.c).
@@ -188,5 +195,14 @@ int mounted_layers_load(const char *path, struct mounted_layers **out, struct er
 
 /* Frees m without unmounting; NULL is a no-op. */
 void mounted_layers_free(struct mounted_layers *m);
+
+/*
+ * Removes an unpacked layer's folder (a snapshot garbage collection
+ * sweeps). On Windows a WCIFS layer folder (one with Files\) is given to
+ * HcsDestroyLayer first, which undoes what HCS made of it, and what is
+ * left goes as a tree; elsewhere, and for any other folder, it goes as a
+ * tree. A missing folder is success. Blocking.
+ */
+int layer_folder_remove(const char *path, struct err *err);
 
 #endif

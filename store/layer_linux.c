@@ -271,3 +271,9 @@ layer_windows_undo(const struct mj_entry *e, struct err *err)
 {
     return err_set(err, ENOTSUP, "undo %s mount %s: it needs Windows", e->kind, e->name);
 }
+
+int
+layer_folder_remove(const char *path, struct err *err)
+{
+    return fs_remove_tree(path, err); /* no HCS here: a layer is a plain tree */
+}

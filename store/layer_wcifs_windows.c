@@ -18,15 +18,30 @@
  * "layer-<i>-path", topmost first). A failed mount undoes itself and
  * removes its entry.
  *
+ * A utility VM's scratch (layer_list.vm_scratch, hyperv isolation) is
+ * only created and formatted here (HcsFormatWritableLayerVhd mounts a
+ * VHD it is given for as long as it formats it): the VM attaches it by
+ * SCSI and unions the layers itself, and a VHDX cannot be attached on
+ * the host and in a VM at once. Its entry says "vm" 1 and never gets
+ * past step create, so an undo has nothing on the host to take away;
+ * the rootfs is the VHDX's path.
+ *
+ * layer_folder_remove (store/layer.h) is here too: a WCIFS layer folder
+ * that gc sweeps goes through HcsDestroyLayer first.
+ *
  * Windows only; blocking: pool threads or start-up.
  */
 #include "store/layer_int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "common/fsutil.h"
+#include "common/osfs.h"
 #include "store/vdisk.h"
 #include "store/wcstorage.h"
 
@@ -101,8 +116,9 @@ layer_wcifs_undo(const struct mj_entry *e, struct err *err)
     const char *volume = mj_entry_get(e, "volume");
     if (!step || !vhd)
         return err_set(err, EINVAL, "undo wcifs mount %s: no step or vhd", e->name);
-    if (!step_at_least(step, "attach"))
-        return 0; /* nothing was attached */
+    const char *vm = mj_entry_get(e, "vm");
+    if (!step_at_least(step, "attach") || (vm && strcmp(vm, "1") == 0))
+        return 0; /* nothing was attached on the host */
     struct wcs_api *wcs = NULL;
     struct vdisk_api *vd = NULL;
     int r = 0;
@@ -180,6 +196,7 @@ layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
     snprintf(vhd, dl + sizeof(WCIFS_VHD_NAME) + 2, "%s%s%s", dir,
              dir[dl - 1] == '\\' || dir[dl - 1] == '/' ? "" : "\\", WCIFS_VHD_NAME);
     if ((r = mj_entry_set(e, "vhd", vhd, err)) < 0 || (r = set_layers(e, l, err)) < 0 ||
+        (l->vm_scratch && (r = mj_entry_set(e, "vm", "1", err)) < 0) ||
         (r = journal_step(rec, e, "begin", vhd, err)) < 0)
         goto out;
     if ((r = wcs_api_open(NULL, &wcs, err)) < 0 || (r = vdisk_api_open(NULL, &vd, err)) < 0)
@@ -192,6 +209,15 @@ layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
             goto undo;
         created = true;
     } else if (r < 0) {
+        goto undo;
+    }
+    if (l->vm_scratch) {
+        /* Formatted through the handle, never attached: the VM's to attach. */
+        if (created && (r = wcs_format_vhd(wcs, h, err)) < 0)
+            goto undo;
+        r = mounted_of(l, vhd, rec, e, out, err);
+        if (r == 0)
+            goto out;
         goto undo;
     }
     if ((r = journal_step(rec, e, "attach", NULL, err)) < 0 || (r = vdisk_attach(vd, h, err)) < 0)
@@ -226,4 +252,31 @@ out:
     free(vhd);
     mj_entry_free(e);
     return r < 0 ? err_wrap(err, "mount wcifs layers") : 0;
+}
+
+int
+layer_folder_remove(const char *path, struct err *err)
+{
+    size_t n = strlen(path);
+    char *win = malloc(n + sizeof("\\Files"));
+    if (!win)
+        return err_set(err, ENOMEM, "remove layer %.300s: out of memory", path);
+    for (size_t i = 0; i <= n; i++)
+        win[i] = path[i] == '/' ? '\\' : path[i];
+    memcpy(win + n, "\\Files", sizeof("\\Files"));
+    struct os_stat st;
+    bool wcifs = osfs_stat(win, &st) == 0 && S_ISDIR(st.st_mode);
+    win[n] = '\0';
+    int r = 0;
+    if (wcifs) {
+        struct wcs_api *wcs = NULL;
+        r = wcs_api_open(NULL, &wcs, err);
+        if (r == 0)
+            r = wcs_destroy_layer(wcs, win, err);
+        wcs_api_free(wcs);
+    }
+    free(win);
+    if (r < 0)
+        return err_wrap(err, "remove layer %.300s", path);
+    return fs_remove_tree(path, err);
 }

@@ -26,6 +26,9 @@ void vdisk_api_free(struct vdisk_api *api);
 
 /* A new dynamically sized VHDX of size bytes at path (EEXIST when there is one); *h its handle. */
 int vdisk_create(struct vdisk_api *api, const char *path, uint64_t size, void **h, struct err *err);
+/* A new differencing VHDX at path over the VHDX parent (EEXIST when there is one); not kept open.
+ */
+int vdisk_create_diff(struct vdisk_api *api, const char *path, const char *parent, struct err *err);
 /* Opens the VHDX at path: ENOENT when there is none. */
 int vdisk_open(struct vdisk_api *api, const char *path, void **h, struct err *err);
 /* Attaches it, no drive letter, until detached (it outlives h and the process). */

@@ -117,6 +117,30 @@ vdisk_create(struct vdisk_api *api, const char *path, uint64_t size, void **h, s
 }
 
 int
+vdisk_create_diff(struct vdisk_api *api, const char *path, const char *parent, struct err *err)
+{
+    wchar_t *w = wide(path), *wp = wide(parent);
+    if (!w || !wp) {
+        free(w);
+        free(wp);
+        return err_set(err, EINVAL, "create vhdx %.300s: not UTF-8", path);
+    }
+    VIRTUAL_STORAGE_TYPE type = {VIRTUAL_STORAGE_TYPE_DEVICE_VHDX, vendor_microsoft};
+    CREATE_VIRTUAL_DISK_PARAMETERS p = {0};
+    p.Version = CREATE_VIRTUAL_DISK_VERSION_2;
+    p.Version2.ParentPath = wp; /* the size is the parent's */
+    HANDLE hd = NULL;
+    DWORD e = api->CreateVirtualDisk(&type, w, VIRTUAL_DISK_ACCESS_NONE, NULL,
+                                     CREATE_VIRTUAL_DISK_FLAG_NONE, 0, &p, NULL, &hd);
+    free(w);
+    free(wp);
+    if (e != ERROR_SUCCESS)
+        return vd_fail(err, e, "create differencing vhdx", path);
+    CloseHandle(hd);
+    return 0;
+}
+
+int
 vdisk_open(struct vdisk_api *api, const char *path, void **h, struct err *err)
 {
     wchar_t *w = wide(path);

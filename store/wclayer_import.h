@@ -12,9 +12,10 @@
  *   removed;
  * - a base layer (no parents, no whiteouts): written straight into
  *   layer_dir, then HcsSetupBaseOSLayer(layer_dir, NULL, "Container").
- *   A base layer with a UtilityVM also needs HcsSetupBaseOSLayer of
- *   layer_dir\UtilityVM with an attached SystemTemplateBase.vhdx, which
- *   needs virtdisk.dll: not written, so it is refused (ENOTSUP).
+ *   A base layer with a UtilityVM then gets its UtilityVM set up
+ *   (store/wclayer_uvm.h: HcsSetupBaseOSLayer of layer_dir\UtilityVM, "Vm",
+ *   with an attached SystemTemplateBase.vhdx, and SystemTemplate.vhdx
+ *   over it).
  *
  * On failure nothing is left: the staging folder and layer_dir are
  * removed, after HcsDestroyLayer when HCS got as far as making the layer.

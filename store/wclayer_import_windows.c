@@ -2,7 +2,8 @@
  * Windows layer tars into WCIFS layer folders (store/wclayer_import.h):
  * the staging writer (a struct wcl_sink that makes each entry with Win32
  * calls, descriptors and attributes included) and the HCS import around
- * it. Windows only; pool threads.
+ * it (a base layer's UtilityVM: store/wclayer_uvm.h). Windows only; pool
+ * threads.
  */
 #include "store/wclayer_import.h"
 
@@ -16,6 +17,7 @@
 
 #include "common/strbuf.h"
 #include "store/wclayer_blob.h"
+#include "store/wclayer_uvm.h"
 
 struct writer {
     wchar_t *root; /* \\?\ form, no trailing '\' */
@@ -375,6 +377,7 @@ struct stage {
     wchar_t *layer_w;
     bool base;
     bool hcs_called; /* HCS may have made the layer: HcsDestroyLayer on failure */
+    bool uvm;        /* a base layer with a UtilityVM (store/wclayer_uvm.h) */
     struct writer w;
 };
 
@@ -445,10 +448,9 @@ stage_run(struct stage *st, wtar_read_fn read, void *ctx, struct wcl_layer_info 
     }
     if (rc == 0 && !st->base)
         rc = write_tombstones(&st->w, err);
-    if (rc == 0 && st->base && info->utility_vm)
-        rc = err_set(err, ENOTSUP,
-                     "a base layer with a UtilityVM needs its SystemTemplateBase.vhdx attached "
-                     "through virtdisk.dll, which berth does not do yet");
+    st->uvm = st->base && info->utility_vm;
+    if (rc == 0 && st->uvm)
+        rc = wclayer_uvm_check(st->layer_dir, err);
     return rc;
 }
 
@@ -458,8 +460,10 @@ stage_commit(struct stage *st, struct wcs_api *api, const struct wcs_layer *pare
              size_t nparents, struct err *err)
 {
     st->hcs_called = true;
-    if (st->base)
-        return wcs_setup_base_layer(api, st->layer_dir, NULL, false, err);
+    if (st->base) {
+        int rc = wcs_setup_base_layer(api, st->layer_dir, NULL, false, err);
+        return rc == 0 && st->uvm ? wclayer_uvm_setup(api, st->layer_dir, err) : rc;
+    }
     char *ld = wcs_layer_data(parents, nparents, err);
     int rc = ld ? wcs_import_layer(api, st->layer_dir, st->staging, ld, err) : -err->code;
     free(ld);

@@ -511,6 +511,41 @@ scratch_of(const struct rt_container_spec *spec, bool hyperv, struct err *err)
     return NULL;
 }
 
+/*
+ * The utility VM's own scratch, vhd (<dir>\vm\sandbox.vhdx), copied from
+ * the template the base layer's import made (<base>\UtilityVM\
+ * SystemTemplate.vhdx, store/wclayer_uvm.h), as hcsshim makes a VM's
+ * scratch. A base layer without one carries no utility VM: that image
+ * runs under process isolation only.
+ */
+static int
+uvm_scratch_make(const char *handle, const char *base, const char *dir, const char *vhd,
+                 struct err *err)
+{
+    char tmpl[HCS_PATH_MAX + 1], vmdir[HCS_PATH_MAX + 1];
+    if (snprintf(tmpl, sizeof(tmpl), "%s\\UtilityVM\\SystemTemplate.vhdx", base) >=
+            (int)sizeof(tmpl) ||
+        snprintf(vmdir, sizeof(vmdir), "%s\\vm", dir) >= (int)sizeof(vmdir))
+        return err_set(err, EINVAL, "container %s: base layer path too long", handle);
+    int ret = hcs_mkdir(vmdir, err);
+    cleanup_free wchar_t *wt = hcs_wide(tmpl);
+    cleanup_free wchar_t *wv = hcs_wide(vhd);
+    if (ret == 0 && (!wt || !wv))
+        ret = err_set(err, ENOMEM, "container %s: out of memory", handle);
+    if (ret == 0 && !CopyFileW(wt, wv, FALSE)) {
+        DWORD e = GetLastError();
+        if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND)
+            return err_set(err, ERR_INVALID_CONTENT,
+                           "container %s: hyperv: the base layer %.200s has no "
+                           "UtilityVM\\SystemTemplate.vhdx (an image without a utility vm runs "
+                           "under process isolation only)",
+                           handle, base);
+        return err_set(err, EIO, "container %s: copy %.200s to %.200s: error %lu", handle, tmpl,
+                       vhd, (unsigned long)e);
+    }
+    return ret;
+}
+
 /* Boots the utility VM of c and gives it the container's storage; fills d for the hosted doc. */
 static int
 vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *spec,
@@ -532,6 +567,14 @@ vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *s
     if ((ret = hcs_path_to_windows(spec->dir, dir, sizeof(dir), err)) < 0)
         return err_wrap(err, "container %s: its directory", spec->handle);
     snprintf(vhd, sizeof(vhd), "%s\\vm\\sandbox.vhdx", dir);
+    if (!scratch[0])
+        return err_set(err, EINVAL, "container %s: hyperv needs a scratch .vhdx", spec->handle);
+    if ((ret = uvm_scratch_make(spec->handle, base, dir, vhd, err)) < 0)
+        return ret;
+    /* The VM's worker opens both disks, as hcsshim grants it before it attaches them. */
+    if ((ret = hcs_grant_vm_access(drv->api, c->vm_id, vhd, err)) < 0 ||
+        (ret = hcs_grant_vm_access(drv->api, c->vm_id, scratch, err)) < 0)
+        return err_wrap(err, "container %s", spec->handle);
     struct hcs_uvm_doc u = {.memory_mb = size.memory_mb,
                             .processors = size.processors,
                             .os_files_path = os_files,
@@ -552,8 +595,6 @@ vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *s
             ret = hcs_vsmb_guest_path(share, b->guest_paths[k], sizeof(b->guest_paths[k]), err);
         b->layers[k].path = b->guest_paths[k];
     }
-    if (ret == 0 && !scratch[0])
-        ret = err_set(err, EINVAL, "container %s: hyperv needs a scratch .vhdx", spec->handle);
     if (ret == 0)
         ret = vm_modify(c, hcs_req_scsi_add(HCS_SCRATCH_LUN, scratch, HCS_GUEST_ROOT, err), err);
     if (ret == 0)
@@ -661,6 +702,10 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
     d.nlayers = b.nlayers;
     d.mounts = b.mounts;
     d.nmounts = b.nmounts;
+    /* The daemon's HCN namespace (daemon/net.h's netns_path on Windows).
+     * A utility VM has no network adapter yet: hyperv containers stay
+     * without one. */
+    d.network_namespace = hyperv ? NULL : spec->netns_path;
     /* The record first: a daemon killed from here on finds what to clean. */
     if ((ret = record_write(drv, c, err)) < 0)
         goto fail;

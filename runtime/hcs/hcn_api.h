@@ -34,6 +34,10 @@ struct hcn_api;
 int hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err);
 void hcn_api_free(struct hcn_api *api);
 
+/* The id of the network named name, as HcnEnumerateNetworks finds it (*found says whether). */
+int hcn_network_find(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], bool *found,
+                     struct err *err);
+
 /*
  * The id of the network named doc->name: the one HcnEnumerateNetworks
  * finds by that name, else a new one made from doc (*created says which).
@@ -52,9 +56,11 @@ struct hcn_attachment {
 
 /*
  * Creates the container's endpoint on ep->network_id and a host
- * namespace, and adds the endpoint to it. When a step fails, what the
- * earlier ones made is deleted before the error comes back, so a failed
- * create leaves nothing in HNS.
+ * namespace, and adds the endpoint to it. The ids are out's when both are
+ * set on the way in (the daemon chooses them first and records them
+ * before anything exists, so that it can delete them after a crash), else
+ * made here. When a step fails, what the earlier ones made is deleted
+ * before the error comes back, so a failed create leaves nothing in HNS.
  */
 int hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
                          struct hcn_attachment *out, struct err *err);

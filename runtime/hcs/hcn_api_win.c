@@ -187,51 +187,65 @@ first_id(const char *list, char id[HCS_GUID_SIZE], bool *found, struct err *err)
     return 0;
 }
 
+/* HcnEnumerateNetworks for name: the first id into id, *found whether there was one. */
+static int
+network_query(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], bool *found,
+              struct err *err)
+{
+    json_object *query = hcn_doc_query_name(name, err);
+    if (!query)
+        return -EINVAL;
+    wchar_t *wq = doc_wide(query);
+    if (!wq)
+        return err_set(err, ENOMEM, "hcn network %s: out of memory", name);
+    PWSTR list = NULL, record = NULL;
+    HRESULT hr = api->HcnEnumerateNetworks(wq, &list, &record);
+    free(wq);
+    if (FAILED(hr))
+        return fail(err, hr, record, "find hcn network", name);
+    char *l = take(list);
+    int r = first_id(l, id, found, err);
+    free(l);
+    return r;
+}
+
+int
+hcn_network_find(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], bool *found,
+                 struct err *err)
+{
+    return network_query(api, name, id, found, err);
+}
+
 int
 hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc, char id[HCS_GUID_SIZE],
                    bool *created, struct err *err)
 {
     json_object *settings = hcn_doc_network(doc, err);
-    json_object *query = settings ? hcn_doc_query_name(doc->name, err) : NULL;
-    if (!query) {
-        json_object_put(settings);
-        return -(err->code ? err->code : EINVAL);
-    }
-    wchar_t *wq = doc_wide(query), *ws = doc_wide(settings);
-    if (!wq || !ws) {
-        free(wq);
-        free(ws);
+    if (!settings)
+        return -EINVAL;
+    wchar_t *ws = doc_wide(settings);
+    if (!ws)
         return err_set(err, ENOMEM, "hcn network %s: out of memory", doc->name);
-    }
-    PWSTR list = NULL, record = NULL;
-    HRESULT hr = api->HcnEnumerateNetworks(wq, &list, &record);
-    int r = 0;
-    if (FAILED(hr)) {
-        r = fail(err, hr, record, "find hcn network", doc->name);
-    } else {
-        char *l = take(list);
-        bool found = false;
-        r = first_id(l, id, &found, err);
-        free(l);
-        *created = false;
-        if (r == 0 && !found) {
-            struct hcs_guid g;
-            GUID wg;
-            HCN_NETWORK h = NULL;
-            if ((r = hcs_guid_random(&g, err)) == 0) {
-                hcs_guid_format(&g, id);
-                guid_of(id, &wg, err);
-                hr = api->HcnCreateNetwork(&wg, ws, &h, &record);
-                if (FAILED(hr))
-                    r = fail(err, hr, record, "create hcn network", doc->name);
-                else {
-                    api->HcnCloseNetwork(h);
-                    *created = true;
-                }
+    bool found = false;
+    *created = false;
+    int r = network_query(api, doc->name, id, &found, err);
+    if (r == 0 && !found) {
+        struct hcs_guid g;
+        GUID wg;
+        HCN_NETWORK h = NULL;
+        PWSTR record = NULL;
+        if ((r = hcs_guid_random(&g, err)) == 0) {
+            hcs_guid_format(&g, id);
+            guid_of(id, &wg, err);
+            HRESULT hr = api->HcnCreateNetwork(&wg, ws, &h, &record);
+            if (FAILED(hr))
+                r = fail(err, hr, record, "create hcn network", doc->name);
+            else {
+                api->HcnCloseNetwork(h);
+                *created = true;
             }
         }
     }
-    free(wq);
     free(ws);
     return r;
 }
@@ -325,19 +339,20 @@ hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
     if (!doc)
         return -EINVAL;
     wchar_t *wep = doc_wide(doc), *wns = doc_wide(hcn_doc_namespace());
-    struct hcn_attachment a = {{0}};
+    struct hcn_attachment a = *out;
     struct hcs_guid g1, g2;
     GUID net, eg, ng;
     int r = (!wep || !wns) ? err_set(err, ENOMEM, "hcn endpoint: out of memory") : 0;
-    if (r == 0 && (r = hcs_guid_random(&g1, err)) == 0 && (r = hcs_guid_random(&g2, err)) == 0) {
+    bool given = a.endpoint_id[0] && a.namespace_id[0];
+    if (r == 0 && !given && (r = hcs_guid_random(&g1, err)) == 0 &&
+        (r = hcs_guid_random(&g2, err)) == 0) {
         hcs_guid_format(&g1, a.endpoint_id);
         hcs_guid_format(&g2, a.namespace_id);
+    }
+    if (r == 0)
         r = guid_of(ep->network_id, &net, err);
-    }
-    if (r == 0) {
-        guid_of(a.endpoint_id, &eg, err);
-        guid_of(a.namespace_id, &ng, err);
-    }
+    if (r == 0 && (r = guid_of(a.endpoint_id, &eg, err)) == 0)
+        r = guid_of(a.namespace_id, &ng, err);
     bool have_ep = false, have_ns = false;
     PWSTR record = NULL;
     if (r == 0) {

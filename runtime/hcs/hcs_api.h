@@ -84,6 +84,9 @@ void hcs_api_free(struct hcs_api *api);
 /* HcsGetServiceProperties(query): the answer (caller frees). */
 int hcs_service_properties(struct hcs_api *api, const char *query, char **result, struct err *err);
 
+/* HcsGrantVmAccess(vm_id, path): the VM's worker may open the file (a VHDX it attaches). */
+int hcs_grant_vm_access(struct hcs_api *api, const char *vm_id, const char *path, struct err *err);
+
 /*
  * Start-up detection: loads the DLL (dll_path as hcs_api_open()), asks
  * Basic and ProcessorTopology, and fills caps (props.h). Never fails:

@@ -46,7 +46,8 @@
     X(HcsGetProcessInfo)                                                                           \
     X(HcsModifyProcess)                                                                            \
     X(HcsSetProcessCallback)                                                                       \
-    X(HcsGetServiceProperties)
+    X(HcsGetServiceProperties)                                                                     \
+    X(HcsGrantVmAccess)
 
 struct hcs_api {
     HMODULE dll;
@@ -342,6 +343,19 @@ int
 hcs_service_properties(struct hcs_api *api, const char *query, char **result, struct err *err)
 {
     return service_properties(api, query, query, result, err);
+}
+
+int
+hcs_grant_vm_access(struct hcs_api *api, const char *vm_id, const char *path, struct err *err)
+{
+    bool ok_id, ok_path;
+    wchar_t *wid = wide(vm_id, &ok_id), *wp = wide(path, &ok_path);
+    HRESULT hr = ok_id && ok_path && vm_id && path ? api->HcsGrantVmAccess(wid, wp) : E_INVALIDARG;
+    free(wid);
+    free(wp);
+    if (hr == E_INVALIDARG && !(ok_id && ok_path && vm_id && path))
+        return err_set(err, EINVAL, "HcsGrantVmAccess: the vm id or path is not UTF-8");
+    return FAILED(hr) ? fail(api, err, hr, NULL, "HcsGrantVmAccess", path) : 0;
 }
 
 /* One property type's answer for detection. */

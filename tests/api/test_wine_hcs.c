@@ -7,7 +7,9 @@
  * percent-encoded Windows path, a process's output replayed and
  * followed, a signal and the exit code it gives, stdin, two processes
  * named task at once, a volume as a mapped directory, the delete, a
- * hyperv container sized from its limit, admission's 507 against the
+ * hyperv container sized from its limit, its layers shared over VSMB
+ * and its scratch attached by SCSI (never on the host), a base layer
+ * without a utility VM refused, admission's 507 against the
  * host's commit, the 409 of a host without Hyper-V, and restarts of
  * berthd.exe.
  *
@@ -18,17 +20,22 @@
  * computestorage.dll and virtdisk.dll (BERTH_TEST_HCS_STORAGE_DLL,
  * BERTH_TEST_VIRTDISK_DLL), which log to one directory of their own
  * (storage-rec): the mount, its undo at the delete, and the undo after
- * berthd.exe is killed half-way through a delete.
+ * berthd.exe is killed half-way through a delete. Networks go through
+ * the TEST DOUBLE of computenetwork.dll (BERTH_TEST_HCN_DLL, logging to
+ * hcn-rec): a container's endpoint, namespace and ports, the compute
+ * system's Networking.Namespace, their deletion at the delete, after a
+ * create that fails in HCS or in HNS, and at a restart after a kill.
  *
  * scripts/build-windows.sh runs it through the Windows build's CTest
- * with BERTH_TEST_BERTHD, BERTH_TEST_WINE and BERTH_TEST_HCS_DOUBLE (the
- * double's path) set (cmake/windows.cmake). Without them it skips (77).
+ * with BERTH_TEST_BERTHD, BERTH_TEST_WINE, BERTH_TEST_HCS_DOUBLE and
+ * BERTH_TEST_HCN_DOUBLE (the doubles' paths) set (cmake/windows.cmake). Without them it skips (77).
  */
 #include <check.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +53,10 @@ struct hcsd {
     bool keep;              /* BERTH_HCS_DOUBLE_STATE: systems outlive berthd.exe's process */
     char state[PATH_MAX + 16];
     char storage[PATH_MAX + 16]; /* the storage doubles' log, a Linux path */
-    char env[10][PATH_MAX * 2];
+    bool net;                    /* a network (the HCN double), not --network none */
+    const char *hcn_fail;        /* BERTH_HCN_DOUBLE_FAIL */
+    char hcn[PATH_MAX + 16];     /* the HCN double's log, a Linux path */
+    char env[14][PATH_MAX * 2];
 };
 
 /* "raw:///" and the Windows path of dir, every byte outside [A-Za-z0-9._-] escaped. */
@@ -83,10 +93,19 @@ hcsd_start(struct hcsd *h, const char *fail)
     snprintf(h->rootfs, sizeof(h->rootfs), "%s/rootfs", h->b.tmp);
     mkdir(h->rec, 0700);
     mkdir(h->rootfs, 0700);
+    /* A base layer with a utility VM: the template its import made. */
+    char uvm[PATH_MAX + 48];
+    snprintf(uvm, sizeof(uvm), "%s/UtilityVM", h->rootfs);
+    mkdir(uvm, 0700);
+    snprintf(uvm, sizeof(uvm), "%s/UtilityVM/SystemTemplate.vhdx", h->rootfs);
+    fx_write_file(uvm, "template", 8);
     raw_uri(h->rootfs, h->raw, sizeof(h->raw));
     char rec_win[PATH_MAX + 24];
     harness_wine_path(h->rec, rec_win, sizeof(rec_win));
     struct berthd_opts o = {.args = {"--runtime", "hcs", NULL}};
+    if (h->net)
+        o = (struct berthd_opts){.args = {"--runtime", "hcs", "--network-name", "berthw",
+                                          "--network-pool", "10.66.0.0/24", NULL}};
     size_t n = 0;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCS_DLL=%s", h->dll);
     o.env[n] = h->env[n], n++;
@@ -120,15 +139,29 @@ hcsd_start(struct hcsd *h, const char *fail)
     o.env[n] = h->env[n], n++;
     snprintf(h->env[n], sizeof(h->env[n]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", win);
     o.env[n] = h->env[n], n++;
+    /* The HCN double: every daemon can load it; only h->net ones have a network. */
+    const char *ndbl = getenv("BERTH_TEST_HCN_DOUBLE");
+    ck_assert_msg(ndbl && *ndbl, "BERTH_TEST_HCN_DOUBLE is not set");
+    harness_wine_path(ndbl, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_TEST_HCN_DLL=%s", win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->hcn, sizeof(h->hcn), "%s/hcn-rec", h->b.tmp);
+    mkdir(h->hcn, 0700);
+    harness_wine_path(h->hcn, win, sizeof(win));
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCN_DOUBLE_DIR=%s", win);
+    o.env[n] = h->env[n], n++;
+    snprintf(h->env[n], sizeof(h->env[n]), "BERTH_HCN_DOUBLE_FAIL=%s",
+             h->hcn_fail ? h->hcn_fail : "");
+    o.env[n] = h->env[n], n++;
     berthd_start(&h->b, &o);
 }
 
-/* How many times the double saw fn (calls.log: "NNNN <Function> <id>"). */
+/* How many times a double logging to dir saw fn (its calls.log: "NNNN <Function> <id>"). */
 static int
-called(const struct hcsd *h, const char *fn)
+log_count(const char *dir, const char *fn)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    snprintf(path, sizeof(path), "%s/calls.log", dir);
     size_t len = 0;
     char *log = fx_read_file(path, &len);
     int n = 0;
@@ -138,23 +171,27 @@ called(const struct hcsd *h, const char *fn)
         n++;
     free(log);
     return n;
+}
+
+/* How many times the computecore double saw fn. */
+static int
+called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->rec, fn);
 }
 
 /* How many times the storage doubles saw fn (their shared calls.log). */
 static int
 storage_called(const struct hcsd *h, const char *fn)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/calls.log", h->storage);
-    size_t len = 0;
-    char *log = fx_read_file(path, &len);
-    int n = 0;
-    char pat[96];
-    snprintf(pat, sizeof(pat), " %s ", fn);
-    for (char *p = log; p && (p = strstr(p, pat)) != NULL; p++)
-        n++;
-    free(log);
-    return n;
+    return log_count(h->storage, fn);
+}
+
+/* How many times the HCN double saw fn. */
+static int
+hcn_called(const struct hcsd *h, const char *fn)
+{
+    return log_count(h->hcn, fn);
 }
 
 /* Does the container's rootfs entry exist in the mount journal? */
@@ -298,6 +335,72 @@ wait_stdout(const struct hcsd *h, const char *handle, const char *id, const char
     ck_assert_msg(st == 200 && strcmp(out, want) == 0, "stdout of %s/%s: %ld \"%s\", want \"%s\"",
                   handle, id, st, out, want);
     free(out);
+}
+
+/* Did the HCN double see fn with id ("NNNN <fn> <id>")? */
+static bool
+hcn_called_with(const struct hcsd *h, const char *fn, const char *id)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->hcn);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    char pat[160];
+    snprintf(pat, sizeof(pat), " %s %s\n", fn, id);
+    bool found = log && strstr(log, pat);
+    free(log);
+    return found;
+}
+
+/* The id of the k-th (from 1) call of fn the HCN double logged, into out. */
+static void
+hcn_id(const struct hcsd *h, const char *fn, int k, char *out, size_t len)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->hcn);
+    size_t n = 0;
+    char *log = fx_read_file(path, &n);
+    ck_assert_msg(log, "no %s", path);
+    int seen = 0;
+    out[0] = '\0';
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        char num[16], name[64], id[64];
+        if (sscanf(line, "%15s %63s %63s", num, name, id) == 3 && strcmp(name, fn) == 0 &&
+            ++seen == k) {
+            snprintf(out, len, "%s", id);
+            break;
+        }
+    }
+    free(log);
+    ck_assert_msg(out[0], "%s: no call %d", fn, k);
+}
+
+/* Polls /v1/health until the boolean at dotted is want (30 s at most). */
+static bool
+wait_health_bool(const struct hcsd *h, const char *dotted, bool want)
+{
+    double deadline = now_ms() + 30000;
+    do {
+        struct hresp r;
+        http_get(&h->b, "/v1/health", &r);
+        json_object *v = r.json ? json_at(r.json, dotted) : NULL;
+        bool ok = v && json_object_get_boolean(v) == want;
+        hresp_free(&r);
+        if (ok)
+            return true;
+        sleep_ms(200);
+    } while (now_ms() < deadline);
+    return false;
+}
+
+/* Does the container's network record exist (<root>/network/hcn/<handle>)? */
+static bool
+net_recorded(const struct hcsd *h, const char *handle)
+{
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof(path), "%s/network/hcn/%s", h->b.root, handle);
+    struct stat sb;
+    return stat(path, &sb) == 0;
 }
 
 static const char *
@@ -628,6 +731,133 @@ START_TEST(a_hyperv_container_gets_a_vm_sized_from_its_limit)
 }
 END_TEST
 
+/* The n-th (from 1) HcsModifyComputeSystem document whose ResourcePath starts with prefix. */
+static json_object *
+modify_doc(const struct hcsd *h, const char *prefix, int n)
+{
+    int total = called(h, "HcsModifyComputeSystem");
+    for (int k = 1; k <= total; k++) {
+        json_object *d = recorded(h, "HcsModifyComputeSystem", k);
+        const char *rp = str_at(d, "ResourcePath");
+        if (rp && strncmp(rp, prefix, strlen(prefix)) == 0 && --n == 0)
+            return d;
+        json_object_put(d);
+    }
+    ck_abort_msg("no HcsModifyComputeSystem of %s", prefix);
+    return NULL;
+}
+
+static bool
+ends_with(const char *s, const char *suffix)
+{
+    size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/*
+ * hyperv: the scratch VHDX is made and formatted on the host but never
+ * attached there (a VHDX cannot be attached on the host and in a VM at
+ * once); the utility VM gets it by SCSI and the layer folder by a
+ * read-only VSMB share, and the container inside it is given the VSMB
+ * path and the VM's root; the VM's own scratch is copied from the base
+ * layer's template. The delete has nothing on the host to detach.
+ */
+START_TEST(a_hyperv_container_gets_its_layers_by_vsmb_and_its_scratch_by_scsi)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create(&h, "hvs", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(storage_called(&h, "CreateVirtualDisk"), 1);
+    ck_assert_int_eq(storage_called(&h, "HcsFormatWritableLayerVhd"), 1);
+    ck_assert_int_eq(storage_called(&h, "AttachVirtualDisk"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsGetLayerVhdMountPath"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsInitializeWritableLayer"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsAttachLayerStorageFilter"), 0);
+    ck_assert(journaled(&h, "hvs"));
+
+    /* The VM boots from the template's copy at SCSI 0:0. */
+    json_object *vm = recorded(&h, "HcsCreateComputeSystem", 1);
+    const char *vmscratch = str_at(
+        vm, "VirtualMachine.Devices.Scsi.df6d0690-79e5-55b6-a5ec-c1e2f77f580a.Attachments.0.Path");
+    ck_assert_msg(ends_with(vmscratch, "\\hvs\\vm\\sandbox.vhdx"), "%s", vmscratch);
+    char copy[PATH_MAX + 64];
+    snprintf(copy, sizeof(copy), "%s/containers/hvs/vm/sandbox.vhdx", h.b.root);
+    size_t len = 0;
+    char *text = fx_read_file(copy, &len);
+    ck_assert_msg(text && len == 8 && memcmp(text, "template", 8) == 0, "%s", copy);
+    free(text);
+    json_object_put(vm);
+    /* The VM may open both disks (granted before it is made). */
+    ck_assert_int_eq(called(&h, "HcsGrantVmAccess"), 2);
+    json_object *g = recorded(&h, "HcsGrantVmAccess", 2);
+    ck_assert_msg(ends_with(str_at(g, "FilePath"), "\\hvs\\scratch\\sandbox.vhdx"), "%s",
+                  str_at(g, "FilePath"));
+    json_object_put(g);
+
+    /* The layer folder: a read-only share. */
+    json_object *share = modify_doc(&h, "VirtualMachine/Devices/VirtualSmb/Shares", 1);
+    ck_assert_str_eq(str_at(share, "RequestType"), "Add");
+    char rootfs_win[PATH_MAX + 16];
+    harness_wine_path(h.rootfs, rootfs_win, sizeof(rootfs_win));
+    ck_assert_msg(strcasecmp(str_at(share, "Settings.Path"), rootfs_win) == 0, "%s",
+                  str_at(share, "Settings.Path"));
+    ck_assert(json_object_get_boolean(json_at(share, "Settings.Options.ReadOnly")));
+    char name[72];
+    snprintf(name, sizeof(name), "%s", str_at(share, "Settings.Name"));
+    json_object_put(share);
+
+    /* The container's scratch: SCSI LUN 1, mounted at the VM's root for the container. */
+    json_object *scsi = modify_doc(&h, "VirtualMachine/Devices/Scsi/", 1);
+    ck_assert_str_eq(str_at(scsi, "Settings.Type"), "VirtualDisk");
+    ck_assert_msg(ends_with(str_at(scsi, "Settings.Path"), "\\hvs\\scratch\\sandbox.vhdx"), "%s",
+                  str_at(scsi, "Settings.Path"));
+    ck_assert_str_eq(str_at(scsi, "GuestRequest.ResourceType"), "MappedVirtualDisk");
+    ck_assert_str_eq(str_at(scsi, "GuestRequest.Settings.ContainerPath"), "C:\\c\\1");
+    json_object_put(scsi);
+
+    /* The container in the VM sees the share and the VM's root. */
+    json_object *ctr = recorded(&h, "HcsCreateComputeSystem", 2);
+    json_object *layers = json_at(ctr, "HostedSystem.Container.Storage.Layers");
+    ck_assert_int_eq(json_object_array_length(layers), 1);
+    const char *lpath = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(layers, 0), "Path"));
+    char want[128];
+    snprintf(want, sizeof(want), "\\\\?\\VMSMB\\VSMB-{dcc079ae-60ba-4d07-847c-3493609c0870}\\%s",
+             name);
+    ck_assert_str_eq(lpath, want);
+    ck_assert_str_eq(str_at(ctr, "HostedSystem.Container.Storage.Path"), "C:\\c\\1");
+    json_object_put(ctr);
+
+    delete_ctr(&h, "hvs");
+    ck_assert(!journaled(&h, "hvs"));
+    ck_assert_int_eq(storage_called(&h, "DetachVirtualDisk"), 0);
+    ck_assert_int_eq(storage_called(&h, "HcsDetachLayerStorageFilter"), 0);
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* A base layer without a utility VM cannot boot one: 422, and nothing made. */
+START_TEST(a_hyperv_container_on_a_base_layer_without_a_utility_vm_is_refused)
+{
+    struct hcsd h = {0};
+    hcsd_start(&h, NULL);
+    char tmpl[PATH_MAX + 48];
+    snprintf(tmpl, sizeof(tmpl), "%s/UtilityVM/SystemTemplate.vhdx", h.rootfs);
+    ck_assert_int_eq(unlink(tmpl), 0);
+    struct hresp r;
+    create(&h, "novm", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_error_reply(&r, 422, "invalid_content", "has no UtilityVM\\SystemTemplate.vhdx");
+    hresp_free(&r);
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    ck_assert(!journaled(&h, "novm"));
+    ctr_gone(&h, "novm");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 START_TEST(a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409)
 {
     struct hcsd h = {0};
@@ -747,6 +977,190 @@ START_TEST(a_restarted_berthd_reattaches_to_a_system_that_outlived_it)
 }
 END_TEST
 
+/* ---- networks: the HCN double ---- */
+
+/*
+ * A container with a network: an address from --network-pool, its ports
+ * forwarded by the endpoint's PortMapping policies (a host port 0 chosen),
+ * the endpoint added to a namespace of its own, which the compute system
+ * names in Networking.Namespace; the delete takes both away.
+ */
+START_TEST(a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    create(&h, "n1",
+           "\"network\":{\"ports\":[{\"host\":0,\"container\":80},"
+           "{\"host\":18090,\"container\":53,\"protocol\":\"udp\"}]}",
+           &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    ck_assert_int_eq(json_object_get_int(json_at(r.json, "network.prefix")), 24);
+    ck_assert_str_eq(str_at(r.json, "network.gateway"), "10.66.0.1");
+    json_object *ports = json_at(r.json, "network.ports");
+    ck_assert_int_eq(json_object_array_length(ports), 2);
+    int chosen =
+        json_object_get_int(json_object_object_get(json_object_array_get_idx(ports, 0), "host"));
+    ck_assert_int_ne(chosen, 0);
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNetwork"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNamespace"), 1);
+    ck_assert_int_eq(hcn_called(&h, "HcnModifyNamespace"), 1);
+    ck_assert(net_recorded(&h, "n1"));
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    /* The compute system joins the namespace. */
+    json_object *doc = recorded(&h, "HcsCreateComputeSystem", 1);
+    ck_assert_str_eq(str_at(doc, "Container.Networking.Namespace"), ns);
+    json_object_put(doc);
+    /* The endpoint's NAT: the chosen port to 80, 18090 to 53/udp. */
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/calls.log", h.hcn);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    char num[16] = "";
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, " HcnCreateEndpoint "))
+            sscanf(line, "%15s", num);
+    free(log);
+    snprintf(path, sizeof(path), "%s/%s-HcnCreateEndpoint.json", h.hcn, num);
+    char *text = fx_read_file(path, &len);
+    json_object *epd = text ? json_tokener_parse(text) : NULL;
+    free(text);
+    ck_assert_msg(epd, "no endpoint document %s", path);
+    json_object *pols = json_object_object_get(epd, "Policies");
+    ck_assert_int_eq(json_object_array_length(pols), 2);
+    json_object *s0 = json_object_object_get(json_object_array_get_idx(pols, 0), "Settings");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "ExternalPort")), chosen);
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "InternalPort")), 80);
+    json_object *s1 = json_object_object_get(json_object_array_get_idx(pols, 1), "Settings");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s1, "Protocol")), 17);
+    json_object_put(epd);
+    /* GET says the same. */
+    http_get(&h.b, "/v1/containers/n1", &r);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    hresp_free(&r);
+    /* A second container's port 18090/udp is the first one's: 409, nothing made. */
+    create(&h, "n2",
+           "\"network\":{\"ports\":[{\"host\":18090,\"container\":1,"
+           "\"protocol\":\"udp\"}]}",
+           &r);
+    ck_assert_error_reply(&r, 409, "conflict", "18090/udp");
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    /* A loopback-only one gets none. */
+    create(&h, "lo", "\"network\":{\"disabled\":true}", &r);
+    ck_assert_msg(r.status == 201, "create lo: %ld %s", r.status, r.body);
+    ck_assert(json_object_get_boolean(json_at(r.json, "network.disabled")));
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateEndpoint"), 1);
+    doc = recorded(&h, "HcsCreateComputeSystem", 2);
+    ck_assert_ptr_null(json_at(doc, "Container.Networking"));
+    json_object_put(doc);
+
+    delete_ctr(&h, "n1");
+    delete_ctr(&h, "lo");
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(!net_recorded(&h, "n1"));
+    ck_assert(!net_recorded(&h, "lo"));
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* When the compute system does not start, the create fails and its network goes. */
+START_TEST(a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, "start-fails");
+    struct hresp r;
+    create(&h, "bad", NULL, &r);
+    ck_assert_msg(r.status >= 400, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(hcn_called(&h, "HcnCreateNamespace"), 1);
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(!net_recorded(&h, "bad"));
+    ctr_gone(&h, "bad");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/* A failure in HNS itself: the create fails naming it, and nothing stays. */
+START_TEST(a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing)
+{
+    struct hcsd h = {.net = true, .hcn_fail = "create-namespace"};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create(&h, "nons", NULL, &r);
+    ck_assert_msg(r.status >= 500 && strstr(r.body, "namespace"), "create: %ld %s", r.status,
+                  r.body);
+    hresp_free(&r);
+    char ep[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert_int_eq(called(&h, "HcsCreateComputeSystem"), 0);
+    ck_assert(!net_recorded(&h, "nons"));
+    ctr_gone(&h, "nons");
+    berthd_finish(&h.b);
+}
+END_TEST
+
+/*
+ * berthd.exe killed with a container's network recorded, and a record of
+ * a network whose container never came to be (a kill between the record
+ * and the endpoint): the restart keeps the live container's network and
+ * deletes the other's endpoint and namespace, by the ids its record names.
+ */
+START_TEST(a_killed_berthd_keeps_live_networks_and_deletes_recorded_leftovers_at_restart)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    create_ok(&h, "keep");
+    char ep[64], ns[64];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    berthd_kill(&h.b);
+    ck_assert(net_recorded(&h, "keep"));
+    static const char ghost_ep[] = "0b5e0e57-0000-4000-8000-00000000e001";
+    static const char ghost_ns[] = "0b5e0e57-0000-4000-8000-00000000a001";
+    char ghost[PATH_MAX + 64];
+    snprintf(ghost, sizeof(ghost), "%s/network/hcn/ghost", h.b.root);
+    FILE *f = fopen(ghost, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "{\"handle\":\"ghost\",\"state\":\"attaching\",\"disabled\":false,"
+            "\"endpoint\":\"%s\",\"namespace\":\"%s\",\"ip\":\"10.66.0.3\","
+            "\"prefix\":24,\"gateway\":\"10.66.0.1\",\"ports\":[]}",
+            ghost_ep, ghost_ns);
+    fclose(f);
+
+    hcsd_start(&h, NULL);
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ghost_ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ghost_ep));
+    ck_assert(!net_recorded(&h, "ghost"));
+    ck_assert(!hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    http_get(&h.b, "/v1/containers/keep", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    hresp_free(&r);
+    delete_ctr(&h, "keep");
+    ck_assert(hcn_called_with(&h, "HcnDeleteNamespace", ns));
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    ck_assert(!net_recorded(&h, "keep"));
+    berthd_finish(&h.b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -767,9 +1181,16 @@ main(void)
     tcase_add_test(tc, a_raw_rootfs_gets_a_scratch_that_the_delete_takes_away);
     tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_is_cleaned_up_at_restart);
     tcase_add_test(tc, a_hyperv_container_gets_a_vm_sized_from_its_limit);
+    tcase_add_test(tc, a_hyperv_container_gets_its_layers_by_vsmb_and_its_scratch_by_scsi);
+    tcase_add_test(tc, a_hyperv_container_on_a_base_layer_without_a_utility_vm_is_refused);
     tcase_add_test(tc, a_host_without_hyperv_says_so_in_health_and_refuses_hyperv_with_409);
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
     tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
+    tcase_add_test(tc, a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports);
+    tcase_add_test(tc, a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint);
+    tcase_add_test(tc, a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing);
+    tcase_add_test(tc,
+                   a_killed_berthd_keeps_live_networks_and_deletes_recorded_leftovers_at_restart);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }

@@ -146,7 +146,7 @@ START_TEST(container_attach_and_detach_leave_nothing)
                                   .gateway = "10.89.0.1",
                                   .ports = ports,
                                   .nports = 1};
-    struct hcn_attachment a;
+    struct hcn_attachment a = {{0}};
     int nets, eps, nss;
     ck_assert_msg(hcn_container_attach(api, &ep, &a, &err) == 0, "%s", err.msg);
     ck_assert(hcs_guid_valid(a.endpoint_id) && hcs_guid_valid(a.namespace_id));
@@ -184,7 +184,7 @@ START_TEST(failed_create_removes_what_it_made)
                          "create the hcn endpoint of container c-fail"};
     for (int i = 0; i < 3; i++) {
         SetEnvironmentVariableA("BERTH_HCN_DOUBLE_FAIL", modes[i]);
-        struct hcn_attachment a;
+        struct hcn_attachment a = {{0}};
         memset(&err, 0, sizeof(err));
         ck_assert_int_lt(hcn_container_attach(api, &ep, &a, &err), 0);
         ck_assert_msg(strstr(err.msg, why[i]), "%s: %s", modes[i], err.msg);

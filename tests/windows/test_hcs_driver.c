@@ -208,19 +208,43 @@ ctr_dir(const char *handle)
     return dir;
 }
 
+static void
+touch(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("vhdx", f);
+    fclose(f);
+}
+
+/*
+ * hyperv: a base layer folder with the template its import made
+ * (UtilityVM\SystemTemplate.vhdx) and the scratch VHDX the daemon made,
+ * real files: the driver copies the one and grants the VM both.
+ */
 static int
 ctr_create(const char *handle, const char *isolation, uint64_t memory_bytes, struct err *err)
 {
-    char *layers[] = {TOP_LAYER, BASE_LAYER, NULL};
+    bool hyperv = isolation && strcmp(isolation, "hyperv") == 0;
+    static char base[MAX_PATH * 2], vhd[MAX_PATH * 3];
+    snprintf(base, sizeof(base), "%s\\base", work);
+    CreateDirectoryA(base, NULL);
+    char tmpl[MAX_PATH * 3];
+    snprintf(tmpl, sizeof(tmpl), "%s\\UtilityVM", base);
+    CreateDirectoryA(tmpl, NULL);
+    snprintf(tmpl, sizeof(tmpl), "%s\\UtilityVM\\SystemTemplate.vhdx", base);
+    touch(tmpl);
+    const char *dir = ctr_dir(handle);
+    snprintf(vhd, sizeof(vhd), "%s\\sandbox.vhdx", dir);
+    touch(vhd);
+    char *layers[] = {TOP_LAYER, hyperv ? base : BASE_LAYER, NULL};
     struct rt_container_spec spec = {
         .handle = handle,
-        .dir = ctr_dir(handle),
+        .dir = dir,
         .rootfs = VOLUME,
         .isolation = isolation,
         .layers = layers,
-        .scratch = isolation && strcmp(isolation, "hyperv") == 0
-                       ? "C:\\ProgramData\\berth\\containers\\x\\sandbox.vhdx"
-                       : VOLUME,
+        .scratch = hyperv ? vhd : VOLUME,
         .limits = {.memory_bytes = memory_bytes},
     };
     return drv->container_create(ctx, &spec, err);
@@ -550,6 +574,19 @@ START_TEST(hyperv_container_boots_a_vm_sized_from_its_limit)
     json_object_put(ctr);
     /* Two layers as VSMB shares, the scratch disk, their union. */
     ck_assert_int_eq(called("HcsModifyComputeSystem"), 4);
+    /* The VM's scratch is the template's copy, and the VM may open both disks. */
+    char copy[MAX_PATH * 3];
+    snprintf(copy, sizeof(copy), "%s\\c-hv\\vm\\sandbox.vhdx", work);
+    ck_assert(GetFileAttributesA(copy) != INVALID_FILE_ATTRIBUTES);
+    ck_assert_int_eq(called("HcsGrantVmAccess"), 2);
+    json_object *g = recorded("HcsGrantVmAccess", 1);
+    ck_assert_str_eq(json_str_at(g, "FilePath"), copy);
+    ck_assert_ptr_nonnull(strstr(json_str_at(g, "VmId"), "-vm"));
+    json_object_put(g);
+    g = recorded("HcsGrantVmAccess", 2);
+    snprintf(copy, sizeof(copy), "%s\\c-hv\\sandbox.vhdx", work);
+    ck_assert_str_eq(json_str_at(g, "FilePath"), copy);
+    json_object_put(g);
     char *argv[] = {"prog.exe", "out", "in a vm", NULL};
     ck_assert_int_eq(spawn("hv", "task", argv, false, 0, &err), 0);
     wait_exit("hv", "task");

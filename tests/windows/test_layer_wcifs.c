@@ -4,8 +4,9 @@
  * makes, attaches, formats and initializes a new scratch VHDX and puts the
  * filter on its volume, journaled step by step; a second mount of the
  * same scratch only attaches; the unmount detaches both and removes the
- * entry; a mount that fails half-way undoes itself; and an entry left by
- * a "crash" is undone by the journal's replay. The doubles are not HCS:
+ * entry; a mount that fails half-way undoes itself; an entry left by
+ * a "crash" is undone by the journal's replay; and a utility VM's scratch
+ * (hyperv) is made and formatted but never attached on the host. The doubles are not HCS:
  * this is the order of calls and what berth records, not a real volume.
  */
 #include "store/layer.h"
@@ -160,12 +161,13 @@ undo(void *arg, const struct mj_entry *e, struct err *err)
     return layers_undo_entry(e, err);
 }
 
-START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
+/* Mounts, then "dies" (its record gone, the journal and the disk kept); the replay undoes it. */
+static void
+mount_crash_replay(void)
 {
     struct mounted_layers *m = NULL;
     struct err err = {0};
     ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
-    /* The process "dies": its record is gone, the journal and the disk stay. */
     mounted_layers_free(m);
     mjournal_free(journal);
     ck_assert_int_eq(mjournal_open(wcs_path(0, "mounts"), &journal, &err), 0);
@@ -173,6 +175,12 @@ START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
     ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(st.undone, 1);
     ck_assert_uint_eq(st.failed, 0);
+}
+
+START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
+{
+    struct err err = {0};
+    mount_crash_replay();
     const char *calls = wcs_calls();
     ck_assert_msg(strstr(calls, "HcsAttachLayerStorageFilter HcsDetachLayerStorageFilter "
                                 "OpenVirtualDisk DetachVirtualDisk ") != NULL,
@@ -180,6 +188,44 @@ START_TEST(an_entry_left_by_a_crash_is_undone_by_the_replay)
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, rec.name, &e, &err), -ENOENT);
     ck_assert(!wcs_exists(wcs_path(0, "scratch\\sandbox.vhdx.double-attached")));
+}
+END_TEST
+
+/*
+ * hyperv: the utility VM attaches the scratch by SCSI, so the host only
+ * makes and formats it; no attach, no volume, no filter. Its entry has
+ * nothing on the host to undo, at an unmount or at a replay.
+ */
+START_TEST(a_vm_scratch_is_made_and_formatted_but_never_attached_on_the_host)
+{
+    list->vm_scratch = true;
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk HcsFormatWritableLayerVhd ");
+    const char *rootfs = mounted_layers_rootfs(m);
+    ck_assert_msg(strstr(rootfs, "scratch\\sandbox.vhdx") != NULL, "rootfs %s", rootfs);
+    ck_assert_uint_eq(mounted_layers_count(m), 2);
+    ck_assert_str_eq(mounted_layers_layer_id(m, 0), G_TOP);
+    struct mj_entry *e = NULL;
+    ck_assert_int_eq(mjournal_get(journal, rec.name, &e, &err), 0);
+    ck_assert_str_eq(mj_entry_get(e, "vm"), "1");
+    ck_assert_str_eq(mj_entry_get(e, "step"), "create");
+    ck_assert_ptr_null(mj_entry_get(e, "volume"));
+    mj_entry_free(e);
+    ck_assert(!wcs_exists(wcs_path(0, "scratch\\sandbox.vhdx.double-attached")));
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    mounted_layers_free(m);
+    ck_assert_int_eq(mjournal_get(journal, rec.name, &e, &err), -ENOENT);
+    ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk HcsFormatWritableLayerVhd ");
+
+    /* Made again over the same scratch and left by a "crash": the replay detaches nothing. */
+    mount_crash_replay();
+    const char *calls = wcs_calls();
+    ck_assert_msg(strstr(calls, "Attach") == NULL && strstr(calls, "Detach") == NULL &&
+                      strstr(calls, "MountPath") == NULL,
+                  "%s", calls);
+    ck_assert_int_eq(mjournal_get(journal, rec.name, &e, &err), -ENOENT);
 }
 END_TEST
 
@@ -192,6 +238,7 @@ wcifs_suite(void)
     tcase_add_test(tc, a_new_scratch_is_made_formatted_initialized_and_filtered);
     tcase_add_test(tc, a_mount_that_fails_half_way_undoes_itself);
     tcase_add_test(tc, an_entry_left_by_a_crash_is_undone_by_the_replay);
+    tcase_add_test(tc, a_vm_scratch_is_made_and_formatted_but_never_attached_on_the_host);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,9 +6,10 @@
  * HcsImportLayer with the parent in LayerData), with their attributes;
  * and every failure leaves nothing: a hostile tar (ERR_INVALID_CONTENT,
  * no HCS call), a failing HcsImportLayer (HcsDestroyLayer, the folder
- * removed), a base layer with a UtilityVM (ENOTSUP, virtdisk.dll is not
- * used yet). The double is not HCS: this is what berth writes and asks,
- * not what a real host makes of it.
+ * removed). A base layer with a UtilityVM gets its template VHDXs
+ * (through the virtdisk double too), and a UtilityVM that cannot boot or
+ * whose disk does not detach leaves nothing. The double is not HCS: this is what berth writes and
+ * asks, not what a real host makes of it.
  */
 #include "store/wclayer_import.h"
 
@@ -174,20 +175,105 @@ START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
 }
 END_TEST
 
-START_TEST(a_base_layer_with_a_utility_vm_is_refused_for_now)
+/* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
+static void
+uvm_tar(struct wtb *t, bool with_bcd)
 {
+    wtb_entry(t, "Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
+    if (with_bcd)
+        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
+    wtb_finish(t);
+}
+
+/* The virtdisk double, logging beside the computestorage double. */
+static void
+virtdisk_double_use(void)
+{
+    char exe[MAX_PATH];
+    GetModuleFileNameA(NULL, exe, sizeof(exe));
+    *strrchr(exe, '\\') = '\0';
+    static char env[2][MAX_PATH * 2];
+    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
+             exe);
+    snprintf(env[1], sizeof(env[1]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", wcs_log_dir);
+    _putenv(env[0]);
+    _putenv(env[1]);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+}
+
+/*
+ * The UtilityVM gets what hcsshim's SetupUtilityVMBaseLayer makes: its
+ * SystemTemplateBase.vhdx created and attached for HcsSetupBaseOSLayer
+ * "Vm" of the UtilityVM folder (the double refuses a detached disk),
+ * detached again, and SystemTemplate.vhdx over it.
+ */
+START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
+{
+    virtdisk_double_use();
     struct wtb t = {0};
-    wtb_entry(&t, "Files/", '5', NULL, NULL);
-    wtb_entry(&t, "UtilityVM/", '5', NULL, NULL);
-    wtb_entry(&t, "UtilityVM/Files/", '5', NULL, NULL);
-    wtb_finish(&t);
+    uvm_tar(&t, true);
     struct wcl_layer_info info;
     struct err err = {0};
-    ck_assert_int_eq(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), -ENOTSUP);
-    ck_assert_msg(strstr(err.msg, "virtdisk.dll") != NULL, "%s", err.msg);
-    ck_assert_str_eq(wcs_calls(), "");
-    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    ck_assert_msg(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err) == 0, "%s", err.msg);
+    ck_assert(info.utility_vm);
+    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer CreateVirtualDisk AttachVirtualDisk "
+                                  "HcsSetupBaseOSLayer DetachVirtualDisk CreateVirtualDisk ");
+    char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
+    ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
+    free(doc);
+    doc = wcs_doc("HcsSetupBaseOSLayer", 2);
+    ck_assert_str_eq(doc, "{\"Type\":\"Vm\"}");
+    free(doc);
+    /* The second set-up was of the UtilityVM folder. */
+    FILE *f;
+    char path[MAX_PATH * 2], log[8192] = "";
+    snprintf(path, sizeof(path), "%s\\calls.log", wcs_log_dir);
+    f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    log[fread(log, 1, sizeof(log) - 1, f)] = '\0';
+    fclose(f);
+    ck_assert_msg(strstr(log, "base\\UtilityVM\n") != NULL, "%s", log);
+    ck_assert(wcs_exists(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx")));
+    ck_assert(!wcs_exists(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx.double-attached")));
+    /* The template is a differencing disk over the base. */
+    f = fopen(wcs_path(0, "base\\UtilityVM\\SystemTemplate.vhdx"), "rb");
+    ck_assert_ptr_nonnull(f);
+    char line[MAX_PATH * 3] = "";
+    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+    fclose(f);
+    ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "SystemTemplateBase.vhdx"), "%s",
+                  line);
     free(t.p);
+}
+END_TEST
+
+/* A UtilityVM that cannot boot, or an HCS that refuses it: nothing is left, no disk attached. */
+START_TEST(a_utility_vm_that_fails_leaves_nothing)
+{
+    virtdisk_double_use();
+    struct wtb t = {0};
+    uvm_tar(&t, false);
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_INVALID_CONTENT);
+    ck_assert_msg(strstr(err.msg, "BCD") != NULL, "%s", err.msg);
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    ck_assert_str_eq(wcs_calls(), ""); /* refused before HCS */
+    free(t.p);
+
+    struct wtb t2 = {0};
+    uvm_tar(&t2, true);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", "DetachVirtualDisk");
+    ck_assert_int_lt(import(&t2, wcs_path(0, "base"), NULL, 0, &info, &err), 0);
+    ck_assert_msg(strstr(err.msg, "detach") != NULL, "%s", err.msg);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    free(t2.p);
 }
 END_TEST
 
@@ -201,7 +287,8 @@ import_suite(void)
     tcase_add_test(tc, a_child_layer_is_staged_with_its_tombstones_and_imported);
     tcase_add_test(tc, a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing);
     tcase_add_test(tc, a_failed_hcs_import_is_destroyed_and_removed);
-    tcase_add_test(tc, a_base_layer_with_a_utility_vm_is_refused_for_now);
+    tcase_add_test(tc, a_base_layer_with_a_utility_vm_gets_its_template_vhds);
+    tcase_add_test(tc, a_utility_vm_that_fails_leaves_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -417,6 +417,32 @@ dbl_handle_drain(struct dhandle **list, struct dhandle *h)
     }
 }
 
+/* ---- access to a VM's files ---- */
+
+/*
+ * HcsGrantVmAccess: recorded as {"VmId":..,"FilePath":..} with the VM's
+ * id; the file must exist (ERROR_FILE_NOT_FOUND), as the real call sets
+ * an ACE on it. The double keeps no ACLs.
+ */
+HRESULT WINAPI
+HcsGrantVmAccess(PCWSTR vmId, PCWSTR filePath)
+{
+    dbl_pin();
+    char *id = dbl_narrow(vmId), *path = dbl_narrow(filePath);
+    json_object *d = json_object_new_object();
+    json_object_object_add(d, "VmId", json_object_new_string(id ? id : ""));
+    json_object_object_add(d, "FilePath", json_object_new_string(path ? path : ""));
+    dbl_record("HcsGrantVmAccess", id, json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
+    json_object_put(d);
+    free(id);
+    free(path);
+    if (!vmId || !filePath || !vmId[0])
+        return E_INVALIDARG;
+    return GetFileAttributesW(filePath) == INVALID_FILE_ATTRIBUTES
+               ? HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND)
+               : S_OK;
+}
+
 /* ---- service properties ---- */
 
 HRESULT WINAPI

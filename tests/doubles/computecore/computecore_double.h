@@ -41,6 +41,8 @@
  *     die-after-ms=N  a started system exits unexpectedly N ms later
  *     die-at-start  a start succeeds, but the system's exit event comes first
  *     start-hangs   a start never completes until cancelled
+ *     start-fails   starting a container (not a VirtualMachine) fails with
+ *                   HCS_E_INVALID_STATE: a create that fails in HCS itself
  *     create-process-quirk  HcsCreateProcess's operation fails with
  *                   E_INVALIDARG though the process runs (Server 2022's quirk)
  *

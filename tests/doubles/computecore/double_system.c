@@ -378,7 +378,12 @@ start_work(struct dop *op)
     struct dsys *s = op->sys;
     char event[256];
     dbl_lock();
-    if (!s->registered || s->state != DSYS_CREATED) {
+    bool refused = !s->registered || s->state != DSYS_CREATED;
+    if (!refused && !s->vm && dbl_fail("start-fails")) {
+        s->state = DSYS_STOPPED;
+        refused = true;
+    }
+    if (refused) {
         dbl_unlock();
         complete_error(op, HCS_E_INVALID_STATE,
                        "A virtual machine or container is not in a valid state to complete the "

@@ -10,7 +10,9 @@
  *                         into layerPath, which it creates
  *   HcsSetupBaseOSLayer   Type "Container": layerPath\Files must exist,
  *                         Hives\ and layout must not; both are made.
- *                         Type "Vm": a VHD handle is required
+ *                         Type "Vm": layerPath\Files must exist and the
+ *                         VHD handle must be of an attached disk (the
+ *                         virtdisk double's <file>.double-attached mark)
  *   HcsDestroyLayer       layerPath removed (a missing one is success)
  *   HcsFormatWritableLayerVhd  writes BERTH_DOUBLE_FORMATTED at the start
  *                         of the file the handle is open on
@@ -327,6 +329,18 @@ HcsImportLayer(PCWSTR layerPath, PCWSTR sourceFolderPath, PCWSTR layerData)
     return S_OK;
 }
 
+/* Is the disk h is open on attached (the virtdisk double's mark beside it)? */
+static bool
+attached(HANDLE h)
+{
+    wchar_t path[MAX_PATH * 2];
+    DWORD n = GetFinalPathNameByHandleW(h, path, MAX_PATH * 2 - 20, FILE_NAME_NORMALIZED);
+    if (n == 0 || n >= MAX_PATH * 2 - 20)
+        return false;
+    wcscat(path, L".double-attached");
+    return exists(path);
+}
+
 HRESULT WINAPI
 HcsSetupBaseOSLayer(PCWSTR layerPath, HANDLE vhdHandle, PCWSTR options)
 {
@@ -345,7 +359,9 @@ HcsSetupBaseOSLayer(PCWSTR layerPath, HANDLE vhdHandle, PCWSTR options)
     else if (!is_dir(files))
         hr = HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
     else if (strcmp(type, "Vm") == 0)
-        hr = vhdHandle && vhdHandle != INVALID_HANDLE_VALUE ? S_OK : E_INVALIDARG;
+        hr = !vhdHandle || vhdHandle == INVALID_HANDLE_VALUE ? E_INVALIDARG
+             : attached(vhdHandle)                           ? S_OK
+                                                             : HRESULT_FROM_WIN32(ERROR_NOT_READY);
     else if (strcmp(type, "Container") != 0)
         hr = E_INVALIDARG;
     else if (exists(hives) || exists(layout))

@@ -8,7 +8,10 @@
  * attacher. Signatures are mingw-w64's virtdisk.h (included).
  *
  *   CreateVirtualDisk  creates the file (ERROR_FILE_EXISTS if there is one);
- *                      the VHDX type and a Version 2 size are required
+ *                      the VHDX type and a Version 2 size are required, or
+ *                      a Version 2 ParentPath (a differencing disk: the
+ *                      parent must exist, and the file holds
+ *                      "parent=<ParentPath>" for a test to read)
  *   OpenVirtualDisk    opens it (ERROR_FILE_NOT_FOUND if there is none)
  *   AttachVirtualDisk  needs NO_DRIVE_LETTER and PERMANENT_LIFETIME;
  *                      attaching twice is ERROR_SHARING_VIOLATION
@@ -132,15 +135,30 @@ CreateVirtualDisk(PVIRTUAL_STORAGE_TYPE VirtualStorageType, PCWSTR Path,
     record("CreateVirtualDisk", Path);
     if (failing("CreateVirtualDisk"))
         return ERROR_INVALID_PARAMETER;
+    PCWSTR parent = Parameters && Parameters->Version == CREATE_VIRTUAL_DISK_VERSION_2
+                        ? Parameters->Version2.ParentPath
+                        : NULL;
     if (!vhdx(VirtualStorageType) || !Path || !Handle || !Parameters ||
         Parameters->Version != CREATE_VIRTUAL_DISK_VERSION_2 ||
-        Parameters->Version2.MaximumSize == 0)
+        (Parameters->Version2.MaximumSize == 0 && !parent))
         return ERROR_INVALID_PARAMETER;
+    if (parent && GetFileAttributesW(parent) == INVALID_FILE_ATTRIBUTES)
+        return ERROR_FILE_NOT_FOUND;
     HANDLE h = CreateFileW(Path, GENERIC_READ | GENERIC_WRITE,
                            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, CREATE_NEW,
                            0, NULL);
     if (h == INVALID_HANDLE_VALUE)
         return GetLastError();
+    if (parent) {
+        char line[MAX_PATH * 3 + 16];
+        int n = snprintf(line, sizeof(line), "parent=%ls", parent);
+        DWORD w = 0;
+        if (n < 0 || (size_t)n >= sizeof(line) || !WriteFile(h, line, (DWORD)n, &w, NULL)) {
+            CloseHandle(h);
+            DeleteFileW(Path);
+            return ERROR_INVALID_PARAMETER;
+        }
+    }
     *Handle = h;
     return ERROR_SUCCESS;
 }

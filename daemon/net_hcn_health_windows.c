@@ -1,0 +1,118 @@
+/*
+ * The Windows network's health probe and teardown (daemon/net.h): the
+ * probe asks computenetwork.dll, on the monitor's thread, whether the
+ * NAT network is still there; the teardown deletes it (a job) when no
+ * container is on it, as Linux removes its bridge. The rest of the
+ * service is net_hcn_windows.c's.
+ */
+#include "daemon/net_hcn_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- teardown --------------------------------------------------------------------- */
+
+struct teardown_job {
+    struct net *n;
+    struct hcn_api *api;
+    char id[HCS_GUID_SIZE];
+    int rc;
+    struct err err;
+    net_done_cb cb;
+    void *arg;
+};
+
+static void
+teardown_work(void *ctx)
+{
+    struct teardown_job *j = ctx;
+    if (j->api && j->id[0])
+        j->rc = hcn_network_delete(j->api, j->id, &j->err);
+}
+
+static void
+teardown_done(void *ctx, bool cancelled)
+{
+    struct teardown_job *j = ctx;
+    j->n->inflight--;
+    if (cancelled && j->rc == 0)
+        j->rc = err_set(&j->err, ECANCELED, "network teardown cancelled");
+    if (j->rc == 0 && j->api) {
+        j->n->setup = HS_NONE;
+        j->n->network_id[0] = '\0';
+    }
+    j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
+    free(j);
+}
+
+int
+net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
+{
+    if (n->setup == HS_RUNNING)
+        return err_set(err, EBUSY, "network %s: a setup is running", n->name);
+    struct teardown_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return err_set(err, ENOMEM, "network teardown: out of memory");
+    j->n = n;
+    /* The network goes only when no container is on it, as Linux's bridge. */
+    j->api = n->entries ? NULL : n->api;
+    memcpy(j->id, n->network_id, sizeof(j->id));
+    j->cb = cb;
+    j->arg = arg;
+    int rc = job_submit(n->jobs, "net.teardown", teardown_work, teardown_done, j);
+    if (rc < 0) {
+        free(j);
+        return err_set(err, -rc, "network teardown: cannot queue the job");
+    }
+    n->inflight++;
+    return 0;
+}
+
+/* ---- health ------------------------------------------------------------------------- */
+
+struct net_probe {
+    bool disabled;
+    char name[NET_NAME_MAX + 1];
+};
+
+struct net_probe *
+net_probe_new(const struct net *n)
+{
+    struct net_probe *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->disabled = n->disabled;
+    snprintf(p->name, sizeof(p->name), "%s", n->name);
+    return p;
+}
+
+void
+net_probe_free(struct net_probe *p)
+{
+    free(p);
+}
+
+void
+net_probe_run(struct net_probe *p, struct net_health *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (p->disabled) {
+        out->disabled = true;
+        snprintf(out->reason, sizeof(out->reason), "networking is off (--network none)");
+        return;
+    }
+    /* computenetwork.dll stays loaded by the service: this finds it again. */
+    struct hcn_api *api = NULL;
+    struct err err = {0};
+    char id[HCS_GUID_SIZE];
+    bool found = false;
+    if (hcn_api_open(NULL, &api, &err) < 0 || hcn_network_find(api, p->name, id, &found, &err) < 0)
+        snprintf(out->reason, sizeof(out->reason), "%s", err.msg);
+    else if (!found)
+        snprintf(out->reason, sizeof(out->reason),
+                 "hcn network %s: missing (deleted since the setup?)", p->name);
+    else
+        out->usable = true;
+    hcn_api_free(api);
+}

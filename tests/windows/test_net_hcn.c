@@ -1,0 +1,527 @@
+/*
+ * daemon/net.h on Windows (daemon/net_hcn_*_windows.c) against the TEST
+ * DOUBLE of computenetwork.dll (tests/doubles/computenetwork/), loaded as
+ * berthd.exe loads it (BERTH_TEST_HCN_DLL): the network found or made at
+ * the reconciliation, an attach that gives a container an address, its
+ * ports, an endpoint and a namespace (and a record), the detach that
+ * takes them away, failures injected at each HCN step that leave nothing
+ * in HNS nor on disk, the reconciliation after a simulated crash, the
+ * disabled mode and a host without computenetwork.dll. The double is not
+ * HNS: these show what berth asks for and what it cleans up.
+ */
+#include "daemon/net.h"
+
+#include <windows.h>
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fsutil.h"
+#include "runtime/hcs/guid.h"
+
+static char dbl_path[MAX_PATH + 32];
+static char tmp_dir[MAX_PATH + 64];
+static char state_dir[MAX_PATH + 80];
+static uv_loop_t loop;
+static struct job_queue *jobs;
+
+static void
+env_put(const char *name, const char *value)
+{
+    /* _putenv: the C runtime's copy (getenv) and the process's (the double's) both. */
+    char buf[MAX_PATH * 2];
+    snprintf(buf, sizeof(buf), "%s=%s", name, value ? value : "");
+    _putenv(buf);
+}
+
+static void
+setup(void)
+{
+    static int n;
+    char exe[MAX_PATH];
+    GetModuleFileNameA(NULL, exe, sizeof(exe));
+    char *slash = strrchr(exe, '\\');
+    if (slash)
+        *slash = '\0';
+    snprintf(dbl_path, sizeof(dbl_path), "%s\\hcn-double\\computenetwork.dll", exe);
+    char tmp[MAX_PATH];
+    GetTempPathA(sizeof(tmp), tmp);
+    snprintf(tmp_dir, sizeof(tmp_dir), "%sberth-nethcn-%lu-%d", tmp, GetCurrentProcessId(), ++n);
+    CreateDirectoryA(tmp_dir, NULL);
+    snprintf(state_dir, sizeof(state_dir), "%s\\network", tmp_dir);
+    env_put("BERTH_TEST_HCN_DLL", dbl_path);
+    env_put("BERTH_HCN_DOUBLE_DIR", tmp_dir);
+    env_put("BERTH_HCN_DOUBLE_FAIL", NULL);
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    jobs = job_queue_new(&loop);
+    ck_assert_ptr_nonnull(jobs);
+}
+
+static void
+teardown(void)
+{
+    job_queue_free(jobs);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    struct err err = {0};
+    fs_remove_tree(tmp_dir, &err);
+}
+
+/* What the double holds now. */
+static void
+counts(int *nets, int *eps, int *nss)
+{
+    HMODULE m = GetModuleHandleA("computenetwork.dll");
+    ck_assert_ptr_nonnull(m);
+    void(WINAPI * f)(int *, int *, int *) =
+        (void(WINAPI *)(int *, int *, int *))(void *)GetProcAddress(m, "HcnDoubleCounts");
+    ck_assert_ptr_nonnull(f);
+    f(nets, eps, nss);
+}
+
+/* How many times the double saw fn. */
+static int
+called(const char *fn)
+{
+    char path[MAX_PATH * 2], line[256], name[128];
+    snprintf(path, sizeof(path), "%s\\calls.log", tmp_dir);
+    FILE *log = fopen(path, "rb");
+    int k = 0;
+    while (log && fgets(line, sizeof(line), log))
+        if (sscanf(line, "%*u %127s", name) == 1 && strcmp(name, fn) == 0)
+            k++;
+    if (log)
+        fclose(log);
+    return k;
+}
+
+/* The last document fn received, parsed (caller puts). */
+static json_object *
+last_doc(const char *fn)
+{
+    char path[MAX_PATH * 2], line[256], name[128];
+    snprintf(path, sizeof(path), "%s\\calls.log", tmp_dir);
+    FILE *log = fopen(path, "rb");
+    unsigned seq = 0, s;
+    while (log && fgets(line, sizeof(line), log))
+        if (sscanf(line, "%u %127s", &s, name) == 2 && strcmp(name, fn) == 0)
+            seq = s;
+    if (log)
+        fclose(log);
+    ck_assert_msg(seq, "no call of %s", fn);
+    snprintf(path, sizeof(path), "%s\\%04u-%s.json", tmp_dir, seq, fn);
+    json_object *o = json_object_from_file(path);
+    ck_assert_msg(o, "%s", path);
+    return o;
+}
+
+static bool
+record_exists(const char *handle)
+{
+    char path[MAX_PATH * 2];
+    snprintf(path, sizeof(path), "%s\\hcn\\%s", state_dir, handle);
+    return GetFileAttributesA(path) != INVALID_FILE_ATTRIBUTES;
+}
+
+/* ---- driving the service ---- */
+
+struct result {
+    bool done;
+    const struct net_attachment *a;
+    bool ready;
+    struct err err;
+    struct net_reconcile_stats st;
+};
+
+static void
+attach_cb(void *arg, const struct net_attachment *a, const struct err *err)
+{
+    struct result *r = arg;
+    r->done = true;
+    r->a = a;
+    if (err)
+        r->err = *err;
+}
+
+static void
+ready_cb(void *arg, const struct net_attachment *a, const struct err *err)
+{
+    struct result *r = arg;
+    (void)a;
+    (void)err;
+    r->ready = true;
+}
+
+static void
+done_cb(void *arg, const struct err *err)
+{
+    struct result *r = arg;
+    r->done = true;
+    if (err)
+        r->err = *err;
+}
+
+static void
+reconcile_cb(void *arg, const struct net_reconcile_stats *st, const struct err *err)
+{
+    struct result *r = arg;
+    r->done = true;
+    r->st = *st;
+    if (err)
+        r->err = *err;
+}
+
+static void
+run_until(struct result *r)
+{
+    while (!r->done)
+        uv_run(&loop, UV_RUN_ONCE);
+}
+
+static struct net *
+net_open(bool disabled)
+{
+    struct net_opts o = {
+        .state_dir = state_dir, .disabled = disabled, .name = "hcnt", .pool = "10.77.0.0/24"};
+    struct net *n = NULL;
+    struct err err = {0};
+    ck_assert_msg(net_new(&loop, jobs, &o, &n, &err) == 0, "%s", err.msg);
+    return n;
+}
+
+/* net_new and the start-up reconciliation with live (NULL-terminated); its stats. */
+static struct net *
+net_start(bool disabled, const char *const *live, struct net_reconcile_stats *st,
+          struct err *out_err)
+{
+    struct net *n = net_open(disabled);
+    size_t k = 0;
+    while (live && live[k])
+        k++;
+    struct result r = {0};
+    struct err err = {0};
+    ck_assert_msg(net_reconcile(n, live, k, reconcile_cb, &r, &err) == 0, "%s", err.msg);
+    run_until(&r);
+    if (st)
+        *st = r.st;
+    if (out_err)
+        *out_err = r.err;
+    else
+        ck_assert_msg(r.err.code == 0, "reconcile: %s", r.err.msg);
+    return n;
+}
+
+static const struct net_attachment *
+attach(struct net *n, const char *handle, const struct net_port *ports, size_t nports,
+       bool disabled, struct err *out)
+{
+    struct result r = {0};
+    struct err err = {0};
+    struct net_attach_req req = {.handle = handle,
+                                 .disabled = disabled,
+                                 .ports = ports,
+                                 .nports = nports,
+                                 .ready = ready_cb};
+    if (net_attach(n, &req, attach_cb, &r, &err) < 0) {
+        *out = err;
+        return NULL;
+    }
+    run_until(&r);
+    *out = r.err;
+    if (r.a)
+        ck_assert_msg(r.ready, "ready was not called before the attach's callback");
+    return r.a;
+}
+
+static void
+detach_ok(struct net *n, const char *handle)
+{
+    struct result r = {0};
+    struct err err = {0};
+    ck_assert_msg(net_detach(n, handle, done_cb, &r, &err) == 0, "%s", err.msg);
+    run_until(&r);
+    ck_assert_msg(r.err.code == 0, "detach %s: %s", handle, r.err.msg);
+}
+
+static void
+close_net(struct net *n)
+{
+    net_shutdown(n);
+    while (!net_idle(n))
+        uv_run(&loop, UV_RUN_ONCE);
+    net_free(n);
+    uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+/* ---- the tests ---- */
+
+START_TEST(attach_gives_an_endpoint_namespace_address_and_ports_and_detach_removes_them)
+{
+    int nets, eps0, nss0, eps, nss;
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    counts(&nets, &eps0, &nss0);
+    ck_assert_int_ge(nets, 1);
+    ck_assert_int_eq(called("HcnEnumerateNetworks"), 1);
+    struct net_port ports[] = {{.host = 0, .container = 80, .proto = NET_PROTO_TCP},
+                               {.host = 18081, .container = 53, .proto = NET_PROTO_UDP}};
+    struct err err = {0};
+    const struct net_attachment *a = attach(n, "web", ports, 2, false, &err);
+    ck_assert_msg(a, "attach: %s", err.msg);
+    ck_assert(!a->disabled);
+    ck_assert_msg(a->netns_path && hcs_guid_valid(a->netns_path), "namespace %s", a->netns_path);
+    ck_assert_str_eq(a->ip, "10.77.0.2");
+    ck_assert_uint_eq(a->prefix, 24);
+    ck_assert_str_eq(a->gateway, "10.77.0.1");
+    ck_assert_uint_eq(a->nports, 2);
+    ck_assert_uint_ne(a->ports[0].host, 0); /* chosen, free at the time */
+    ck_assert_uint_eq(a->ports[1].host, 18081);
+    ck_assert_ptr_eq(net_attachment_find(n, "web"), a);
+    ck_assert(record_exists("web"));
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0 + 1);
+    ck_assert_int_eq(nss, nss0 + 1);
+    ck_assert_int_eq(called("HcnCreateEndpoint"), 1);
+    ck_assert_int_eq(called("HcnCreateNamespace"), 1);
+    ck_assert_int_eq(called("HcnModifyNamespace"), 1);
+    /* The endpoint: the address, the default route and the ports' NAT policies. */
+    json_object *ep = last_doc("HcnCreateEndpoint");
+    json_object *ipc = json_object_array_get_idx(json_object_object_get(ep, "IpConfigurations"), 0);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(ipc, "IpAddress")), "10.77.0.2");
+    json_object *pols = json_object_object_get(ep, "Policies");
+    ck_assert_int_eq(json_object_array_length(pols), 2);
+    json_object *p0 = json_object_array_get_idx(pols, 0);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(p0, "Type")), "PortMapping");
+    json_object *s0 = json_object_object_get(p0, "Settings");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "InternalPort")), 80);
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(s0, "ExternalPort")),
+                     a->ports[0].host);
+    json_object_put(ep);
+
+    /* A second container: the next address; a host port forwarded already is a conflict. */
+    const struct net_attachment *b = attach(n, "db", NULL, 0, false, &err);
+    ck_assert_msg(b, "attach db: %s", err.msg);
+    ck_assert_str_eq(b->ip, "10.77.0.3");
+    struct net_port again[] = {{.host = 18081, .container = 1, .proto = NET_PROTO_UDP}};
+    ck_assert_ptr_null(attach(n, "dup", again, 1, false, &err));
+    ck_assert_int_eq(err.code, ERR_CONFLICT);
+    ck_assert_msg(strstr(err.msg, "18081/udp"), "%s", err.msg);
+    ck_assert_ptr_null(net_attachment_find(n, "dup"));
+
+    detach_ok(n, "web");
+    ck_assert_ptr_null(net_attachment_find(n, "web"));
+    ck_assert(!record_exists("web"));
+    ck_assert_int_eq(called("HcnDeleteEndpoint"), 1);
+    ck_assert_int_eq(called("HcnDeleteNamespace"), 1);
+    detach_ok(n, "web"); /* idempotent */
+    detach_ok(n, "db");
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0);
+    ck_assert_int_eq(nss, nss0);
+    close_net(n);
+}
+END_TEST
+
+START_TEST(a_failure_at_each_hcn_step_leaves_nothing_in_hns_nor_on_disk)
+{
+    static const char *const steps[] = {"create-endpoint", "create-namespace", "modify-namespace"};
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    for (size_t i = 0; i < 3; i++) {
+        int nets, eps0, nss0, eps, nss;
+        counts(&nets, &eps0, &nss0);
+        env_put("BERTH_HCN_DOUBLE_FAIL", steps[i]);
+        struct err err = {0};
+        ck_assert_ptr_null(attach(n, "broken", NULL, 0, false, &err));
+        ck_assert_msg(err.code != 0 && strstr(err.msg, "broken"), "%s: %s", steps[i], err.msg);
+        env_put("BERTH_HCN_DOUBLE_FAIL", NULL);
+        counts(&nets, &eps, &nss);
+        ck_assert_msg(eps == eps0 && nss == nss0, "%s left %d endpoints, %d namespaces", steps[i],
+                      eps - eps0, nss - nss0);
+        ck_assert_msg(!record_exists("broken"), "%s left its record", steps[i]);
+        ck_assert_ptr_null(net_attachment_find(n, "broken"));
+    }
+    /* And the handle can be attached afterwards. */
+    struct err err = {0};
+    ck_assert_msg(attach(n, "broken", NULL, 0, false, &err), "%s", err.msg);
+    detach_ok(n, "broken");
+    close_net(n);
+}
+END_TEST
+
+START_TEST(the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_crash)
+{
+    int nets, eps0, nss0, eps, nss;
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    counts(&nets, &eps0, &nss0);
+    struct err err = {0};
+    const struct net_attachment *a = attach(n, "keep", NULL, 0, false, &err);
+    ck_assert_msg(a, "%s", err.msg);
+    char keep_ns[HCS_GUID_SIZE];
+    snprintf(keep_ns, sizeof(keep_ns), "%s", a->netns_path);
+    ck_assert_msg(attach(n, "gone", NULL, 0, false, &err), "%s", err.msg);
+    ck_assert_msg(attach(n, "half", NULL, 0, false, &err), "%s", err.msg);
+    /* A crash: the service goes without a detach; HNS keeps what it made. */
+    close_net(n);
+    /* "half" crashed between its record and its endpoint: the record says attaching. */
+    char path[MAX_PATH * 2];
+    snprintf(path, sizeof(path), "%s\\hcn\\half", state_dir);
+    json_object *rec = json_object_from_file(path);
+    ck_assert_ptr_nonnull(rec);
+    json_object_object_add(rec, "state", json_object_new_string("attaching"));
+    ck_assert_int_eq(json_object_to_file(path, rec), 0);
+    json_object_put(rec);
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0 + 3);
+
+    static const char *const live[] = {"keep", "half", NULL};
+    struct net_reconcile_stats rs = {0};
+    n = net_start(false, live, &rs, NULL);
+    ck_assert_uint_eq(rs.kept, 1);
+    ck_assert_uint_eq(rs.released, 2);
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0 + 1);
+    ck_assert_int_eq(nss, nss0 + 1);
+    ck_assert(!record_exists("gone"));
+    ck_assert(!record_exists("half"));
+    const struct net_attachment *k = net_attachment_find(n, "keep");
+    ck_assert_ptr_nonnull(k);
+    ck_assert_str_eq(k->netns_path, keep_ns);
+    ck_assert_str_eq(k->ip, "10.77.0.2");
+    /* A new container does not get the kept one's address. */
+    const struct net_attachment *b = attach(n, "new", NULL, 0, false, &err);
+    ck_assert_msg(b, "%s", err.msg);
+    ck_assert_str_ne(b->ip, "10.77.0.2");
+    detach_ok(n, "new");
+    detach_ok(n, "keep");
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0);
+    ck_assert_int_eq(nss, nss0);
+    close_net(n);
+}
+END_TEST
+
+START_TEST(without_computenetwork_dll_networks_fail_and_loopback_only_containers_work)
+{
+    char missing[MAX_PATH * 2];
+    snprintf(missing, sizeof(missing), "%s\\none\\computenetwork.dll", tmp_dir);
+    env_put("BERTH_TEST_HCN_DLL", missing);
+    struct err rerr = {0};
+    struct net *n = net_start(false, NULL, NULL, &rerr);
+    ck_assert_msg(rerr.code != 0 && strstr(rerr.msg, "computenetwork.dll"), "%s", rerr.msg);
+    ck_assert_ptr_nonnull(net_setup_error(n));
+    struct err err = {0};
+    ck_assert_ptr_null(attach(n, "c1", NULL, 0, false, &err));
+    ck_assert_int_eq(err.code, ERR_UNAVAILABLE);
+    ck_assert_msg(strstr(err.msg, "computenetwork.dll"), "%s", err.msg);
+    ck_assert(!record_exists("c1"));
+    const struct net_attachment *a = attach(n, "lo", NULL, 0, true, &err);
+    ck_assert_msg(a, "%s", err.msg);
+    ck_assert(a->disabled);
+    ck_assert_ptr_null(a->netns_path);
+    ck_assert_str_eq(a->ip, "");
+    struct net_probe *p = net_probe_new(n);
+    struct net_health h;
+    net_probe_run(p, &h);
+    ck_assert(!h.usable && !h.disabled);
+    ck_assert_msg(strstr(h.reason, "computenetwork.dll"), "%s", h.reason);
+    net_probe_free(p);
+    detach_ok(n, "lo");
+    close_net(n);
+}
+END_TEST
+
+START_TEST(network_none_attaches_loopback_only_and_the_probe_says_disabled)
+{
+    int nets0, eps0, nss0, nets, eps, nss;
+    counts(&nets0, &eps0, &nss0);
+    struct net *n = net_start(true, NULL, NULL, NULL);
+    struct err err = {0};
+    struct net_port ports[] = {{.host = 0, .container = 80, .proto = NET_PROTO_TCP}};
+    const struct net_attachment *a = attach(n, "c", ports, 1, false, &err);
+    ck_assert_msg(a, "%s", err.msg);
+    ck_assert(a->disabled);
+    ck_assert_uint_eq(a->nports, 0);
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0);
+    struct net_probe *p = net_probe_new(n);
+    struct net_health h;
+    net_probe_run(p, &h);
+    ck_assert(h.disabled && !h.usable);
+    net_probe_free(p);
+    /* Its record brings it back after a restart. */
+    close_net(n);
+    static const char *const live[] = {"c", NULL};
+    struct net_reconcile_stats rs = {0};
+    n = net_start(true, live, &rs, NULL);
+    ck_assert_uint_eq(rs.kept, 1);
+    ck_assert_ptr_nonnull(net_attachment_find(n, "c"));
+    detach_ok(n, "c");
+    ck_assert(!record_exists("c"));
+    close_net(n);
+}
+END_TEST
+
+START_TEST(the_probe_reports_the_network_usable_then_missing)
+{
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    struct net_probe *p = net_probe_new(n);
+    struct net_health h;
+    net_probe_run(p, &h);
+    ck_assert_msg(h.usable, "%s", h.reason);
+    struct result r = {0};
+    struct err err = {0};
+    ck_assert_int_eq(net_teardown(n, done_cb, &r, &err), 0);
+    run_until(&r);
+    ck_assert_msg(r.err.code == 0, "%s", r.err.msg);
+    net_probe_run(p, &h);
+    ck_assert(!h.usable);
+    ck_assert_msg(strstr(h.reason, "hcnt") && strstr(h.reason, "missing"), "%s", h.reason);
+    net_probe_free(p);
+    close_net(n);
+}
+END_TEST
+
+START_TEST(bad_requests_and_options_are_refused_with_the_value)
+{
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    struct err err = {0};
+    struct net_port zero[] = {{.host = 1, .container = 0, .proto = NET_PROTO_TCP}};
+    struct result r = {0};
+    struct net_attach_req req = {.handle = "x", .ports = zero, .nports = 1};
+    ck_assert_int_eq(net_attach(n, &req, attach_cb, &r, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "ports[0].container"), "%s", err.msg);
+    req = (struct net_attach_req){.handle = "bad/handle"};
+    ck_assert_int_eq(net_attach(n, &req, attach_cb, &r, &err), -EINVAL);
+    close_net(n);
+    struct net_opts o = {.state_dir = state_dir, .pool = "10.0.0.0/7"};
+    struct net *m = NULL;
+    ck_assert_int_eq(net_new(&loop, jobs, &o, &m, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "prefix"), "%s", err.msg);
+    o = (struct net_opts){.state_dir = state_dir, .cni_config_dir = "C:\\cni"};
+    ck_assert_int_eq(net_new(&loop, jobs, &o, &m, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "Linux only"), "%s", err.msg);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("net_hcn");
+    TCase *tc = tcase_create("hcn");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc,
+                   attach_gives_an_endpoint_namespace_address_and_ports_and_detach_removes_them);
+    tcase_add_test(tc, a_failure_at_each_hcn_step_leaves_nothing_in_hns_nor_on_disk);
+    tcase_add_test(tc, the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_crash);
+    tcase_add_test(tc, without_computenetwork_dll_networks_fail_and_loopback_only_containers_work);
+    tcase_add_test(tc, network_none_attaches_loopback_only_and_the_probe_says_disabled);
+    tcase_add_test(tc, the_probe_reports_the_network_usable_then_missing);
+    tcase_add_test(tc, bad_requests_and_options_are_refused_with_the_value);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
