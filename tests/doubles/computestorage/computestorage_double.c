@@ -520,6 +520,47 @@ HcsInitializeWritableLayer(PCWSTR writableLayerPath, PCWSTR layerData, PCWSTR op
     return hr;
 }
 
+/* A filter's mark on the volume: the LayerData it was attached with;
+ * attaching twice is ERROR_ALREADY_EXISTS. */
+static HRESULT
+mark_attach(PCWSTR volume, const wchar_t *name, PCWSTR layerData)
+{
+    wchar_t *dir = volume_dir(volume);
+    if (!dir || !is_dir(dir)) {
+        free(dir);
+        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
+    }
+    wchar_t *mark = join(dir, name);
+    bool attached = mark && exists(mark);
+    free(mark);
+    if (attached) {
+        free(dir);
+        return HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
+    }
+    char *d = narrow(layerData);
+    bool ok = d && write_file(dir, name, d);
+    free(d);
+    free(dir);
+    return ok ? S_OK : E_FAIL;
+}
+
+/* The mark removed; none is ERROR_NOT_FOUND. */
+static HRESULT
+mark_detach(PCWSTR volume, const wchar_t *name)
+{
+    wchar_t *dir = volume_dir(volume);
+    wchar_t *mark = dir ? join(dir, name) : NULL;
+    free(dir);
+    BOOL ok = mark && DeleteFileW(mark);
+    DWORD e = GetLastError();
+    free(mark);
+    if (!ok)
+        return e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND
+                   ? HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
+                   : HRESULT_FROM_WIN32(e);
+    return S_OK;
+}
+
 HRESULT WINAPI
 HcsAttachLayerStorageFilter(PCWSTR layerPath, PCWSTR layerData)
 {
@@ -528,23 +569,7 @@ HcsAttachLayerStorageFilter(PCWSTR layerPath, PCWSTR layerData)
         return E_FAIL;
     if (!layerPath || !layer_data_valid(layerData))
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(layerPath);
-    if (!dir || !is_dir(dir)) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
-    }
-    wchar_t *mark = join(dir, L".double-filter");
-    bool attached = mark && exists(mark);
-    free(mark);
-    if (attached) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
-    }
-    char *d = narrow(layerData);
-    bool ok = d && write_file(dir, L".double-filter", d);
-    free(d);
-    free(dir);
-    return ok ? S_OK : E_FAIL;
+    return mark_attach(layerPath, L".double-filter", layerData);
 }
 
 HRESULT WINAPI
@@ -555,17 +580,7 @@ HcsDetachLayerStorageFilter(PCWSTR layerPath)
         return E_FAIL;
     if (!layerPath)
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(layerPath);
-    wchar_t *mark = dir ? join(dir, L".double-filter") : NULL;
-    free(dir);
-    BOOL ok = mark && DeleteFileW(mark);
-    DWORD e = GetLastError();
-    free(mark);
-    if (!ok)
-        return e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND
-                   ? HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
-                   : HRESULT_FROM_WIN32(e);
-    return S_OK;
+    return mark_detach(layerPath, L".double-filter");
 }
 
 /* The LayerData's FilterType is UnionFS and, when want_layer, its one layer is a Files folder. */
@@ -603,23 +618,7 @@ HcsAttachOverlayFilter(PCWSTR volumePath, PCWSTR layerData)
         return E_FAIL;
     if (!volumePath || !layer_data_valid(layerData) || !union_data_valid(layerData, true))
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(volumePath);
-    if (!dir || !is_dir(dir)) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
-    }
-    wchar_t *mark = join(dir, L".double-overlay");
-    bool attached = mark && exists(mark);
-    free(mark);
-    if (attached) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
-    }
-    char *d = narrow(layerData);
-    bool ok = d && write_file(dir, L".double-overlay", d);
-    free(d);
-    free(dir);
-    return ok ? S_OK : E_FAIL;
+    return mark_attach(volumePath, L".double-overlay", layerData);
 }
 
 HRESULT WINAPI
@@ -630,17 +629,7 @@ HcsDetachOverlayFilter(PCWSTR volumePath, PCWSTR layerData)
         return E_FAIL;
     if (!volumePath || !union_data_valid(layerData, false))
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(volumePath);
-    wchar_t *mark = dir ? join(dir, L".double-overlay") : NULL;
-    free(dir);
-    BOOL ok = mark && DeleteFileW(mark);
-    DWORD e = GetLastError();
-    free(mark);
-    if (!ok)
-        return e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND
-                   ? HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
-                   : HRESULT_FROM_WIN32(e);
-    return S_OK;
+    return mark_detach(volumePath, L".double-overlay");
 }
 
 /* ---- exported as the real DLL does, never called by berth ---- */
