@@ -88,9 +88,11 @@ set(BERTH_WIN_SOURCES
     jsonutil/fields.c
     jsonutil/parse.c
     store/blob.c
+    store/cim_chain_windows.c
     store/cim_format.c
     store/cp_pending.c
     store/cim_writer_windows.c
+    store/cimfs_api_windows.c
     store/db.c
     store/digest.c
     store/gc.c
@@ -200,7 +202,6 @@ set(BERTH_WIN_SOURCES
     api/upload.c
     api/volumes.c
     runtime/hcs/admit.c
-    runtime/hcs/cimfs_api_win.c
     runtime/hcs/cmdline.c
     runtime/hcs/doc_network.c
     runtime/hcs/doc_request.c
@@ -311,6 +312,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cim_chain
     test_cimfs_mount
     test_cimfs_writer
     test_gc_wcifs
@@ -493,7 +495,7 @@ if(BERTH_TESTS)
                         ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/virtdisk-double)
   # The TEST DOUBLE of cimfs.dll (tests/doubles/cimfs/), in a directory
   # of its own as the HCN double is; the CimFS suites open it by path
-  # (runtime/hcs/cimfs_api.h), berthd.exe through BERTH_TEST_CIMFS_DLL.
+  # (store/cimfs_api.h), berthd.exe through BERTH_TEST_CIMFS_DLL.
   set(cim_dbl ${CMAKE_SOURCE_DIR}/tests/doubles/cimfs)
   add_library(cimfs_double SHARED ${cim_dbl}/cimfs_double.c ${cim_dbl}/cimfs_double.def)
   target_include_directories(cimfs_double PRIVATE ${CMAKE_SOURCE_DIR})

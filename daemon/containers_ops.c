@@ -52,6 +52,7 @@
 #include "store/scratch.h"
 #include "store/store.h"
 #ifdef _WIN32
+#include "store/cim_chain.h"
 #include "store/wcstorage.h"
 #endif
 #include "daemon/containers_int.h"
@@ -194,13 +195,43 @@ win_path_dup(const char *p)
     return s;
 }
 
+/* The journal entry of a container's rootfs mount: its name and owner. */
+struct rootfs_rec {
+    char entry[MJ_NAME_MAX + 1], owner[MJ_WORD_MAX + 1];
+    struct layer_mount_rec rec;
+};
+
+static void
+rootfs_rec_init(struct rootfs_rec *r, struct store *st, const struct ctr_params *p)
+{
+    snprintf(r->entry, sizeof(r->entry), "container.%s.rootfs", p->handle);
+    snprintf(r->owner, sizeof(r->owner), MJ_OWNER_CONTAINER "%s", p->handle);
+    r->rec = (struct layer_mount_rec){.journal = st->mounts, .name = r->entry, .owner = r->owner};
+}
+
+/* <dir>\scratch, created, as a Windows path into *out (caller frees). */
+static int
+scratch_folder(const char *dir, char **out, struct err *err)
+{
+    cleanup_free char *posix = fs_path_join(dir, "scratch");
+    if (!posix || !(*out = win_path_dup(posix)))
+        return err_set(err, ENOMEM, "mount rootfs: out of memory");
+    int ret = fs_mkdir_p(posix, 0700, err);
+    if (ret < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return ret;
+}
+
 /*
  * Windows: the image's layer folders (or the raw rootfs's one folder),
  * topmost first, mounted as WCIFS layers over a scratch VHDX in
  * <dir>\scratch (store/layer_wcifs_windows.c), journaled as the
  * container's rootfs entry; under hyperv the scratch is only made and
- * formatted, for the utility VM to attach. A layer's id is wcs_layer_id of its chain ID
- * (of the raw folder's name: what the hcs driver derives for it).
+ * formatted, for the utility VM to attach. A layer's id is wcs_layer_id
+ * of its chain ID (of the raw folder's name: what the hcs driver derives
+ * for it).
  */
 static int
 mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
@@ -214,10 +245,7 @@ mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
     char **folders = calloc(n + 1, sizeof(char *));
     char(*idbuf)[WCS_LAYER_ID_SIZE] = calloc(n, sizeof(*idbuf));
     const char **ids = calloc(n, sizeof(char *));
-    cleanup_free char *scratch_posix = fs_path_join(dir, "scratch");
-    int ret = folders && idbuf && ids && scratch_posix
-                  ? 0
-                  : err_set(err, ENOMEM, "mount rootfs: out of memory");
+    int ret = folders && idbuf && ids ? 0 : err_set(err, ENOMEM, "mount rootfs: out of memory");
     for (size_t k = 0; ret == 0 && k < n; k++) {
         const char *chain = img ? img->layers[n - 1 - k].chain_id : NULL;
         cleanup_free char *snap = chain ? snapshot_path(st->snaps, chain) : NULL;
@@ -230,22 +258,18 @@ mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
         ret = wcs_layer_id(chain ? chain : name ? name + 1 : folders[k], idbuf[k], err);
         ids[k] = idbuf[k];
     }
-    if (ret == 0 && !(folders[n] = win_path_dup(scratch_posix)))
-        ret = err_set(err, ENOMEM, "mount rootfs: out of memory");
     if (ret == 0)
-        ret = fs_mkdir_p(scratch_posix, 0700, err);
+        ret = scratch_folder(dir, &folders[n], err);
     struct layer_list *list = NULL;
     if (ret == 0)
         ret = layer_list_parse_wcifs((const char *const *)folders, ids, n + 1, &list, err);
     /* hyperv: the scratch is the utility VM's to attach, not the host's. */
     if (ret == 0)
         list->vm_scratch = strcmp(p->isolation, "hyperv") == 0;
-    char entry[MJ_NAME_MAX + 1], owner[MJ_WORD_MAX + 1];
-    snprintf(entry, sizeof(entry), "container.%s.rootfs", p->handle);
-    snprintf(owner, sizeof(owner), MJ_OWNER_CONTAINER "%s", p->handle);
-    struct layer_mount_rec rec = {.journal = st->mounts, .name = entry, .owner = owner};
+    struct rootfs_rec rr;
+    rootfs_rec_init(&rr, st, p);
     if (ret == 0)
-        ret = layers_mount(list, NULL, NULL, &rec, m, err);
+        ret = layers_mount(list, NULL, NULL, &rr.rec, m, err);
     layer_list_free(list);
     for (size_t k = 0; folders && k <= n; k++)
         free(folders[k]);
@@ -253,6 +277,67 @@ mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
     free(idbuf);
     free(ids);
     return ret;
+}
+
+/*
+ * Windows with --layer-format cimfs: the image's layers as forked CIMs
+ * (written from the image store's blobs at first use, store/cim_chain.h),
+ * the top-most one mounted with the container's scratch and the UnionFS
+ * filter over it (store/layer_cimfs.h), journaled as the container's
+ * rootfs entry. The ids are the WCIFS ones (wcs_layer_id of the chain
+ * ID), so a layer is named alike in either format.
+ */
+static int
+mount_cimfs(struct store *st, const struct ctr_params *p, const char *dir,
+            const struct meta_image *img, struct mounted_layers **m, struct err *err)
+{
+    size_t n = img->n_layers;
+    cleanup_free char *cim_dir = fs_path_join(st->root, CIM_DIR_NAME);
+    char **cims = NULL;
+    int ret = cim_dir ? cim_chain_ensure(st->blobs, cim_dir, img->layers, n, &cims, err)
+                      : err_set(err, ENOMEM, "mount rootfs: out of memory");
+    const char **top = calloc(n + 1, sizeof(char *));
+    const char **ids = calloc(n + 1, sizeof(char *));
+    char(*idbuf)[WCS_LAYER_ID_SIZE] = calloc(n + 1, sizeof(*idbuf));
+    if (ret == 0 && (!top || !ids || !idbuf))
+        ret = err_set(err, ENOMEM, "mount rootfs: out of memory");
+    for (size_t k = 0; ret == 0 && k < n; k++) {
+        top[k] = cims[n - 1 - k];
+        ret = wcs_layer_id(img->layers[n - 1 - k].chain_id, idbuf[k], err);
+        ids[k] = idbuf[k];
+    }
+    cleanup_free char *scratch = NULL;
+    if (ret == 0)
+        ret = scratch_folder(dir, &scratch, err);
+    struct layer_list *list = NULL;
+    if (ret == 0)
+        ret = layer_list_parse_cimfs(top, ids, n, scratch, &list, err);
+    struct rootfs_rec rr;
+    rootfs_rec_init(&rr, st, p);
+    if (ret == 0)
+        ret = layers_mount(list, NULL, NULL, &rr.rec, m, err);
+    layer_list_free(list);
+    for (size_t k = 0; cims && k < n; k++)
+        free(cims[k]);
+    free(cims);
+    free(top);
+    free(ids);
+    free(idbuf);
+    return ret;
+}
+
+/*
+ * Does this container's image go through CimFS? With --layer-format
+ * cimfs in use (auto included), an image's process-isolated container
+ * does; a raw rootfs is a folder, and hyperv isolation takes the WCIFS
+ * folders the import made (hcsshim mounts forked CIMs for process
+ * isolation only).
+ */
+static bool
+uses_cimfs(const struct containers *reg, const struct ctr_params *p, const struct meta_image *img)
+{
+    const char *f = reg->d && reg->d->cfg ? reg->d->cfg->layer_format_used : NULL;
+    return img && f && strcmp(f, "cimfs") == 0 && strcmp(p->isolation, "hyperv") != 0;
 }
 
 /*
@@ -371,8 +456,11 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
     uint64_t t_meta = uv_hrtime();
 #ifdef _WIN32
     /* Windows: the image's layers, or a raw rootfs's one folder, are WCIFS
-     * layers over a scratch of the container's own. */
-    if (ret == 0)
+     * layers over a scratch of the container's own, or the image's CIMs
+     * with --layer-format cimfs. */
+    if (ret == 0 && uses_cimfs(reg, p, p->rootfs_dir ? NULL : img))
+        ret = mount_cimfs(st, p, dir, img, &m, err);
+    else if (ret == 0)
         ret = mount_wcifs(st, p, dir, p->rootfs_dir ? NULL : img, &m, err);
 #else
     if (ret == 0 && p->rootfs_dir && reg->drv->rootfs_normalise) {

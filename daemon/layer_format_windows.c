@@ -1,6 +1,6 @@
 /*
  * daemon/layer_format.h on Windows: the host's build from the kernel
- * (common/os.h) and cimfs.dll loaded (runtime/hcs/cimfs_api.h, the
+ * (common/os.h) and cimfs.dll loaded (store/cimfs_api.h, the
  * process's one copy, which the CimFS mounts use later) decide
  * --layer-format auto; an explicit cimfs where either is missing stops
  * the start. Test builds take the build from BERTH_TEST_WINDOWS_BUILD
@@ -16,7 +16,7 @@
 
 #include "common/log.h"
 #include "common/os.h"
-#include "runtime/hcs/cimfs_api.h"
+#include "store/cimfs_api.h"
 
 int
 layer_format_resolve(struct config *cfg, struct err *err)

@@ -4,7 +4,7 @@
  * image's files (security descriptor, attributes, creation and write
  * times), alternate data streams, reparse points (symlinks, junctions),
  * hard links, whiteouts (CimDeletePath) and the registry hive deltas
- * under Hives\, through cimfs.dll (runtime/hcs/cimfs_api.h). Paths in
+ * under Hives\, through cimfs.dll (store/cimfs_api.h). Paths in
  * the image are the tar's, '\'-separated: Files\..., Hives\...,
  * UtilityVM\...; a mount's Files folder is the container's C:\.
  *

@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/hcs/cimfs_api.h"
-#include "runtime/hcs/hresult.h"
+#include "store/cimfs_api.h"
 
 #define REPARSE_TAG_SYMLINK 0xA000000Cu
 #define REPARSE_TAG_MOUNT_POINT 0xA0000003u
@@ -53,7 +52,7 @@ wpath(const char *s)
 static int
 fail(struct err *err, HRESULT hr, const char *what, const char *path)
 {
-    return hcs_err_set(err, (uint32_t)hr, NULL, NULL, "cim layer: %s %.300s", what, path);
+    return cimfs_err_set(err, hr, "cim layer: %s %.300s", what, path);
 }
 
 static LARGE_INTEGER

@@ -1,6 +1,8 @@
 /*
- * LAYER_CIMFS mounts through cimfs.dll (store/layer_cimfs.h): the
- * journal entry first, then CimMountImage; the undo is CimDismountImage.
+ * LAYER_CIMFS mounts (store/layer_cimfs.h): the top-most CIM through
+ * cimfs.dll, then the container's scratch VHDX (virtdisk.dll,
+ * computestorage.dll) with the UnionFS filter over the CIM's Files, each
+ * step journaled before it is made; the undo takes them away in reverse.
  * Windows only; pool threads or start-up.
  */
 #include "store/layer_cimfs.h"
@@ -15,8 +17,14 @@
 #include <string.h>
 
 #include "common/cleanup.h"
-#include "runtime/hcs/cimfs_api.h"
-#include "runtime/hcs/hresult.h"
+#include "store/cimfs_api.h"
+#include "store/vdisk.h"
+#include "store/wcstorage.h"
+
+/* What a WCIFS scratch is too (store/layer_wcifs_windows.c): Docker's and
+ * containerd's default size of a Windows writable layer. */
+#define CIMFS_SCRATCH_BYTES (20ull * 1024 * 1024 * 1024)
+#define CIMFS_VHD_NAME "sandbox.vhdx"
 
 #define GUID_TEXT 37
 
@@ -80,15 +88,150 @@ mount_cim(struct cimfs_api *api, const char *path, const GUID *g, struct err *er
         return err_set(err, ENOMEM, "mount cim %s: out of memory", path);
     HRESULT hr = api->CimMountImage(dir, name, CIM_MOUNT_IMAGE_NONE, g);
     if (FAILED(hr))
-        return hcs_err_set(err, (uint32_t)hr, NULL, NULL, "mount cim %s", path);
+        return cimfs_err_set(err, hr, "mount cim %s", path);
+    return 0;
+}
+
+/* The steps of a mount, in the order they are made; undo goes back from the journaled one. */
+static const char *const steps[] = {"begin", "cim", "create", "attach", "filter"};
+
+static int
+step_index(const char *step)
+{
+    for (int i = 0; step && i < (int)(sizeof(steps) / sizeof(steps[0])); i++)
+        if (strcmp(step, steps[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Rewrites the entry with step (and the rootfs when given) before the step is made. */
+static int
+journal_step(const struct layer_mount_rec *rec, struct mj_entry *e, const char *step,
+             const char *rootfs, struct err *err)
+{
+    int r = mj_entry_set(e, "step", step, err);
+    if (r == 0 && rootfs)
+        r = mj_entry_set(e, "rootfs", rootfs, err);
+    return r == 0 ? layer_journal_put(rec, e, err) : r;
+}
+
+/* The UnionFS LayerData over the CIM volume's Files folder (hcsshim's
+ * mountProcessIsolatedCimLayersCommon). */
+static char *
+union_data(const char *layer_id, const char *cim_volume, struct err *err)
+{
+    char files[GUID_TEXT + 32];
+    snprintf(files, sizeof(files), "%sFiles", cim_volume);
+    struct wcs_layer y = {layer_id, files};
+    return wcs_union_layer_data(&y, 1, err);
+}
+
+/* CimDismountImage of the volume GUID id; one not mounted is success. */
+static int
+dismount(const char *name, const char *id, struct err *err)
+{
+    GUID g;
+    if (guid_parse(id, &g) < 0)
+        return err_set(err, EINVAL, "undo cimfs mount %s: no volume GUID (%.60s)", name,
+                       id ? id : "none");
+    struct cimfs_api *api = NULL;
+    if (cimfs_api_default(&api, err) < 0)
+        return err_wrap(err, "undo cimfs mount %s", name);
+    HRESULT hr = api->CimDismountImage(&g);
+    if (hr == HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND))
+        return 0; /* not mounted: never made, or undone already */
+    if (FAILED(hr))
+        return cimfs_err_set(err, hr, "undo cimfs mount %s: dismount %s", name, id);
     return 0;
 }
 
 int
-layer_cimfs_mount(const struct layer_list *l, const struct layer_mount_rec *rec,
-                  struct mounted_layers **out, struct err *err)
+layer_cimfs_undo(const struct mj_entry *e, struct err *err)
+{
+    const char *step = mj_entry_get(e, "step");
+    /* An entry without steps is a CIM mount alone, as berth wrote them
+     * before the scratch was made here: "volume" is the CIM's GUID. */
+    if (!step)
+        return dismount(e->name, mj_entry_get(e, "volume"), err);
+    int at = step_index(step);
+    const char *vhd = mj_entry_get(e, "vhd"), *volume = mj_entry_get(e, "volume");
+    const char *guid = mj_entry_get(e, "cim-guid");
+    if (at < 0 || !vhd || !guid)
+        return err_set(err, EINVAL, "undo cimfs mount %s: no step, vhd or cim-guid", e->name);
+    int r = 0;
+    if (at >= step_index("filter") && volume) {
+        struct wcs_api *wcs = NULL;
+        char *ld = NULL;
+        r = wcs_api_open(NULL, &wcs, err);
+        if (r == 0 && !(ld = wcs_union_layer_data(NULL, 0, err)))
+            r = -err->code;
+        if (r == 0 && (r = wcs_detach_overlay(wcs, volume, ld, err)) == -ENOENT)
+            r = 0; /* never attached, or detached before a crash */
+        free(ld);
+        wcs_api_free(wcs);
+    }
+    if (r == 0 && at >= step_index("attach")) {
+        struct vdisk_api *vd = NULL;
+        void *h = NULL;
+        r = vdisk_api_open(NULL, &vd, err);
+        if (r == 0 && (r = vdisk_open(vd, vhd, &h, err)) == -ENOENT)
+            r = 0; /* no disk, nothing attached */
+        else if (r == 0)
+            r = vdisk_detach(vd, h, err);
+        vdisk_close(h);
+        vdisk_api_free(vd);
+    }
+    if (r == 0 && at >= step_index("cim"))
+        r = dismount(e->name, guid, err);
+    return r < 0 ? err_wrap(err, "undo cimfs mount %s", e->name) : 0;
+}
+
+/* The scratch VHDX at vhd (made and formatted when missing), attached, its
+ * volume into *volume, the UnionFS filter over the CIM volume's Files. */
+static int
+scratch_mount(const struct layer_mount_rec *rec, struct mj_entry *e, const char *vhd,
+              const char *layer_id, const char *cim_volume, char **volume, struct err *err)
+{
+    struct wcs_api *wcs = NULL;
+    struct vdisk_api *vd = NULL;
+    void *h = NULL;
+    bool created = false;
+    char *ld = union_data(layer_id, cim_volume, err);
+    int r = ld ? 0 : -err->code;
+    if (r == 0 && (r = wcs_api_open(NULL, &wcs, err)) == 0)
+        r = vdisk_api_open(NULL, &vd, err);
+    if (r == 0 && (r = vdisk_open(vd, vhd, &h, err)) == -ENOENT) {
+        if ((r = mj_entry_set(e, "new", "1", err)) == 0 &&
+            (r = journal_step(rec, e, "create", NULL, err)) == 0)
+            r = vdisk_create(vd, vhd, CIMFS_SCRATCH_BYTES, &h, err);
+        created = r == 0;
+    }
+    if (r == 0 && (r = journal_step(rec, e, "attach", NULL, err)) == 0)
+        r = vdisk_attach(vd, h, err);
+    if (r == 0 && created)
+        r = wcs_format_vhd(wcs, h, err);
+    if (r == 0 && (r = wcs_vhd_mount_path(wcs, h, volume, err)) == 0)
+        r = mj_entry_set(e, "volume", *volume, err);
+    /* A new writable layer is initialized once, over the CIM's files. */
+    if (r == 0 && created)
+        r = wcs_initialize_writable(wcs, *volume, ld, err);
+    if (r == 0 && (r = journal_step(rec, e, "filter", *volume, err)) == 0)
+        r = wcs_attach_overlay(wcs, *volume, ld, err);
+    vdisk_close(h);
+    vdisk_api_free(vd);
+    wcs_api_free(wcs);
+    free(ld);
+    return r;
+}
+
+int
+layer_cimfs_mount(const struct layer_list *l, const char *scratch_dir,
+                  const struct layer_mount_rec *rec, struct mounted_layers **out, struct err *err)
 {
     const struct layer *top = &l->layers[l->count - 1];
+    const char *dir = scratch_dir ? scratch_dir : l->scratch;
+    if (!dir || !dir[0])
+        return err_set(err, EINVAL, "mount cimfs layers: no scratch folder");
     struct cimfs_api *api = NULL;
     int r = cimfs_api_default(&api, err);
     if (r < 0)
@@ -96,59 +239,45 @@ layer_cimfs_mount(const struct layer_list *l, const struct layer_mount_rec *rec,
     GUID g;
     if (FAILED(CoCreateGuid(&g)))
         return err_set(err, EIO, "mount cimfs layers: no GUID for the volume");
-    char id[GUID_TEXT], volume[GUID_TEXT + 16];
+    char id[GUID_TEXT], cim_volume[GUID_TEXT + 16];
     guid_format(&g, id);
-    snprintf(volume, sizeof(volume), "\\\\?\\Volume{%s}\\", id);
-
+    snprintf(cim_volume, sizeof(cim_volume), "\\\\?\\Volume{%s}\\", id);
+    size_t dl = strlen(dir);
+    cleanup_free char *vhd = malloc(dl + sizeof(CIMFS_VHD_NAME) + 2);
     struct mj_entry *e = mj_entry_new(rec->name, rec->owner, LAYER_KIND_CIMFS);
-    if (!e)
-        return err_set(err, ENOMEM, "mount cimfs layers: out of memory");
+    char *volume = NULL;
     struct mounted_layers *m = NULL;
-    if ((r = mj_entry_set(e, "volume", id, err)) < 0 ||
+    if (!vhd || !e) {
+        r = err_set(err, ENOMEM, "mount cimfs layers: out of memory");
+        goto out;
+    }
+    snprintf(vhd, dl + sizeof(CIMFS_VHD_NAME) + 2, "%s%s%s", dir,
+             dir[dl - 1] == '\\' || dir[dl - 1] == '/' ? "" : "\\", CIMFS_VHD_NAME);
+    if ((r = mj_entry_set(e, "cim-guid", id, err)) < 0 ||
         (r = mj_entry_set(e, "cim", top->path, err)) < 0 ||
-        (r = mj_entry_set(e, "rootfs", volume, err)) < 0 ||
+        (r = mj_entry_set(e, "vhd", vhd, err)) < 0 ||
         (r = mj_entry_set(e, "layers", "1", err)) < 0 ||
         (r = mj_entry_set(e, "layer-0-id", top->layer_id, err)) < 0 ||
-        (r = mj_entry_set(e, "layer-0-path", volume, err)) < 0)
+        (r = mj_entry_set(e, "layer-0-path", cim_volume, err)) < 0 ||
+        (r = journal_step(rec, e, "begin", vhd, err)) < 0)
         goto out;
-    /* Journaled before it is made: a crash after CimMountImage leaves an
-     * entry that names the volume to dismount. */
-    if ((r = layer_journal_put(rec, e, err)) < 0)
-        goto out;
-    if ((r = mount_cim(api, top->path, &g, err)) < 0) {
-        struct err e2 = {0};
-        mjournal_remove(rec->journal, rec->name, &e2); /* nothing was mounted */
-        goto out;
-    }
-    r = mounted_layers_from_entry(rec->journal, e, &m, err);
-    if (r < 0) {
-        struct err e2 = {0};
-        if (layer_cimfs_undo(e, &e2) == 0)
-            mjournal_remove(rec->journal, rec->name, &e2);
-        goto out;
-    }
+    /* Each step is journaled before it is made: a crash at any point
+     * leaves an entry that says what to take away. */
+    if ((r = journal_step(rec, e, "cim", NULL, err)) < 0 ||
+        (r = mount_cim(api, top->path, &g, err)) < 0 ||
+        (r = scratch_mount(rec, e, vhd, top->layer_id, cim_volume, &volume, err)) < 0 ||
+        (r = mounted_layers_from_entry(rec->journal, e, &m, err)) < 0)
+        goto undo;
     *out = m;
-out:
-    mj_entry_free(e);
-    return r;
+    goto out;
+undo : {
+    /* Whatever the entry says may be there goes, then the entry. */
+    struct err uerr = {0};
+    if (layer_cimfs_undo(e, &uerr) == 0)
+        mjournal_remove(rec->journal, rec->name, &uerr);
 }
-
-int
-layer_cimfs_undo(const struct mj_entry *e, struct err *err)
-{
-    const char *id = mj_entry_get(e, "volume");
-    GUID g;
-    if (guid_parse(id, &g) < 0)
-        return err_set(err, EINVAL, "undo cimfs mount %s: no volume GUID (%.60s)", e->name,
-                       id ? id : "none");
-    struct cimfs_api *api = NULL;
-    if (cimfs_api_default(&api, err) < 0)
-        return err_wrap(err, "undo cimfs mount %s", e->name);
-    HRESULT hr = api->CimDismountImage(&g);
-    if (hr == HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND))
-        return 0; /* not mounted: never made, or undone already */
-    if (FAILED(hr))
-        return hcs_err_set(err, (uint32_t)hr, NULL, NULL, "undo cimfs mount %s: dismount %s",
-                           e->name, id);
-    return 0;
+out:
+    free(volume);
+    mj_entry_free(e);
+    return r < 0 ? err_wrap(err, "mount cimfs layers") : 0;
 }

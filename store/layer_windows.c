@@ -46,7 +46,7 @@ layer_windows_mount(const struct layer_list *l, const char *scratch_dir,
     if (l->type == LAYER_WCIFS)
         return layer_wcifs_mount(l, scratch_dir, rec, out, err);
     if (l->type == LAYER_CIMFS)
-        return layer_cimfs_mount(l, rec, out, err);
+        return layer_cimfs_mount(l, scratch_dir, rec, out, err);
     return err_set(err, ENOTSUP, "mount layers: layer type %d is not a Windows one", (int)l->type);
 }
 

@@ -44,6 +44,14 @@ struct wcs_layer {
 char *wcs_layer_data(const struct wcs_layer *layers, size_t n, struct err *err);
 
 /*
+ * The same with "FilterType":"UnionFS": what HcsAttachOverlayFilter takes
+ * for a scratch over a mounted CIM (layers: the CIM volume's Files
+ * folder), and, with n 0, what HcsDetachOverlayFilter takes to name the
+ * filter to detach.
+ */
+char *wcs_union_layer_data(const struct wcs_layer *layers, size_t n, struct err *err);
+
+/*
  * The GUID HCS knows a layer by: version 5 of name (the layer's chain ID)
  * in berth's layer namespace, fa8cb113-b3b4-4190-9b82-b68915aed3d6, the
  * same derivation as runtime/hcs/guid.h's hcs_guid_layer (store/ may not
@@ -91,5 +99,19 @@ int wcs_attach_filter(struct wcs_api *api, const char *volume, const char *layer
                       struct err *err);
 /* HcsDetachLayerStorageFilter(volume): -ENOENT when no filter is attached. */
 int wcs_detach_filter(struct wcs_api *api, const char *volume, struct err *err);
+
+/*
+ * HcsAttachOverlayFilter(volume, layer_data) and HcsDetachOverlayFilter
+ * (volume, layer_data): the UnionFS filter of a scratch over a mounted
+ * CIM (hcsshim's computestorage.AttachOverlayFilter). computestorage.dll
+ * has them only on builds with CimFS for containers, so they are looked
+ * up apart from the table wcs_api_open requires: where they are absent
+ * these are ERR_UNAVAILABLE, and WCIFS still loads. The detach of a
+ * volume without the filter is -ENOENT.
+ */
+int wcs_attach_overlay(struct wcs_api *api, const char *volume, const char *layer_data,
+                       struct err *err);
+int wcs_detach_overlay(struct wcs_api *api, const char *volume, const char *layer_data,
+                       struct err *err);
 
 #endif

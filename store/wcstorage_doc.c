@@ -44,8 +44,9 @@ put_string(struct strbuf *b, const char *s)
     return true;
 }
 
-char *
-wcs_layer_data(const struct wcs_layer *layers, size_t n, struct err *err)
+/* LayerData of layers[0..n), with "FilterType" when filter is not NULL. */
+static char *
+layer_data(const struct wcs_layer *layers, size_t n, const char *filter, struct err *err)
 {
     struct strbuf b = {0};
     strbuf_puts(&b, "{\"SchemaVersion\":{\"Major\":2,\"Minor\":1},\"Layers\":[");
@@ -62,11 +63,28 @@ wcs_layer_data(const struct wcs_layer *layers, size_t n, struct err *err)
             return NULL;
         }
     }
-    strbuf_puts(&b, "]}");
+    strbuf_puts(&b, "]");
+    if (filter) {
+        strbuf_puts(&b, ",\"FilterType\":");
+        put_string(&b, filter);
+    }
+    strbuf_puts(&b, "}");
     char *s = strbuf_steal(&b, NULL);
     if (!s)
         err_set(err, ENOMEM, "layer data: out of memory");
     return s;
+}
+
+char *
+wcs_layer_data(const struct wcs_layer *layers, size_t n, struct err *err)
+{
+    return layer_data(layers, n, NULL, err);
+}
+
+char *
+wcs_union_layer_data(const struct wcs_layer *layers, size_t n, struct err *err)
+{
+    return layer_data(layers, n, "UnionFS", err);
 }
 
 static const unsigned char layer_ns[16] = {0xfa, 0x8c, 0xb1, 0x13, 0xb3, 0xb4, 0x41, 0x90,

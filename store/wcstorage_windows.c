@@ -26,11 +26,17 @@
     X(HcsAttachLayerStorageFilter)                                                                 \
     X(HcsDetachLayerStorageFilter)
 
+/* The UnionFS filter's pair, which mingw-w64's computestorage.h does not
+ * declare (hcsshim's computestorage/storage.go has them). */
+typedef HRESULT(WINAPI *wcs_overlay_fn)(PCWSTR volumePath, PCWSTR layerData);
+
 struct wcs_api {
     HMODULE dll;
 #define WCS_FIELD(name) __typeof__(&name) name;
     WCS_FUNCS(WCS_FIELD)
 #undef WCS_FIELD
+    wcs_overlay_fn HcsAttachOverlayFilter; /* NULL where the build lacks them */
+    wcs_overlay_fn HcsDetachOverlayFilter;
 };
 
 static const struct windll_export wcs_exports[] = {
@@ -97,6 +103,10 @@ wcs_api_open(const char *dll_path, struct wcs_api **out, struct err *err)
         free(api);
         return ret;
     }
+    api->HcsAttachOverlayFilter =
+        (wcs_overlay_fn)(void (*)(void))GetProcAddress(api->dll, "HcsAttachOverlayFilter");
+    api->HcsDetachOverlayFilter =
+        (wcs_overlay_fn)(void (*)(void))GetProcAddress(api->dll, "HcsDetachOverlayFilter");
     *out = api;
     return 0;
 }
@@ -210,4 +220,34 @@ wcs_detach_filter(struct wcs_api *api, const char *volume, struct err *err)
     HRESULT hr = api->HcsDetachLayerStorageFilter(w[0]);
     wfree(w);
     return FAILED(hr) ? fail(err, hr, "HcsDetachLayerStorageFilter", volume) : 0;
+}
+
+/* One of the overlay pair, ERR_UNAVAILABLE where computestorage.dll lacks it. */
+static int
+overlay_call(wcs_overlay_fn f, const char *fn, const char *volume, const char *layer_data,
+             struct err *err)
+{
+    if (!f)
+        return err_set(err, ERR_UNAVAILABLE,
+                       "%s %.300s: computestorage.dll has no %s (a Windows build without CimFS "
+                       "for containers)",
+                       fn, volume, fn);
+    WIDEN_OR_FAIL(fn, volume, layer_data, NULL);
+    HRESULT hr = f(w[0], w[1]);
+    wfree(w);
+    return FAILED(hr) ? fail(err, hr, fn, volume) : 0;
+}
+
+int
+wcs_attach_overlay(struct wcs_api *api, const char *volume, const char *layer_data, struct err *err)
+{
+    return overlay_call(api->HcsAttachOverlayFilter, "HcsAttachOverlayFilter", volume, layer_data,
+                        err);
+}
+
+int
+wcs_detach_overlay(struct wcs_api *api, const char *volume, const char *layer_data, struct err *err)
+{
+    return overlay_call(api->HcsDetachOverlayFilter, "HcsDetachOverlayFilter", volume, layer_data,
+                        err);
 }

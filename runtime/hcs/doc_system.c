@@ -174,7 +174,9 @@ container_validate(const struct hcs_container_doc *c, enum paths mode, struct er
         if (!hcs_guid_valid(l->id))
             return err_set(err, EINVAL, "layer %zu: id %.64s is not a guid", i,
                            l->id ? l->id : "(null)");
-        if (!source_path_ok(l->path, mode))
+        /* A mounted CIM is its layer's volume (store/layer_cimfs.h). */
+        bool cim_volume = mode == PATHS_HOST && hcs_is_volume_guid_path(l->path);
+        if (!cim_volume && !source_path_ok(l->path, mode))
             return err_set(err, EINVAL, "layer %zu: path %.200s is not %s", i,
                            l->path ? l->path : "(null)", where);
         for (size_t j = 0; j < i; j++)

@@ -423,7 +423,12 @@ build_prepare(const struct rt_container_spec *spec, struct build *b, struct err 
         !b->mount_src || !b->mount_dst)
         return err_set(err, ENOMEM, "container %s: out of memory", spec->handle);
     for (size_t i = 0; i < b->nlayers; i++) {
-        int ret = hcs_path_to_windows(layers[i], b->layer_paths[i], HCS_PATH_MAX + 1, err);
+        /* A CimFS layer is the mounted CIM's volume, \\?\Volume{GUID}\, as it is. */
+        int ret = 0;
+        if (hcs_is_volume_guid_path(layers[i]))
+            snprintf(b->layer_paths[i], HCS_PATH_MAX + 1, "%s", layers[i]);
+        else
+            ret = hcs_path_to_windows(layers[i], b->layer_paths[i], HCS_PATH_MAX + 1, err);
         if (ret < 0)
             return err_wrap(err, "container %s: layer %zu", spec->handle, i);
         const char *name = strrchr(b->layer_paths[i], '\\');

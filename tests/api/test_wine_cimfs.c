@@ -8,18 +8,31 @@
  * build or the DLL is missing stops the start with one line naming why.
  * The double is not CimFS: these show the choice, not a real mount.
  *
+ * With cimfs in use, an image's container goes through CimFS: its layers
+ * written into forked CIMs from the image store at the first container
+ * (the next one writes none), the top-most CIM mounted, a scratch VHDX
+ * with the UnionFS filter over it (the storage doubles of
+ * computestorage.dll and virtdisk.dll), the container document given the
+ * one CIM volume as its layer and the scratch's volume as its storage;
+ * the delete undoes it, and a berthd.exe killed in the middle of a
+ * delete leaves a journal entry that the next one finishes at start-up.
+ *
  * scripts/build-windows.sh runs it through the Windows build's CTest
  * with BERTH_TEST_BERTHD, BERTH_TEST_WINE, BERTH_TEST_HCS_DOUBLE and
  * BERTH_TEST_CIMFS_DOUBLE set (cmake/windows.cmake). Without them it
  * skips (77).
  */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/api/harness.h"
+#include "tests/api/wine_image.h"
 
 struct env {
     char v[4][PATH_MAX * 2];
@@ -134,6 +147,248 @@ START_TEST(an_explicit_cimfs_the_host_cannot_run_stops_the_start_naming_why)
 }
 END_TEST
 
+/* ---- image containers on CimFS ---- */
+
+/* One berthd.exe on the doubles with cimfs in use, and where the doubles log. */
+struct cimd {
+    struct berthd b;
+    char cimrec[PATH_MAX + 16], storage[PATH_MAX + 16], hcsrec[PATH_MAX + 16];
+    char env[10][PATH_MAX * 2];
+};
+
+static void
+cimd_env(struct cimd *c, size_t *n, const char *fmt, const char *path)
+{
+    char win[PATH_MAX + 8];
+    harness_wine_path(path, win, sizeof(win));
+    snprintf(c->env[*n], sizeof(c->env[*n]), fmt, win);
+    (*n)++;
+}
+
+/* Starts (or, with c->b.tmp set, restarts on the same root) berthd.exe. */
+static void
+cimd_start(struct cimd *c)
+{
+    const char *sdbl = getenv("BERTH_TEST_HCS_STORAGE_DOUBLE");
+    const char *vdbl = getenv("BERTH_TEST_VIRTDISK_DOUBLE");
+    ck_assert_msg(sdbl && *sdbl && vdbl && *vdbl,
+                  "BERTH_TEST_HCS_STORAGE_DOUBLE or BERTH_TEST_VIRTDISK_DOUBLE is not set");
+    if (!c->b.tmp[0])
+        harness_mkdtemp(c->b.tmp, sizeof(c->b.tmp));
+    snprintf(c->cimrec, sizeof(c->cimrec), "%s/cimfs-rec", c->b.tmp);
+    snprintf(c->storage, sizeof(c->storage), "%s/storage-rec", c->b.tmp);
+    snprintf(c->hcsrec, sizeof(c->hcsrec), "%s/hcs-rec", c->b.tmp);
+    mkdir(c->cimrec, 0700);
+    mkdir(c->storage, 0700);
+    mkdir(c->hcsrec, 0700);
+    size_t n = 0;
+    cimd_env(c, &n, "BERTH_TEST_HCS_DLL=%s", getenv("BERTH_TEST_HCS_DOUBLE"));
+    cimd_env(c, &n, "BERTH_TEST_CIMFS_DLL=%s", getenv("BERTH_TEST_CIMFS_DOUBLE"));
+    cimd_env(c, &n, "BERTH_TEST_HCS_STORAGE_DLL=%s", sdbl);
+    cimd_env(c, &n, "BERTH_TEST_VIRTDISK_DLL=%s", vdbl);
+    cimd_env(c, &n, "BERTH_CIMFS_DOUBLE_DIR=%s", c->cimrec);
+    cimd_env(c, &n, "BERTH_HCS_STORAGE_DOUBLE_DIR=%s", c->storage);
+    cimd_env(c, &n, "BERTH_VIRTDISK_DOUBLE_DIR=%s", c->storage);
+    cimd_env(c, &n, "BERTH_HCS_DOUBLE_DIR=%s", c->hcsrec);
+    snprintf(c->env[n++], sizeof(c->env[0]), "BERTH_TEST_WINDOWS_BUILD=26100.1");
+    struct berthd_opts o = {.args = {"--runtime", "hcs", "--layer-format", "cimfs", NULL}};
+    for (size_t i = 0; i < n; i++)
+        o.env[i] = c->env[i];
+    berthd_start(&c->b, &o);
+}
+
+/* How many lines of the log in dir hold what. */
+static int
+log_count(const char *dir, const char *what)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", dir);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    int n = 0;
+    for (char *p = log; p && (p = strstr(p, what)) != NULL; p++)
+        n++;
+    free(log);
+    return n;
+}
+
+/* How many CIMs the cimfs.dll double has mounted now. */
+static int
+cims_mounted(const struct cimd *c)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/mounts", c->cimrec);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static bool
+cimd_journaled(const struct cimd *c, const char *handle)
+{
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof(path), "%s/mounts/container.%s.rootfs.mnt", c->b.root, handle);
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Imports a Windows image of the host's build as win/cim:1. */
+static void
+import_image(struct cimd *c)
+{
+    char dir[PATH_MAX + 32], host[64], osv[80];
+    struct hresp r;
+    snprintf(dir, sizeof(dir), "%s/linux", c->b.tmp);
+    make_layout(dir, "linux", NULL, "lin", false, false, false);
+    upload_layout(&c->b, dir, NULL, &r);
+    host_build_from(&r, host, sizeof(host));
+    hresp_free(&r);
+    snprintf(osv, sizeof(osv), "%s.1", host);
+    snprintf(dir, sizeof(dir), "%s/good", c->b.tmp);
+    make_layout(dir, "windows", osv, "good", false, true, false);
+    upload_layout(&c->b, dir, "?name=win/cim:1", &r);
+    ck_assert_msg(r.status == 201, "upload: %ld %s", r.status, r.body);
+    hresp_free(&r);
+}
+
+static void
+cimd_create(struct cimd *c, const char *handle)
+{
+    char body[256];
+    snprintf(body, sizeof(body), "{\"handle\":\"%s\",\"image\":\"win/cim:1\"}", handle);
+    struct hresp r;
+    http_do(&c->b,
+            &(struct hreq){
+                .method = "POST", .path = "/v1/containers", .body = body, .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 201, "create %s: %ld %s", handle, r.status, r.body);
+    hresp_free(&r);
+}
+
+/* The first HcsCreateComputeSystem document the computecore double recorded. */
+static json_object *
+create_doc(const struct cimd *c)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/calls.log", c->hcsrec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    json_object *doc = NULL;
+    for (char *line = log ? strtok(log, "\n") : NULL; line && !doc; line = strtok(NULL, "\n")) {
+        char num[16], name[64];
+        if (sscanf(line, "%15s %63s", num, name) == 2 &&
+            strcmp(name, "HcsCreateComputeSystem") == 0) {
+            snprintf(path, sizeof(path), "%s/%s-%s.json", c->hcsrec, num, name);
+            char *text = fx_read_file(path, &len);
+            doc = text ? json_tokener_parse(text) : NULL;
+            free(text);
+        }
+    }
+    free(log);
+    ck_assert_msg(doc, "no HcsCreateComputeSystem document in %s", c->hcsrec);
+    return doc;
+}
+
+START_TEST(an_image_container_runs_on_its_cims_with_a_scratch_over_them)
+{
+    struct cimd c = {0};
+    cimd_start(&c);
+    import_image(&c);
+    cimd_create(&c, "cim1");
+    /* Two layers, two CIMs (the child forked from the base), one mount. */
+    ck_assert_int_eq(log_count(c.cimrec, "CimCreateImage "), 2);
+    ck_assert_int_eq(log_count(c.cimrec, "CimCommitImage"), 2);
+    ck_assert_int_eq(log_count(c.cimrec, "CimMountImage "), 1);
+    ck_assert_int_eq(cims_mounted(&c), 1);
+    ck_assert_int_eq(log_count(c.storage, " HcsAttachOverlayFilter "), 1);
+    ck_assert_int_eq(log_count(c.storage, " HcsAttachLayerStorageFilter "), 0);
+    ck_assert(cimd_journaled(&c, "cim1"));
+    /* The container document: the CIM volume as its one layer, the scratch as its storage. */
+    json_object *doc = create_doc(&c);
+    json_object *layers = json_at(doc, "Container.Storage.Layers");
+    ck_assert_msg(layers && json_object_array_length(layers) == 1, "%s",
+                  json_object_to_json_string(doc));
+    const char *lp = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(layers, 0), "Path"));
+    const char *sp = json_object_get_string(json_at(doc, "Container.Storage.Path"));
+    ck_assert_msg(lp && sp && strncmp(lp, "\\\\?\\Volume{", 11) == 0 &&
+                      strncmp(sp, "\\\\?\\Volume{", 11) == 0 && strcmp(lp, sp) != 0,
+                  "layer %s, storage %s", lp ? lp : "-", sp ? sp : "-");
+    json_object_put(doc);
+
+    /* The next container of the image writes no CIM again. */
+    cimd_create(&c, "cim2");
+    ck_assert_int_eq(log_count(c.cimrec, "CimCreateImage "), 2);
+    ck_assert_int_eq(cims_mounted(&c), 2);
+    /* The delete undoes it: the filter, the disk, the CIM, the entry. */
+    struct hresp r;
+    http_do(&c.b,
+            &(struct hreq){.method = "DELETE", .path = "/v1/containers/cim1", .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 204, "delete: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(log_count(c.storage, " HcsDetachOverlayFilter "), 1);
+    ck_assert_int_eq(log_count(c.cimrec, "CimDismountImage "), 1);
+    ck_assert_int_eq(cims_mounted(&c), 1);
+    ck_assert(!cimd_journaled(&c, "cim1"));
+    berthd_finish(&c.b);
+}
+END_TEST
+
+/*
+ * berthd.exe killed in the middle of a delete (the filter's detach stalled
+ * by the storage double) leaves the CIM mounted and the entry journaled;
+ * the next berthd.exe finishes the delete at start-up: the filter and the
+ * disk detached, the CIM dismounted, the entry gone.
+ */
+START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
+{
+    struct cimd c = {0};
+    cimd_start(&c);
+    import_image(&c);
+    cimd_create(&c, "crash");
+    ck_assert(cimd_journaled(&c, "crash"));
+    char ctl[PATH_MAX + 32];
+    snprintf(ctl, sizeof(ctl), "%s/fail", c.storage);
+    FILE *f = fopen(ctl, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("stall:HcsDetachOverlayFilter\n", f);
+    fclose(f);
+    struct bg_req del;
+    bg_start(
+        &del, &c.b,
+        &(struct hreq){.method = "DELETE", .path = "/v1/containers/crash", .timeout_ms = 60000});
+    for (int i = 0; i < 300 && log_count(c.storage, " HcsDetachOverlayFilter ") == 0; i++)
+        usleep(50 * 1000);
+    ck_assert_int_eq(log_count(c.storage, " HcsDetachOverlayFilter "), 1);
+    berthd_kill(&c.b);
+    bg_join(&del);
+    hresp_free(&del.resp);
+    ck_assert(cimd_journaled(&c, "crash"));
+    ck_assert_int_eq(cims_mounted(&c), 1);
+    ck_assert_int_eq(log_count(c.cimrec, "CimDismountImage "), 0);
+
+    ck_assert_int_eq(unlink(ctl), 0);
+    cimd_start(&c);
+    for (int i = 0; i < 300 && cimd_journaled(&c, "crash"); i++)
+        usleep(50 * 1000);
+    ck_assert(!cimd_journaled(&c, "crash"));
+    ck_assert_int_eq(log_count(c.storage, " HcsDetachOverlayFilter "), 2);
+    ck_assert_int_eq(log_count(c.storage, " DetachVirtualDisk "), 1);
+    ck_assert_int_eq(log_count(c.cimrec, "CimDismountImage "), 1);
+    ck_assert_int_eq(cims_mounted(&c), 0);
+    struct hresp r;
+    http_get(&c.b, "/v1/containers/crash", &r);
+    ck_assert_msg(r.status == 404, "crash: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    berthd_finish(&c.b);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -151,6 +406,8 @@ main(void)
     tcase_add_test(tc, auto_falls_back_to_wcifs_when_cimfs_dll_does_not_load_or_the_build_is_older);
     tcase_add_test(tc, an_explicit_wcifs_is_kept_where_cimfs_could_run);
     tcase_add_test(tc, an_explicit_cimfs_the_host_cannot_run_stops_the_start_naming_why);
+    tcase_add_test(tc, an_image_container_runs_on_its_cims_with_a_scratch_over_them);
+    tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }

@@ -218,6 +218,29 @@ static const struct bad_case bad_cases[] = {
      "want a path in the vm"},
 };
 
+/* A CimFS container's one layer is the mounted CIM's volume: a host path
+ * for process isolation, never one inside a VM. */
+START_TEST(a_cim_volume_is_a_layer_of_a_process_container_only)
+{
+    struct err err = {0};
+    struct hcs_layer layers[] = {{TOP, VOLUME "\\"}};
+    struct hcs_container_doc c = {.layers = layers, .nlayers = 1, .scratch_path = VOLUME};
+    json_object *doc = hcs_doc_container(&c, &err);
+    ck_assert_msg(doc, "%s", err.msg);
+    json_object *ctr = json_object_object_get(doc, "Container");
+    json_object *storage = json_object_object_get(ctr, "Storage");
+    json_object *l = json_object_array_get_idx(json_object_object_get(storage, "Layers"), 0);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(l, "Path")), VOLUME "\\");
+    json_object_put(doc);
+    ck_assert_ptr_null(hcs_doc_hosted_container(&c, "vm", &err));
+    ck_assert_int_eq(err.code, EINVAL);
+    /* Nor is any other device path. */
+    layers[0].path = "\\\\?\\C:\\x";
+    ck_assert_ptr_null(hcs_doc_container(&c, &err));
+    ck_assert_int_eq(err.code, EINVAL);
+}
+END_TEST
+
 START_TEST(container_documents_refuse_bad_input)
 {
     const struct bad_case *b = &bad_cases[_i];
@@ -319,6 +342,7 @@ doc_system_suite(void)
     tcase_add_test(tc, uvm_matches_golden);
     tcase_add_test(tc, hosted_container_matches_golden);
     tcase_add_test(tc, document_string_is_compact_with_plain_slashes);
+    tcase_add_test(tc, a_cim_volume_is_a_layer_of_a_process_container_only);
     tcase_add_loop_test(tc, container_documents_refuse_bad_input, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, hosted_container_refuses_bad_vm_id_and_host_mounts);

@@ -1,9 +1,9 @@
 /*
  * The documents store/wcstorage_doc.c builds for computestorage.dll
- * (LayerData, OsLayerOptions) and the errno of its HRESULTs: escaping of
- * Windows paths, the order of the layers as given, hostile strings
- * refused. Portable: runs on Linux and under Wine. The calls themselves
- * are tests/windows/test_wcstorage_api.c's (against the double).
+ * (LayerData, its UnionFS form for CimFS scratches, OsLayerOptions) and the errno of its HRESULTs:
+ * escaping of Windows paths, the order of the layers as given, hostile strings refused. Portable:
+ * runs on Linux and under Wine. The calls themselves are tests/windows/test_wcstorage_api.c's
+ * (against the double).
  */
 #include <check.h>
 #include <errno.h>
@@ -49,6 +49,28 @@ START_TEST(layer_data_refuses_control_characters_and_bad_utf8)
         ck_assert_int_eq(err.code, EINVAL);
         ck_assert_msg(strstr(err.msg, "layer 0") != NULL, "%s", err.msg);
     }
+}
+END_TEST
+
+START_TEST(union_layer_data_names_the_unionfs_filter_for_attach_and_detach)
+{
+    struct wcs_layer l = {G1, "\\\\?\\Volume{" G2 "}\\Files"};
+    struct err err = {0};
+    char *s = wcs_union_layer_data(&l, 1, &err);
+    ck_assert_msg(s != NULL, "%s", err.msg);
+    ck_assert_str_eq(s, "{\"SchemaVersion\":{\"Major\":2,\"Minor\":1},\"Layers\":["
+                        "{\"Id\":\"" G1 "\",\"Path\":\"\\\\\\\\?\\\\Volume{" G2
+                        "}\\\\Files\"}],\"FilterType\":\"UnionFS\"}");
+    free(s);
+    /* The detach names the filter only. */
+    s = wcs_union_layer_data(NULL, 0, &err);
+    ck_assert_str_eq(s, "{\"SchemaVersion\":{\"Major\":2,\"Minor\":1},\"Layers\":[],"
+                        "\"FilterType\":\"UnionFS\"}");
+    free(s);
+    /* The same refusals as the WCIFS document's. */
+    struct wcs_layer bad = {G1, "C:\\a\nb"};
+    ck_assert_ptr_null(wcs_union_layer_data(&bad, 1, &err));
+    ck_assert_int_eq(err.code, EINVAL);
 }
 END_TEST
 
@@ -98,6 +120,7 @@ wcstorage_suite(void)
     tcase_add_test(tc, layer_data_lists_parents_in_the_order_given_with_paths_escaped);
     tcase_add_test(tc, layer_data_of_a_base_layer_has_no_layers);
     tcase_add_test(tc, layer_data_refuses_control_characters_and_bad_utf8);
+    tcase_add_test(tc, union_layer_data_names_the_unionfs_filter_for_attach_and_detach);
     tcase_add_test(tc, os_layer_options_name_the_type);
     tcase_add_test(tc, hresults_map_to_errnos);
     tcase_add_test(tc, layer_ids_are_version_5_guids_of_the_chain_id);

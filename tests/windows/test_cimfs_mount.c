@@ -1,13 +1,17 @@
 /*
  * LAYER_CIMFS mounts (store/layer_cimfs_windows.c through store/layer.h)
- * against the TEST DOUBLE of cimfs.dll (tests/doubles/cimfs/), on images
- * this suite writes with store/cim_writer: the top-most CIM mounted under
- * a volume GUID journaled before the mount, the record a container
- * document needs, unmount and its journal entry, a failed mount or a
- * failed journal write that leaves nothing, and the replay after a crash
- * that dismounts what the dead daemon left. The double is not CimFS: no
- * volume appears; its mounts are files that outlive the process, as a
- * real mount outlives berthd.
+ * against the TEST DOUBLES of cimfs.dll (tests/doubles/cimfs/),
+ * computestorage.dll and virtdisk.dll, on images this suite writes with
+ * store/cim_writer: the top-most CIM mounted under a volume GUID
+ * journaled before the mount, the scratch VHDX made, attached,
+ * initialized and given the UnionFS filter over the CIM's Files, the
+ * record a container document needs (the rootfs is the scratch's volume,
+ * the one layer the CIM's), unmount in reverse and its journal entry, a
+ * failed mount or a failed journal write that leaves nothing, a failure
+ * half-way that undoes itself, and the replay after a crash that takes
+ * away what the dead daemon left. The doubles are not CimFS: no volume
+ * appears; their mounts are files that outlive the process, as a real
+ * mount outlives berthd.
  */
 #include "store/layer.h"
 
@@ -20,9 +24,10 @@
 #include <string.h>
 
 #include "cimfs_tar.h"
-#include "runtime/hcs/cimfs_api.h"
 #include "store/cim_writer.h"
+#include "store/cimfs_api.h"
 #include "store/mount_journal.h"
+#include "wcs_double.h"
 
 #define TOP_ID "6ba9cac1-7086-5ee9-a197-c465d3f50ad7"
 #define BASE_ID "02740e08-d1d3-5715-9c08-c255eab4ca01"
@@ -33,31 +38,9 @@ static char dbl_path[MAX_PATH + 32];
 static char rec_dir[MAX_PATH + 64];
 static char cim_dir[MAX_PATH + 80], jdir[MAX_PATH + 80];
 static char top_cim[MAX_PATH + 100], base_cim[MAX_PATH + 100], scratch[MAX_PATH + 100];
+static char scratch_b[MAX_PATH + 100];
 static struct mjournal *journal;
 static struct layer_list *list;
-
-static void
-rm_tree(const char *dir)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\*", dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    if (f != INVALID_HANDLE_VALUE) {
-        do {
-            if (strcmp(fd.cFileName, ".") == 0 || strcmp(fd.cFileName, "..") == 0)
-                continue;
-            char p[MAX_PATH * 2];
-            snprintf(p, sizeof(p), "%s\\%s", dir, fd.cFileName);
-            if (fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
-                rm_tree(p);
-            else
-                DeleteFileA(p);
-        } while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    RemoveDirectoryA(dir);
-}
 
 static const char *
 slurp(const char *rel)
@@ -120,7 +103,6 @@ write_images(void)
 static void
 setup(void)
 {
-    static int n;
     char exe[MAX_PATH];
     GetModuleFileNameA(NULL, exe, sizeof(exe));
     char *slash = strrchr(exe, '\\');
@@ -132,9 +114,17 @@ setup(void)
     static char env[MAX_PATH + 64];
     snprintf(env, sizeof(env), "BERTH_TEST_CIMFS_DLL=%s", dbl_path);
     _putenv(env);
-    char tmp[MAX_PATH];
-    GetTempPathA(sizeof(tmp), tmp);
-    snprintf(rec_dir, sizeof(rec_dir), "%sberth-cimm-%lu-%d", tmp, GetCurrentProcessId(), ++n);
+    /* The storage doubles log to wcs_log_dir; cimfs.dll's to rec_dir. */
+    wcs_double_setup("cimm");
+    static char env2[2][MAX_PATH * 2];
+    snprintf(env2[0], sizeof(env2[0]), "BERTH_TEST_HCS_STORAGE_DLL=%s", wcs_dbl_path);
+    snprintf(env2[1], sizeof(env2[1]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
+             exe);
+    _putenv(env2[0]);
+    _putenv(env2[1]);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_DIR", wcs_log_dir);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+    snprintf(rec_dir, sizeof(rec_dir), "%s\\cimfs", wcs_tmp);
     CreateDirectoryA(rec_dir, NULL);
     snprintf(cim_dir, sizeof(cim_dir), "%s\\cims", rec_dir);
     CreateDirectoryA(cim_dir, NULL);
@@ -142,6 +132,9 @@ setup(void)
     snprintf(top_cim, sizeof(top_cim), "%s\\top.cim", cim_dir);
     snprintf(base_cim, sizeof(base_cim), "%s\\base.cim", cim_dir);
     snprintf(scratch, sizeof(scratch), "%s\\scratch", rec_dir);
+    snprintf(scratch_b, sizeof(scratch_b), "%s\\scratch-b", rec_dir);
+    CreateDirectoryA(scratch, NULL);
+    CreateDirectoryA(scratch_b, NULL);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_DIR", rec_dir);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
     write_images();
@@ -158,7 +151,7 @@ teardown(void)
     list = NULL;
     mjournal_free(journal);
     journal = NULL;
-    rm_tree(rec_dir);
+    wcs_double_teardown();
 }
 
 static int
@@ -168,44 +161,84 @@ mount(struct mounted_layers **m, struct err *err)
     return layers_mount(list, NULL, NULL, &rec, m, err);
 }
 
-/* The volume GUID of the journal's entry, into id. */
+/* The CIM volume's GUID of the journal's entry, into id; its step is want. */
 static void
-entry_volume(char id[64])
+entry_volume(char id[64], const char *want)
 {
     struct mj_entry *e = NULL;
     struct err err = {0};
     ck_assert_msg(mjournal_get(journal, ENTRY, &e, &err) == 0, "%s", err.msg);
     ck_assert_str_eq(e->kind, "cimfs");
     ck_assert_str_eq(e->owner, OWNER);
-    ck_assert_ptr_nonnull(mj_entry_get(e, "volume"));
-    snprintf(id, 64, "%s", mj_entry_get(e, "volume"));
+    ck_assert_ptr_nonnull(mj_entry_get(e, "cim-guid"));
+    snprintf(id, 64, "%s", mj_entry_get(e, "cim-guid"));
     ck_assert_str_eq(mj_entry_get(e, "cim"), top_cim);
+    ck_assert_str_eq(mj_entry_get(e, "step"), want);
     mj_entry_free(e);
 }
 
-START_TEST(the_top_most_cim_is_mounted_under_the_journaled_volume)
+/* Is the scratch VHDX in dir attached (the virtdisk double's mark)? */
+static bool
+attached(const char *dir)
+{
+    char p[MAX_PATH * 2];
+    snprintf(p, sizeof(p), "%s\\sandbox.vhdx.double-attached", dir);
+    return wcs_exists(p);
+}
+
+START_TEST(the_top_most_cim_is_mounted_with_a_scratch_and_the_union_filter_over_it)
 {
     struct mounted_layers *m = NULL;
     struct err err = {0};
     ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
     char id[64], line[512], vol[128];
-    entry_volume(id);
+    entry_volume(id, "filter");
     snprintf(line, sizeof(line), "CimMountImage flags=0 volume=%s %s", id, top_cim);
     ck_assert_msg(strstr(slurp("calls.log"), line), "%s\nnot in\n%s", line, slurp("calls.log"));
     ck_assert_int_eq(mounted(), 1);
+    ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk AttachVirtualDisk "
+                                  "HcsFormatWritableLayerVhd HcsGetLayerVhdMountPath "
+                                  "HcsInitializeWritableLayer HcsAttachOverlayFilter ");
+    ck_assert(attached(scratch));
+    /* UnionFS over the CIM volume's Files, named by the top layer's id. */
     snprintf(vol, sizeof(vol), "\\\\?\\Volume{%s}\\", id);
+    char *ld = wcs_doc("HcsAttachOverlayFilter", 1);
+    char files[160];
+    snprintf(files, sizeof(files), "\\\\\\\\?\\\\Volume{%s}\\\\Files", id);
+    ck_assert_msg(ld && strstr(ld, "\"FilterType\":\"UnionFS\"") && strstr(ld, TOP_ID) &&
+                      strstr(ld, files),
+                  "%s (want %s)", ld ? ld : "no document", files);
+    free(ld);
+    /* The rootfs is the scratch's volume; the one layer is the CIM's. */
+    const char *rootfs = mounted_layers_rootfs(m);
+    ck_assert_msg(strncmp(rootfs, "\\\\?\\Volume{", 11) == 0 && strcmp(rootfs, vol) != 0,
+                  "rootfs %s", rootfs);
     ck_assert_uint_eq(mounted_layers_count(m), 1);
     ck_assert_str_eq(mounted_layers_layer_id(m, 0), TOP_ID);
     ck_assert_str_eq(mounted_layers_layer_path(m, 0), vol);
-    ck_assert_str_eq(mounted_layers_rootfs(m), vol);
 
+    /* Undone in reverse: the filter, the VHDX, then the CIM. */
     ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    const char *calls = wcs_calls();
+    ck_assert_msg(strstr(calls, "HcsAttachOverlayFilter HcsDetachOverlayFilter OpenVirtualDisk "
+                                "DetachVirtualDisk "),
+                  "%s", calls);
+    ck_assert(!attached(scratch));
     snprintf(line, sizeof(line), "CimDismountImage volume=%s", id);
     ck_assert_msg(strstr(slurp("calls.log"), line), "%s", slurp("calls.log"));
     ck_assert_int_eq(mounted(), 0);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
-    /* Twice is fine: the volume is no longer mounted. */
+    /* Twice is fine: nothing is mounted any more. */
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    mounted_layers_free(m);
+
+    /* The same scratch again: attached and filtered, not made or initialized again. */
+    ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
+    calls = wcs_calls();
+    ck_assert_msg(strstr(calls, "DetachVirtualDisk OpenVirtualDisk AttachVirtualDisk "
+                                "HcsGetLayerVhdMountPath HcsAttachOverlayFilter "),
+                  "%s", calls);
     ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
     mounted_layers_free(m);
 }
@@ -218,15 +251,39 @@ START_TEST(each_mount_gets_a_volume_of_its_own)
     struct layer_mount_rec ra = {journal, "container.a.rootfs", "container:a"};
     struct layer_mount_rec rb = {journal, "container.b.rootfs", "container:b"};
     ck_assert_msg(layers_mount(list, NULL, NULL, &ra, &a, &err) == 0, "%s", err.msg);
-    ck_assert_msg(layers_mount(list, NULL, NULL, &rb, &b, &err) == 0, "%s", err.msg);
+    ck_assert_msg(layers_mount(list, scratch_b, NULL, &rb, &b, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(mounted(), 2);
+    ck_assert(attached(scratch) && attached(scratch_b));
     ck_assert_str_ne(mounted_layers_rootfs(a), mounted_layers_rootfs(b));
+    ck_assert_str_ne(mounted_layers_layer_path(a, 0), mounted_layers_layer_path(b, 0));
     ck_assert_msg(layers_unmount_owner(journal, "container:a", &err) == 0, "%s", err.msg);
     ck_assert_int_eq(mounted(), 1);
+    ck_assert(!attached(scratch) && attached(scratch_b));
     ck_assert_msg(mounted_layers_unmount(b, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(mounted(), 0);
+    ck_assert(!attached(scratch_b));
     mounted_layers_free(a);
     mounted_layers_free(b);
+}
+END_TEST
+
+START_TEST(a_failure_half_way_undoes_the_scratch_and_the_cim)
+{
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsAttachOverlayFilter");
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    ck_assert_int_lt(mount(&m, &err), 0);
+    ck_assert_msg(strstr(err.msg, "HcsAttachOverlayFilter"), "%s", err.msg);
+    ck_assert_ptr_null(m);
+    const char *calls = wcs_calls();
+    ck_assert_msg(strstr(calls, "HcsAttachOverlayFilter HcsDetachOverlayFilter OpenVirtualDisk "
+                                "DetachVirtualDisk "),
+                  "%s", calls);
+    ck_assert(!attached(scratch));
+    ck_assert_msg(strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
+    ck_assert_int_eq(mounted(), 0);
+    struct mj_entry *e = NULL;
+    ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
 }
 END_TEST
 
@@ -242,6 +299,8 @@ START_TEST(a_failed_mount_leaves_no_entry_and_no_volume)
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
     ck_assert_int_eq(mounted(), 0);
+    /* No scratch over a CIM that is not there. */
+    ck_assert_str_eq(wcs_calls(), "");
 }
 END_TEST
 
@@ -256,6 +315,7 @@ START_TEST(a_journal_that_cannot_be_written_stops_the_mount_before_cimfs)
     ck_assert_int_lt(mount(&m, &err), 0);
     ck_assert_msg(!strstr(slurp("calls.log"), "CimMountImage"), "mounted without a journal entry");
     ck_assert_int_eq(mounted(), 0);
+    ck_assert_str_eq(wcs_calls(), "");
     RemoveDirectoryA(blocker);
 }
 END_TEST
@@ -280,7 +340,7 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     struct err err = {0};
     ck_assert_msg(mount(&m, &err) == 0, "%s", err.msg);
     char id[64], line[128];
-    entry_volume(id);
+    entry_volume(id, "filter");
     /* The crash: the process forgets its mount; the journal and the volume stay. */
     mounted_layers_free(m);
     mjournal_free(journal);
@@ -294,8 +354,9 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(st.failed, 1);
     ck_assert_uint_eq(st.undone, 0);
-    entry_volume(id);
+    entry_volume(id, "filter");
     ck_assert_int_eq(mounted(), 1);
+    ck_assert(!attached(scratch)); /* the scratch went first, the CIM could not */
 
     /* The next one undoes it. */
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
@@ -307,6 +368,49 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     ck_assert_int_eq(mounted(), 0);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
+}
+END_TEST
+
+/* An entry as a crash at step leaves it, before the step was made. */
+static struct mj_entry *
+entry_at(const char *step)
+{
+    struct mj_entry *e = mj_entry_new(ENTRY, OWNER, "cimfs");
+    struct err err = {0};
+    char vhd[MAX_PATH * 2];
+    snprintf(vhd, sizeof(vhd), "%s\\sandbox.vhdx", scratch);
+    ck_assert_int_eq(mj_entry_set(e, "cim-guid", "0c8d2f8e-4a7e-4d5b-9a0e-3d3c0b6f6a11", &err), 0);
+    ck_assert_int_eq(mj_entry_set(e, "cim", top_cim, &err), 0);
+    ck_assert_int_eq(mj_entry_set(e, "vhd", vhd, &err), 0);
+    ck_assert_int_eq(mj_entry_set(e, "rootfs", vhd, &err), 0);
+    ck_assert_int_eq(mj_entry_set(e, "step", step, &err), 0);
+    return e;
+}
+
+START_TEST(an_entry_undoes_only_the_steps_it_journaled)
+{
+    struct err err = {0};
+    /* Begun: nothing was made, nothing is called. */
+    struct mj_entry *e = entry_at("begin");
+    ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
+    mj_entry_free(e);
+    ck_assert_str_eq(wcs_calls(), "");
+    ck_assert_msg(!strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
+    /* At the CIM: only its dismount (one never mounted is success). */
+    e = entry_at("cim");
+    ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
+    mj_entry_free(e);
+    ck_assert_str_eq(wcs_calls(), "");
+    ck_assert_msg(strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
+    /* At the attach: the VHDX (absent: nothing) and the CIM, no filter. */
+    e = entry_at("attach");
+    ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
+    mj_entry_free(e);
+    ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk ");
+    /* A step this berth does not know stays for one that does. */
+    e = entry_at("later");
+    ck_assert_int_eq(layers_undo_entry(e, &err), -EINVAL);
+    mj_entry_free(e);
 }
 END_TEST
 
@@ -336,11 +440,13 @@ cimfs_mount_suite(void)
     Suite *s = suite_create("cimfs_mount");
     TCase *tc = tcase_create("mount");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, the_top_most_cim_is_mounted_under_the_journaled_volume);
+    tcase_add_test(tc, the_top_most_cim_is_mounted_with_a_scratch_and_the_union_filter_over_it);
     tcase_add_test(tc, each_mount_gets_a_volume_of_its_own);
+    tcase_add_test(tc, a_failure_half_way_undoes_the_scratch_and_the_cim);
     tcase_add_test(tc, a_failed_mount_leaves_no_entry_and_no_volume);
     tcase_add_test(tc, a_journal_that_cannot_be_written_stops_the_mount_before_cimfs);
     tcase_add_test(tc, a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry);
+    tcase_add_test(tc, an_entry_undoes_only_the_steps_it_journaled);
     tcase_add_test(tc, an_entry_journaled_but_never_mounted_undoes_cleanly);
     suite_add_tcase(s, tc);
     return s;

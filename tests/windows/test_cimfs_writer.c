@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cimfs_tar.h"
-#include "runtime/hcs/cimfs_api.h"
+#include "store/cimfs_api.h"
 
 #define SD_B64                                                                                     \
     "AQAEgBQAAAAgAAAAAAAAACwAAAABAQAAAAAABRIAAAABAQAAAAAABRIAAAACABwAAQAAAAAAFAD/AR8AAQEAAAAAAAUS" \

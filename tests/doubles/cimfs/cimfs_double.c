@@ -1,8 +1,8 @@
 /*
  * A TEST DOUBLE of cimfs.dll for berth's Wine suites: it is not CimFS,
  * builds no real image and mounts no volume. It exports what
- * runtime/hcs/cimfs_api_win.c calls, with the signatures of
- * runtime/hcs/cimfs_api.h (included, so a mismatch does not compile), and
+ * store/cimfs_api_windows.c calls, with the signatures of
+ * store/cimfs_api.h (included, so a mismatch does not compile), and
  * keeps what an image holds in memory until CimCommitImage writes it as a
  * stand-in .cim file: a text listing, one line per file, directory,
  * stream or link with its metadata, which a later CimCreateImage forks
@@ -49,7 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/hcs/cimfs_api.h"
+#include "store/cimfs_api.h"
 
 #define MAGIC "berth-cimfs-double 1"
 #define MAXE 4096
@@ -539,7 +539,7 @@ CimDismountImage(const GUID *volume)
     return ok ? S_OK : HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND);
 }
 
-/* Each export has the type of runtime/hcs/cimfs_api.h's pointer to it. */
+/* Each export has the type of store/cimfs_api.h's pointer to it. */
 #define CIMFS_CHECK(ret, name, args)                                                               \
     static ret(WINAPI *const check_##name) args __attribute__((unused)) = name;
 CIMFS_FUNCS(CIMFS_CHECK)

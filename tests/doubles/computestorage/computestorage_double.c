@@ -23,6 +23,12 @@
  *   HcsAttachLayerStorageFilter  marks it .double-filter (the LayerData);
  *                         attaching twice is ERROR_ALREADY_EXISTS
  *   HcsDetachLayerStorageFilter  removes the mark; none is ERROR_NOT_FOUND
+ *   HcsAttachOverlayFilter  (CimFS scratches) the LayerData must have
+ *                         "FilterType":"UnionFS" and one layer whose Path
+ *                         ends in \Files; marks the volume .double-overlay;
+ *                         attaching twice is ERROR_ALREADY_EXISTS
+ *   HcsDetachOverlayFilter  "FilterType":"UnionFS" required; removes the
+ *                         mark; none is ERROR_NOT_FOUND
  * The other exports are logged and answer E_NOTIMPL: berth does not call
  * them.
  *
@@ -514,6 +520,47 @@ HcsInitializeWritableLayer(PCWSTR writableLayerPath, PCWSTR layerData, PCWSTR op
     return hr;
 }
 
+/* A filter's mark on the volume: the LayerData it was attached with;
+ * attaching twice is ERROR_ALREADY_EXISTS. */
+static HRESULT
+mark_attach(PCWSTR volume, const wchar_t *name, PCWSTR layerData)
+{
+    wchar_t *dir = volume_dir(volume);
+    if (!dir || !is_dir(dir)) {
+        free(dir);
+        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
+    }
+    wchar_t *mark = join(dir, name);
+    bool attached = mark && exists(mark);
+    free(mark);
+    if (attached) {
+        free(dir);
+        return HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
+    }
+    char *d = narrow(layerData);
+    bool ok = d && write_file(dir, name, d);
+    free(d);
+    free(dir);
+    return ok ? S_OK : E_FAIL;
+}
+
+/* The mark removed; none is ERROR_NOT_FOUND. */
+static HRESULT
+mark_detach(PCWSTR volume, const wchar_t *name)
+{
+    wchar_t *dir = volume_dir(volume);
+    wchar_t *mark = dir ? join(dir, name) : NULL;
+    free(dir);
+    BOOL ok = mark && DeleteFileW(mark);
+    DWORD e = GetLastError();
+    free(mark);
+    if (!ok)
+        return e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND
+                   ? HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
+                   : HRESULT_FROM_WIN32(e);
+    return S_OK;
+}
+
 HRESULT WINAPI
 HcsAttachLayerStorageFilter(PCWSTR layerPath, PCWSTR layerData)
 {
@@ -522,23 +569,7 @@ HcsAttachLayerStorageFilter(PCWSTR layerPath, PCWSTR layerData)
         return E_FAIL;
     if (!layerPath || !layer_data_valid(layerData))
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(layerPath);
-    if (!dir || !is_dir(dir)) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
-    }
-    wchar_t *mark = join(dir, L".double-filter");
-    bool attached = mark && exists(mark);
-    free(mark);
-    if (attached) {
-        free(dir);
-        return HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
-    }
-    char *d = narrow(layerData);
-    bool ok = d && write_file(dir, L".double-filter", d);
-    free(d);
-    free(dir);
-    return ok ? S_OK : E_FAIL;
+    return mark_attach(layerPath, L".double-filter", layerData);
 }
 
 HRESULT WINAPI
@@ -549,17 +580,56 @@ HcsDetachLayerStorageFilter(PCWSTR layerPath)
         return E_FAIL;
     if (!layerPath)
         return E_INVALIDARG;
-    wchar_t *dir = volume_dir(layerPath);
-    wchar_t *mark = dir ? join(dir, L".double-filter") : NULL;
-    free(dir);
-    BOOL ok = mark && DeleteFileW(mark);
-    DWORD e = GetLastError();
-    free(mark);
-    if (!ok)
-        return e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND
-                   ? HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
-                   : HRESULT_FROM_WIN32(e);
-    return S_OK;
+    return mark_detach(layerPath, L".double-filter");
+}
+
+/* The LayerData's FilterType is UnionFS and, when want_layer, its one layer is a Files folder. */
+static bool
+union_data_valid(PCWSTR doc, bool want_layer)
+{
+    char *t = narrow(doc);
+    json_object *o = t ? json_tokener_parse(t) : NULL, *ft, *layers, *path;
+    free(t);
+    bool ok = o && json_object_object_get_ex(o, "FilterType", &ft) &&
+              strcmp(json_object_get_string(ft), "UnionFS") == 0;
+    if (ok && want_layer) {
+        ok = json_object_object_get_ex(o, "Layers", &layers) &&
+             json_object_is_type(layers, json_type_array) &&
+             json_object_array_length(layers) == 1 &&
+             json_object_object_get_ex(json_object_array_get_idx(layers, 0), "Path", &path);
+        const char *p = ok ? json_object_get_string(path) : "";
+        size_t n = strlen(p);
+        ok = ok && n > 6 && strcmp(p + n - 6, "\\Files") == 0;
+    }
+    json_object_put(o);
+    return ok;
+}
+
+/* Windows builds with CimFS for containers export these two; mingw-w64's
+ * header does not declare them. */
+HRESULT WINAPI HcsAttachOverlayFilter(PCWSTR volumePath, PCWSTR layerData);
+HRESULT WINAPI HcsDetachOverlayFilter(PCWSTR volumePath, PCWSTR layerData);
+
+HRESULT WINAPI
+HcsAttachOverlayFilter(PCWSTR volumePath, PCWSTR layerData)
+{
+    record("HcsAttachOverlayFilter", volumePath, layerData);
+    if (failing("HcsAttachOverlayFilter"))
+        return E_FAIL;
+    if (!volumePath || !layer_data_valid(layerData) || !union_data_valid(layerData, true))
+        return E_INVALIDARG;
+    return mark_attach(volumePath, L".double-overlay", layerData);
+}
+
+HRESULT WINAPI
+HcsDetachOverlayFilter(PCWSTR volumePath, PCWSTR layerData)
+{
+    record("HcsDetachOverlayFilter", volumePath, layerData);
+    if (failing("HcsDetachOverlayFilter"))
+        return E_FAIL;
+    if (!volumePath || !union_data_valid(layerData, false))
+        return E_INVALIDARG;
+    return mark_detach(volumePath, L".double-overlay");
 }
 
 /* ---- exported as the real DLL does, never called by berth ---- */

@@ -1,10 +1,13 @@
 /*
- * cimfs.dll (the Composite Image File System), loaded at run time as
- * computecore.dll is (hcs_api.h): an .exe that imported it would not
- * start where it is absent, Wine included, and it exists only from
- * Windows 10 2004 (build 19041) on. The table below is every export berth
- * calls; store/cim_writer_win.c writes layers into CIMs with it and
- * store/layer_cimfs_win.c mounts them.
+ * cimfs.dll (the Composite Image File System), loaded at run time through
+ * common/windll.h as every run-time DLL of berth is: an .exe that
+ * imported it would not start where it is absent, Wine included, and it
+ * exists only from Windows 10 2004 (build 19041) on. It lives in store/,
+ * beside its only callers (store/ may not depend on runtime/, STYLE.md):
+ * the table below is every export berth calls; store/cim_writer_windows.c
+ * writes layers into CIMs with it, store/layer_cimfs_windows.c mounts
+ * them, and daemon/layer_format_windows.c loads it to decide
+ * --layer-format auto.
  *
  * mingw-w64 ships no cimfs.h, so the types are declared here, as
  * Microsoft's reference for cimfs.h gives them (learn.microsoft.com,
@@ -19,11 +22,11 @@
  * BERTH_TEST_CIMFS_DLL set to one. Other builds load only
  * %SystemRoot%\System32\cimfs.dll and refuse a path. cimfs_api_default()
  * is the process's one loaded copy, for code that has no handle to pass
- * (the layer mounts). The implementation, cimfs_api_win.c, is built only
- * for Windows. Any thread.
+ * (the layer mounts). The implementation, cimfs_api_windows.c, is built
+ * only for Windows. Any thread.
  */
-#ifndef BERTH_RUNTIME_HCS_CIMFS_API_H
-#define BERTH_RUNTIME_HCS_CIMFS_API_H
+#ifndef BERTH_STORE_CIMFS_API_H
+#define BERTH_STORE_CIMFS_API_H
 
 #include "common/err.h"
 
@@ -96,5 +99,16 @@ void cimfs_api_free(struct cimfs_api *api);
  * kept; a failure is remembered and returned again, with its message.
  */
 int cimfs_api_default(struct cimfs_api **out, struct err *err);
+
+#ifdef _WIN32
+/*
+ * err for a failed cimfs.dll call: the formatted context, then the
+ * system's text for hr and the code ("mount cim X: Access is denied
+ * (0x80070005)"), as the errno store/wcstorage.h's wcs_hresult_errno
+ * gives hr. Returns -code.
+ */
+int cimfs_err_set(struct err *err, HRESULT hr, const char *fmt, ...)
+    __attribute__((format(gnu_printf, 3, 4)));
+#endif
 
 #endif

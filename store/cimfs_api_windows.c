@@ -2,14 +2,17 @@
  * cimfs.dll through LoadLibraryExW and GetProcAddress (cimfs_api.h), and
  * the process's one loaded copy. Windows only; any thread.
  */
-#include "runtime/hcs/cimfs_api.h"
+#include "store/cimfs_api.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/windll.h"
+#include "store/wcstorage.h"
 
 static const struct windll_export cimfs_exports[] = {
 #define CIMFS_EXPORT(ret, name, args) {#name, offsetof(struct cimfs_api, name)},
@@ -70,4 +73,20 @@ cimfs_api_default(struct cimfs_api **out, struct err *err)
         return err_set(err, default_err.code, "%s", default_err.msg);
     *out = default_api;
     return 0;
+}
+
+int
+cimfs_err_set(struct err *err, HRESULT hr, const char *fmt, ...)
+{
+    char what[200], text[200] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+                             (DWORD)hr, 0, text, sizeof(text), NULL);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == '.'))
+        text[--n] = '\0';
+    return err_set(err, wcs_hresult_errno((uint32_t)hr), "%s: %s (0x%08lx)", what,
+                   n ? text : "failed", (unsigned long)(uint32_t)hr);
 }
