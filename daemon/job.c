@@ -37,6 +37,7 @@ struct job_queue {
     atomic_uint_fast64_t completed;
     bool shutting_down;
     unsigned long_max, long_running;         /* loop-owned */
+    int nice;                                /* set before the first job, read by pool threads */
     struct job *waiting_head, *waiting_tail; /* long jobs not yet handed to libuv */
 };
 
@@ -48,7 +49,14 @@ job_queue_new(uv_loop_t *loop)
         return NULL;
     q->loop = loop;
     q->long_max = 1;
+    q->nice = JOB_POOL_NICE_DEFAULT;
     return q;
+}
+
+void
+job_queue_set_nice(struct job_queue *q, int nice)
+{
+    q->nice = nice;
 }
 
 void
@@ -62,23 +70,25 @@ job_queue_free(struct job_queue *q)
 }
 
 /*
- * Pool threads run at a lower priority than the loop thread (nice +10 on
- * Linux, where each thread has its own nice value; below normal on
- * Windows): on a small machine
- * several CPU-bound jobs would otherwise compete with the loop for the
- * cores, and every request would wait behind them. Set once per thread.
+ * Pool threads run at a lower priority than the loop thread (nice +10 by
+ * default on Linux, where each thread has its own nice value; below normal
+ * on Windows): on a small machine several CPU-bound jobs would otherwise
+ * compete with the loop for the cores, and every request would wait behind
+ * them. The price is paid on a host busy with other work: there a thread
+ * at nice +10 gets about a tenth of the CPU share of each nice-0 process,
+ * and an import waits on the run queue longer than it runs (bench/README.md,
+ * issue 16). --pool-nice 0 leaves the pool at the daemon's priority. Set
+ * once per thread.
  */
-#define POOL_THREAD_NICE 10
-
-static _Thread_local bool thread_niced;
+static _Thread_local int thread_nice = -1; /* what this thread was set to; -1: untouched */
 
 static void
-nice_pool_thread(void)
+nice_pool_thread(const struct job_queue *q)
 {
-    if (thread_niced)
+    if (thread_nice == q->nice || (thread_nice < 0 && q->nice == 0))
         return;
-    thread_niced = true;
-    int r = os_thread_lower_priority(POOL_THREAD_NICE);
+    int r = q->nice ? os_thread_lower_priority(q->nice) : os_thread_restore_priority();
+    thread_nice = q->nice;
     if (r < 0)
         log_debug("job: cannot lower the pool thread's priority: %s", strerror(-r));
 }
@@ -89,14 +99,14 @@ static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
-    nice_pool_thread();
+    nice_pool_thread(job->queue);
     /* A prompt job's thread runs at the daemon's own priority, then goes back. */
     bool raised = job->prompt && os_thread_restore_priority() == 0;
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
-    int r = raised ? os_thread_lower_priority(POOL_THREAD_NICE) : 0;
+    int r = raised && job->queue->nice ? os_thread_lower_priority(job->queue->nice) : 0;
     if (r < 0)
         log_debug("job: cannot lower the pool thread's priority again: %s", strerror(-r));
 }
