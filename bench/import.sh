@@ -26,6 +26,7 @@
 #   bench/import.sh                     # defaults
 #   BERTHD=build/berthd PEERS=0 SIZE_MB=150 ROOTFS=files bench/import.sh
 #   LAYERS=5 ROUNDS=3 PEERS=0 bench/import.sh   # the rootfs split into 5 layers
+#   BERTHD_ARGS="--pool-nice 0" bench/import.sh  # extra berthd flags
 #
 # Only the processes this script starts are stopped, by PID.
 set -euo pipefail
@@ -116,7 +117,7 @@ umoci gc --layout "$layout"
 tar -C "$layout" -cf "$work/layout.tar" .
 layer_bytes=$(find "$layout/blobs" -type f -size +100k -printf '%s\n' | awk '{ s += $1 } END { print s }')
 echo "berth import bench: $(nproc) cores, $(date -u +%F); rootfs ${rootfs_mb} MB, $files entries ($rootfs_mode);" \
-    "compressed layer $((layer_bytes / 1048576)) MB; berthd $BERTHD"
+    "compressed layer $((layer_bytes / 1048576)) MB; berthd $BERTHD ${BERTHD_ARGS:-}"
 
 echo "load at start: $(uptime)"
 
@@ -141,7 +142,8 @@ proc_cpu() { awk -v t="$clk" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat
 
 # ---- the cold rounds: floor and berth alternating -----------------------------------
 start_berthd() {  # $1: root; sets bpid, url
-    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host --network none 2>"$1.log" &
+    # shellcheck disable=SC2086 # BERTHD_ARGS: words on purpose
+    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host --network none ${BERTHD_ARGS:-} 2>"$1.log" &
     bpid=$!
     pids+=("$bpid")
     local port=
