@@ -27,6 +27,7 @@
 #   BERTHD=build/berthd PEERS=0 SIZE_MB=150 ROOTFS=files bench/import.sh
 #   LAYERS=5 ROUNDS=3 PEERS=0 bench/import.sh   # the rootfs split into 5 layers
 #   BERTHD_ARGS="--pool-nice 0" bench/import.sh  # extra berthd flags
+#   COMPARE_ARGS="--pool-nice 0" bench/import.sh # also berth with these flags, same rounds
 #
 # Only the processes this script starts are stopped, by PID.
 set -euo pipefail
@@ -141,9 +142,9 @@ child_ticks() {
 proc_cpu() { awk -v t="$clk" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
 
 # ---- the cold rounds: floor and berth alternating -----------------------------------
-start_berthd() {  # $1: root; sets bpid, url
-    # shellcheck disable=SC2086 # BERTHD_ARGS: words on purpose
-    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host --network none ${BERTHD_ARGS:-} 2>"$1.log" &
+start_berthd() {  # $1: root, $2: extra flags; sets bpid, url
+    # shellcheck disable=SC2086 # the flags: words on purpose
+    "$BERTHD" --listen 127.0.0.1:0 --root "$1" --runtime host --network none ${BERTHD_ARGS:-} ${2:-} 2>"$1.log" &
     bpid=$!
     pids+=("$bpid")
     local port=
@@ -190,22 +191,25 @@ run_floor() {  # $1: round
     child_ticks
     echo "$(secs "$t0" "$t1") $(awk -v a="$c0" -v b="$ticks" -v t="$clk" 'BEGIN { printf "%.3f", (b - a) / t }')"
 }
-run_berth() {  # $1: round, $2: layout|upload
-    local c0 c1 r
-    start_berthd "$work/root-$2-$1"
+run_berth() {  # $1: round, $2: layout|upload|layout+|upload+ (+: with COMPARE_ARGS)
+    local c0 c1 r extra=
+    [ "${2%+}" = "$2" ] || extra=$COMPARE_ARGS
+    start_berthd "$work/root-$2-$1" "$extra"
     c0=$(proc_cpu "$bpid")
-    if [ "$2" = layout ]; then r=$(post_layout); else r=$(post_upload); fi
+    if [ "${2%+}" = layout ]; then r=$(post_layout); else r=$(post_upload); fi
     c1=$(proc_cpu "$bpid")
     stop_berthd
     expect 201 "$r"
     echo "${r#* } $(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", b - a }')"
 }
 contenders=(floor layout upload)
+[ -z "${COMPARE_ARGS:-}" ] || contenders+=(layout+ upload+)
+nc=${#contenders[@]}
 declare -A wall cpu
 for round in $(seq "$rounds"); do
     line="round $round:"
-    for k in 0 1 2; do
-        c=${contenders[$(((k + round - 1) % 3))]}
+    for k in $(seq 0 $((nc - 1))); do
+        c=${contenders[$(((k + round - 1) % nc))]}
         sync
         if [ "$c" = floor ]; then r=$(run_floor "$round"); else r=$(run_berth "$round" "$c"); fi
         wall[$c]="${wall[$c]:-} ${r% *}"
@@ -222,6 +226,11 @@ range() { tr ' ' '\n' | sort -g | awk 'NF { a[++n] = $1 } END { printf "%s-%s", 
 echo "floor (${layers} layer(s), serial): ${floor} s median of $rounds ($(echo ${wall[floor]} | range)), cpu ${floor_cpu} s"
 echo "berth cold import, layout dir: ${cold_dir} s ($(echo ${wall[layout]} | range); $(ratio "$cold_dir" "$floor") x floor), cpu $(echo ${cpu[layout]} | median_of) s"
 echo "berth cold import, upload:     ${cold_up} s ($(echo ${wall[upload]} | range); $(ratio "$cold_up" "$floor") x floor), cpu $(echo ${cpu[upload]} | median_of) s"
+for c in layout+ upload+; do
+    [ -n "${wall[$c]:-}" ] || continue
+    m=$(echo ${wall[$c]} | median_of)
+    echo "berth cold import, ${c%+} with $COMPARE_ARGS: $m s ($(echo ${wall[$c]} | range); $(ratio "$m" "$floor") x floor), cpu $(echo ${cpu[$c]} | median_of) s"
+done
 
 # ---- warm re-imports and memory ---------------------------------------------------
 start_berthd "$work/root-warm-layout"
