@@ -102,6 +102,20 @@ int osfs_mkdtemp(char *tmpl);
 int osfs_free_bytes(const char *path, uint64_t *out);
 
 /*
+ * Marks directory path as the top of unrelated trees (ext4's FS_TOPDIR_FL,
+ * chattr +T): each directory made in it is placed by the Orlov allocator
+ * in a little-used block group of its own, not in its parent's, and the
+ * files of that tree follow it there. Without it every snapshot (or
+ * volume) lands in the groups of its parent, where the trees removed
+ * before it were; on ext4 without a journal each file creation then skips
+ * the group's recently deleted inodes one by one (find_inode_bit ->
+ * recently_deleted), which cost a cold import most of its CPU time
+ * (bench/README.md, issue 16). 0, or -errno where the filesystem has no
+ * such flag (-ENOTTY, -EOPNOTSUPP, -EINVAL; Windows: -EOPNOTSUPP).
+ */
+int osfs_dir_spread(const char *path);
+
+/*
  * Directory listings. A listing opened on a path, or on a directory
  * descriptor of rootdir.h (which stays the caller's), gives the names of
  * the entries one at a time, never "." or "..", in no particular order.

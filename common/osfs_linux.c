@@ -7,9 +7,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -146,6 +148,22 @@ int
 osfs_mkdtemp(char *tmpl)
 {
     return mkdtemp(tmpl) ? 0 : neg_errno();
+}
+
+int
+osfs_dir_spread(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return neg_errno();
+    int flags = 0;
+    int r = ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0 ? neg_errno() : 0;
+    if (r == 0 && !(flags & FS_TOPDIR_FL)) {
+        flags |= FS_TOPDIR_FL;
+        r = ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 ? neg_errno() : 0;
+    }
+    close(fd);
+    return r;
 }
 
 int

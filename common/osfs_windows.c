@@ -284,6 +284,14 @@ osfs_mkdtemp(char *tmpl)
 }
 
 int
+osfs_dir_spread(const char *path)
+{
+    /* NTFS places files by its own rules; there is no such hint. */
+    (void)path;
+    return -EOPNOTSUPP;
+}
+
+int
 osfs_free_bytes(const char *path, uint64_t *out)
 {
     int e = 0;

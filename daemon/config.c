@@ -39,6 +39,8 @@ const char config_usage[] =
     "                                                                   BERTH_CONNECTION_TIMEOUT\n"
     "  --pool-threads N            worker threads for blocking jobs (default 8, at least 2)\n"
     "                                                                        BERTH_POOL_THREADS\n"
+    "  --pool-nice N               nice value of the pool threads, 0 to 19 (default 10)\n"
+    "                                                                           BERTH_POOL_NICE\n"
     "  --store-max-bytes N[KMGT]   prune least recently used unused images past this size\n"
     "                                                                     BERTH_STORE_MAX_BYTES\n"
     "  --store-device-nodes        create device nodes found in image layers (default: skip)\n"
@@ -97,6 +99,7 @@ enum {
     OPT_MAX_CONNECTIONS,
     OPT_CONNECTION_TIMEOUT,
     OPT_POOL_THREADS,
+    OPT_POOL_NICE,
     OPT_STORE_MAX_BYTES,
     OPT_STORE_DEVICE_NODES,
     OPT_MAX_OUTPUT_BYTES,
@@ -138,6 +141,7 @@ static const struct option_desc option_descs[] = {
     {OPT_MAX_CONNECTIONS, "max-connections", "BERTH_MAX_CONNECTIONS", required_argument},
     {OPT_CONNECTION_TIMEOUT, "connection-timeout", "BERTH_CONNECTION_TIMEOUT", required_argument},
     {OPT_POOL_THREADS, "pool-threads", "BERTH_POOL_THREADS", required_argument},
+    {OPT_POOL_NICE, "pool-nice", "BERTH_POOL_NICE", required_argument},
     {OPT_STORE_MAX_BYTES, "store-max-bytes", "BERTH_STORE_MAX_BYTES", required_argument},
     {OPT_STORE_DEVICE_NODES, "store-device-nodes", "BERTH_STORE_DEVICE_NODES", no_argument},
     {OPT_MAX_OUTPUT_BYTES, "max-output-bytes", "BERTH_MAX_OUTPUT_BYTES", required_argument},
@@ -659,6 +663,8 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
         return parse_uint(flag, value, 1, 86400, &cfg->connection_timeout_s, err);
     case OPT_POOL_THREADS:
         return parse_uint(flag, value, 2, 1024, &cfg->pool_threads, err);
+    case OPT_POOL_NICE:
+        return parse_uint(flag, value, 0, 19, &cfg->pool_nice, err);
     case OPT_STORE_MAX_BYTES:
         if (config_parse_bytes(value, &cfg->store_max_bytes) < 0)
             return err_set(err, EINVAL, "--store-max-bytes %s: expected a byte count such as 10G",
@@ -740,6 +746,7 @@ config_parse(struct config *cfg, int argc, char **argv, struct err *err)
     cfg->max_connections = 1024;
     cfg->connection_timeout_s = 60;
     cfg->pool_threads = 8;
+    cfg->pool_nice = 10;
     cfg->store_max_bytes = -1;
     cfg->max_output_bytes = 1LL << 30;
     cfg->hyperv_cpus = HCS_UVM_DEFAULT_CPUS;

@@ -35,6 +35,7 @@ struct config {
     unsigned max_connections;
     unsigned connection_timeout_s;
     unsigned pool_threads;    /* libuv pool size */
+    unsigned pool_nice;       /* nice value of pool threads (job_queue_set_nice) */
     int64_t store_max_bytes;  /* -1: no limit */
     bool store_device_nodes;  /* create device nodes found in layers */
     int64_t max_output_bytes; /* per process, stdout and stderr together; 0: no cap */

@@ -37,6 +37,7 @@ struct job_queue {
     atomic_uint_fast64_t completed;
     bool shutting_down;
     unsigned long_max, long_running;         /* loop-owned */
+    int nice;                                /* set before the first job, read by pool threads */
     struct job *waiting_head, *waiting_tail; /* long jobs not yet handed to libuv */
 };
 
@@ -48,7 +49,14 @@ job_queue_new(uv_loop_t *loop)
         return NULL;
     q->loop = loop;
     q->long_max = 1;
+    q->nice = JOB_POOL_NICE_DEFAULT;
     return q;
+}
+
+void
+job_queue_set_nice(struct job_queue *q, int nice)
+{
+    q->nice = nice;
 }
 
 void
@@ -63,11 +71,15 @@ job_queue_free(struct job_queue *q)
 
 /*
  * Pool threads run their jobs at a lower priority than the loop thread
- * (nice +10 on Linux, where each thread has its own nice value; below
- * normal on Windows): on a small machine several CPU-bound jobs would
- * otherwise compete with the loop for the cores, and every request would
- * wait behind them. A prompt job (job_submit_prompt) runs at the daemon's
- * own priority.
+ * (nice +10 by default on Linux, where each thread has its own nice
+ * value; below normal on Windows): on a small machine several CPU-bound
+ * jobs would otherwise compete with the loop for the cores, and every
+ * request would wait behind them. A prompt job (job_submit_prompt) runs
+ * at the daemon's own priority. The price is paid on a host busy with
+ * other work: there a thread at nice +10 gets about a tenth of the CPU
+ * share of each nice-0 process, and an import waits on the run queue
+ * longer than it runs (bench/README.md, issue 16); --pool-nice 0 leaves
+ * every job at the daemon's priority.
  *
  * Between jobs a thread rests at the daemon's priority, and lowers itself
  * only while a job that is not prompt runs: the priority a thread has
@@ -78,17 +90,17 @@ job_queue_free(struct job_queue *q)
  * 16 on 2 cores, three hand-offs per container start). A thread that
  * cannot raise itself back (no CAP_SYS_NICE, RLIMIT_NICE) stays low.
  */
-#define POOL_THREAD_NICE 10
-
-static _Thread_local bool thread_low;   /* at POOL_THREAD_NICE now */
+static _Thread_local bool thread_low;   /* lowered to the queue's nice now */
 static _Thread_local bool thread_stuck; /* cannot go back up: stays low */
 
 static void
-pool_thread_set_low(bool low)
+pool_thread_set_low(const struct job_queue *q, bool low)
 {
+    if (low && q->nice == 0)
+        low = false; /* --pool-nice 0: never lowered */
     if (low == thread_low || (!low && thread_stuck))
         return;
-    int r = low ? os_thread_lower_priority(POOL_THREAD_NICE) : os_thread_restore_priority();
+    int r = low ? os_thread_lower_priority(q->nice) : os_thread_restore_priority();
     if (r == 0) {
         thread_low = low;
     } else if (low) {
@@ -107,12 +119,12 @@ static void
 work_cb(uv_work_t *req)
 {
     struct job *job = req->data;
-    pool_thread_set_low(!job->prompt);
+    pool_thread_set_low(job->queue, !job->prompt);
     atomic_fetch_sub(&job->queue->queued, 1);
     atomic_fetch_add(&job->queue->running, 1);
     job->work(job->ctx);
     atomic_fetch_sub(&job->queue->running, 1);
-    pool_thread_set_low(false); /* rests at the daemon's priority */
+    pool_thread_set_low(job->queue, false); /* rests at the daemon's priority */
 }
 
 static void

@@ -53,6 +53,13 @@ int job_submit_prompt(struct job_queue *q, const char *name, job_work_fn work, j
 int job_submit_long(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
                     void *ctx);
 
+/* The nice value pool threads run at unless a job is prompt (the default
+ * leaves the loop a core on a small machine; 0 leaves the pool at the
+ * daemon's priority, which on a host busy with other work lets imports
+ * compete as equals). Loop thread, before the first job is submitted. */
+#define JOB_POOL_NICE_DEFAULT 10
+void job_queue_set_nice(struct job_queue *q, int nice);
+
 /* Sets how many long jobs may run at once (at least 1). Loop thread. */
 void job_queue_set_long_max(struct job_queue *q, unsigned max);
 

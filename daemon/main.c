@@ -308,6 +308,7 @@ berthd_run(void *arg)
         log_error("out of memory");
         return 1;
     }
+    job_queue_set_nice(d->jobs, (int)b->cfg.pool_nice);
     lag_monitor_start(&loop, &d->lag, 100);
 
     /* Opening the store cleans up after a crash (temporaries, half-built

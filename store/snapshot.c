@@ -95,6 +95,9 @@ snapshot_store_open(const char *root, unsigned max_unpacks, struct snapshot_stor
         free(s);
         return r;
     }
+    /* Each snapshot in block groups of its own (osfs.h): a hint only. */
+    if ((r = osfs_dir_spread(s->dir)) < 0)
+        log_debug("snapshots: %s cannot be marked as a top directory: %s", s->dir, strerror(-r));
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     s->slots_free = max_unpacks ? max_unpacks : 1;

@@ -253,6 +253,9 @@ volume_store_open(const char *root, struct meta *meta, struct volume_store **out
     struct volume_rec **recs = NULL;
     size_t n = 0;
     int ret = fs_mkdir_p(vs->dir, 0700, err);
+    int sr = ret == 0 ? osfs_dir_spread(vs->dir) : 0; /* a hint only (osfs.h) */
+    if (sr < 0)
+        log_debug("volumes: %s cannot be marked as a top directory: %s", vs->dir, strerror(-sr));
     if (ret == 0)
         ret = vmeta_init(meta, err);
     if (ret == 0)

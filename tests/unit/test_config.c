@@ -24,6 +24,7 @@ clear_env(void)
     unsetenv("BERTH_LOG_FORMAT");
     unsetenv("BERTH_STORE_MAX_BYTES");
     unsetenv("BERTH_MAX_OUTPUT_BYTES");
+    unsetenv("BERTH_POOL_NICE");
     unsetenv("BERTH_NETWORK");
     unsetenv("BERTH_NETWORK_NAME");
     unsetenv("BERTH_NETWORK_POOL");
@@ -53,6 +54,7 @@ START_TEST(config_defaults)
     ck_assert_int_eq(cfg.log_level, LOG_INFO);
     ck_assert_int_eq(cfg.store_max_bytes, -1);
     ck_assert_int_eq(cfg.max_output_bytes, 1LL << 30);
+    ck_assert_uint_eq(cfg.pool_nice, 10);
     ck_assert_ptr_nonnull(cfg.root);
     if (geteuid() == 0)
         ck_assert_str_eq(cfg.root, "/var/lib/berth");
@@ -65,10 +67,12 @@ START_TEST(config_flags_override_environment)
     clear_env();
     setenv("BERTH_LISTEN", "127.0.0.1:9000", 1);
     setenv("BERTH_LOG_FORMAT", "json", 1);
+    setenv("BERTH_POOL_NICE", "5", 1);
     struct config cfg;
     struct err err = {0};
-    char *argv[] = {"berthd", "--listen", "127.0.0.2:0", "--root=/srv/b", NULL};
-    ck_assert_int_eq(parse(&cfg, &err, 4, argv), CONFIG_RUN);
+    char *argv[] = {"berthd", "--listen", "127.0.0.2:0", "--root=/srv/b", "--pool-nice", "0", NULL};
+    ck_assert_int_eq(parse(&cfg, &err, 6, argv), CONFIG_RUN);
+    ck_assert_uint_eq(cfg.pool_nice, 0);
     ck_assert_str_eq(cfg.listen_host, "127.0.0.2");
     ck_assert_uint_eq(cfg.listen_port, 0);
     ck_assert_str_eq(cfg.root, "/srv/b");
@@ -103,6 +107,8 @@ START_TEST(config_bad_values_give_one_line_errors)
         {"--runtime", "crun", "--runtime crun: expected oci, host or hcs"},
         {"--root", "relative/dir", "must be an absolute path"},
         {"--pool-threads", "1", "expected a whole number from 2 to 1024"},
+        {"--pool-nice", "20", "expected a whole number from 0 to 19"},
+        {"--pool-nice", "-1", "--pool-nice -1"},
         {"--store-max-bytes", "10Q", "expected a byte count"},
         {"--max-output-bytes", "-5", "--max-output-bytes -5: expected a byte count"},
         {"--max-output-bytes", "1X", "expected a byte count"},

@@ -273,6 +273,57 @@ START_TEST(job_prompt_jobs_run_at_the_daemons_priority_others_below_it_and_threa
     ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 END_TEST
+
+/* Runs one plain and one prompt job on a queue set to nice; returns the
+ * daemon's nice value, or -1 when the test cannot tell (already niced). */
+static int
+run_with_pool_nice(int nice, struct nice_probe *plain, struct nice_probe *prompt)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    struct job_queue *q = job_queue_new(&loop);
+    job_queue_set_nice(q, nice);
+    errno = 0;
+    int daemon_nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+    ck_assert_int_eq(errno, 0);
+    if (daemon_nice == 0) {
+        ck_assert_int_eq(job_submit(q, "plain", nice_work, nice_done, plain), 0);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        ck_assert_int_eq(job_submit_prompt(q, "prompt", nice_work, nice_done, prompt), 0);
+        uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    job_queue_free(q);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    return daemon_nice == 0 ? 0 : -1;
+}
+
+START_TEST(job_pool_nice_sets_the_nice_value_of_plain_jobs)
+{
+    struct nice_probe plain = {0}, prompt = {0};
+    if (run_with_pool_nice(15, &plain, &prompt) < 0)
+        return;
+    ck_assert_int_eq(plain.nice, 15);
+    ck_assert_int_eq(prompt.nice, 0);
+    /* Both rest at the daemon's priority between jobs. */
+    ck_assert_int_eq(plain.nice_after, 0);
+    ck_assert_int_eq(prompt.nice_after, 0);
+}
+END_TEST
+
+START_TEST(job_pool_nice_zero_leaves_plain_jobs_at_the_daemons_priority)
+{
+    /* Pool threads niced by an earlier test go back up: that needs root. */
+    if (geteuid() != 0)
+        return;
+    struct nice_probe plain = {0}, prompt = {0};
+    if (run_with_pool_nice(0, &plain, &prompt) < 0)
+        return;
+    ck_assert_int_eq(plain.nice, 0);
+    ck_assert_int_eq(plain.nice_after, 0);
+    ck_assert_int_eq(prompt.nice, 0);
+    ck_assert_int_eq(prompt.nice_after, 0);
+}
+END_TEST
 #endif
 
 int
@@ -290,6 +341,8 @@ main(void)
 #ifndef _WIN32
     tcase_add_test(
         tc, job_prompt_jobs_run_at_the_daemons_priority_others_below_it_and_threads_rest_at_it);
+    tcase_add_test(tc, job_pool_nice_sets_the_nice_value_of_plain_jobs);
+    tcase_add_test(tc, job_pool_nice_zero_leaves_plain_jobs_at_the_daemons_priority);
 #endif
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

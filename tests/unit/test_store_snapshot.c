@@ -4,11 +4,14 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -217,6 +220,42 @@ START_TEST(snapshot_remove_refuses_while_building)
 }
 END_TEST
 
+/* The directory's FS_IOC_GETFLAGS flags, or -1 where it has none. */
+static int
+dir_flags(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(fd, 0);
+    int flags = 0;
+    int r = ioctl(fd, FS_IOC_GETFLAGS, &flags);
+    close(fd);
+    return r < 0 ? -1 : flags;
+}
+
+START_TEST(snapshot_store_marks_its_directory_as_a_top_directory)
+{
+    /* Only where the test root's filesystem keeps the flag (ext4 does). */
+    char *probe = fs_path_join(root, "probe");
+    ck_assert_int_eq(mkdir(probe, 0700), 0);
+    int flags = dir_flags(probe);
+    int fd = open(probe, O_RDONLY | O_DIRECTORY);
+    int topdir = flags | FS_TOPDIR_FL;
+    bool supported =
+        flags >= 0 && ioctl(fd, FS_IOC_SETFLAGS, &topdir) == 0 && (dir_flags(probe) & FS_TOPDIR_FL);
+    close(fd);
+    free(probe);
+    struct snapshot_store *s = store_open(1);
+    char *dir = fs_path_join(root, "snapshots");
+    if (supported)
+        ck_assert_msg(dir_flags(dir) & FS_TOPDIR_FL, "snapshots/ lacks FS_TOPDIR_FL");
+    /* A store opened again on a marked directory opens as before. */
+    snapshot_store_free(s);
+    s = store_open(1);
+    snapshot_store_free(s);
+    free(dir);
+}
+END_TEST
+
 static Suite *
 snapshot_suite(void)
 {
@@ -229,6 +268,7 @@ snapshot_suite(void)
     tcase_add_test(tc, snapshot_slots_limit_concurrent_builds);
     tcase_add_test(tc, snapshot_store_clean_removes_tmp_dirs);
     tcase_add_test(tc, snapshot_remove_refuses_while_building);
+    tcase_add_test(tc, snapshot_store_marks_its_directory_as_a_top_directory);
     suite_add_tcase(s, tc);
     return s;
 }
