@@ -157,11 +157,11 @@ struct cimd {
 };
 
 static void
-cimd_env(struct cimd *c, size_t *n, const char *fmt, const char *path)
+cimd_env(struct cimd *c, size_t *n, const char *name, const char *path)
 {
     char win[PATH_MAX + 8];
     harness_wine_path(path, win, sizeof(win));
-    snprintf(c->env[*n], sizeof(c->env[*n]), fmt, win);
+    snprintf(c->env[*n], sizeof(c->env[*n]), "%s=%s", name, win);
     (*n)++;
 }
 
@@ -182,14 +182,14 @@ cimd_start(struct cimd *c)
     mkdir(c->storage, 0700);
     mkdir(c->hcsrec, 0700);
     size_t n = 0;
-    cimd_env(c, &n, "BERTH_TEST_HCS_DLL=%s", getenv("BERTH_TEST_HCS_DOUBLE"));
-    cimd_env(c, &n, "BERTH_TEST_CIMFS_DLL=%s", getenv("BERTH_TEST_CIMFS_DOUBLE"));
-    cimd_env(c, &n, "BERTH_TEST_HCS_STORAGE_DLL=%s", sdbl);
-    cimd_env(c, &n, "BERTH_TEST_VIRTDISK_DLL=%s", vdbl);
-    cimd_env(c, &n, "BERTH_CIMFS_DOUBLE_DIR=%s", c->cimrec);
-    cimd_env(c, &n, "BERTH_HCS_STORAGE_DOUBLE_DIR=%s", c->storage);
-    cimd_env(c, &n, "BERTH_VIRTDISK_DOUBLE_DIR=%s", c->storage);
-    cimd_env(c, &n, "BERTH_HCS_DOUBLE_DIR=%s", c->hcsrec);
+    cimd_env(c, &n, "BERTH_TEST_HCS_DLL", getenv("BERTH_TEST_HCS_DOUBLE"));
+    cimd_env(c, &n, "BERTH_TEST_CIMFS_DLL", getenv("BERTH_TEST_CIMFS_DOUBLE"));
+    cimd_env(c, &n, "BERTH_TEST_HCS_STORAGE_DLL", sdbl);
+    cimd_env(c, &n, "BERTH_TEST_VIRTDISK_DLL", vdbl);
+    cimd_env(c, &n, "BERTH_CIMFS_DOUBLE_DIR", c->cimrec);
+    cimd_env(c, &n, "BERTH_HCS_STORAGE_DOUBLE_DIR", c->storage);
+    cimd_env(c, &n, "BERTH_VIRTDISK_DOUBLE_DIR", c->storage);
+    cimd_env(c, &n, "BERTH_HCS_DOUBLE_DIR", c->hcsrec);
     snprintf(c->env[n++], sizeof(c->env[0]), "BERTH_TEST_WINDOWS_BUILD=26100.1");
     struct berthd_opts o = {.args = {"--runtime", "hcs", "--layer-format", "cimfs", NULL}};
     for (size_t i = 0; i < n; i++)
