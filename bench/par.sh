@@ -15,52 +15,21 @@
 #
 #   bench/par.sh path/to/berthd            # knobs: PAR ROUNDS POOLS PROFILE
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 bin=${1:?usage: bench/par.sh path/to/berthd}
 par=${PAR:-8}
 rounds=${ROUNDS:-5}
 pools=${POOLS:-8}
-tmp=/tmp/berth-bench-par-$$-$RANDOM
-mkdir -m 0700 "$tmp"
-pids=()
-cleanup() {
-    set +e
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 ms() { date +%s%N; }
 el() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f\n", (b-a)/1e6}'; }
 med() { sort -n | awk '{a[NR]=$1} END {if (NR) printf "%.1f", a[int((NR+1)/2)]}'; }
 max() { sort -n | tail -1; }
 
+bench_tmp berth-bench-par
+busybox_image "$tmp"
 rootfs=$tmp/rootfs
-mkdir -p "$rootfs"/{bin,etc,tmp,root,proc,sys,dev}
-cp /bin/busybox "$rootfs/bin/"
-for x in $(/bin/busybox --list); do [ "$x" = busybox ] || ln -s busybox "$rootfs/bin/$x"; done
-echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
-(cd "$tmp" && umoci init --layout layout >/dev/null && umoci new --image layout:latest >/dev/null &&
-    umoci unpack --image layout:latest ub >/dev/null 2>&1 && cp -a "$rootfs"/. ub/rootfs/ &&
-    umoci repack --image layout:latest ub >/dev/null && rm -rf ub)
-
-start() { # name pool-threads
-    "$bin" --listen 127.0.0.1:0 --root "$tmp/$1" --log-level debug --network none \
-        --pool-threads "$2" 2>"$tmp/$1.log" &
-    pids+=($!)
-    echo $! >"$tmp/$1.pid"
-    local port=
-    for _ in $(seq 100); do
-        port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/$1.log" | sed 's/.*://') || true
-        [ -n "$port" ] && break
-        sleep 0.1
-    done
-    [ -n "$port" ] || { echo "$bin did not start:"; cat "$tmp/$1.log"; exit 1; }
-    echo "http://127.0.0.1:$port" >"$tmp/$1.url"
-    curl -sf -XPOST "http://127.0.0.1:$port/v1/images?name=busybox" -H 'Content-Type: application/json' \
-        -d "{\"source\":{\"layout\":\"$tmp/layout\"}}" >/dev/null
-}
+start() { berthd_start "$1" "$bin" --pool-threads "$2"; }
 api_round() { # url handle
     local out
     out=$(curl -s -o /dev/null -w '%{http_code} ' -XPOST "$1/v1/containers" \
@@ -119,19 +88,8 @@ curl -sf -o /dev/null -XPOST "$url/v1/containers" -H 'Content-Type: application/
     -d "{\"handle\":\"floorsrc\",\"rootfs\":\"raw://$rootfs\",\"network\":{\"disabled\":true}}"
 for k in $(seq "$par"); do
     mkdir -p "$tmp/pb$k"
-    python3 - "$tmp/$first/containers/floorsrc/bundle/config.json" "$tmp/pb$k/config.json" \
-        "$rootfs" "perf8floor$$-$k" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["process"]["args"] = ["/bin/true"]
-c["mounts"] = [m for m in c["mounts"] if m["destination"] not in
-               ("/.berth-init", "/.berth", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")]
-for ns in c["linux"]["namespaces"]:
-    ns.pop("path", None)
-c["root"]["path"] = sys.argv[3]
-c["linux"]["cgroupsPath"] = "/" + sys.argv[4]
-json.dump(c, open(sys.argv[2], "w"))
-PY
+    floor_config "$tmp/$first/containers/floorsrc/bundle/config.json" "$tmp/pb$k/config.json" \
+        "$rootfs" "/perf8floor$$-$k"
 done
 curl -sf -o /dev/null -XDELETE "$url/v1/containers/floorsrc"
 
