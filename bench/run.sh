@@ -127,14 +127,10 @@ ms() { date +%s%N; }
 stats() { sort -n | awk '{a[NR]=$1; s+=$1} END {printf "%.2f %.2f\n", a[int((NR+1)/2)], s/NR}'; }
 
 # ---- the busybox image --------------------------------------------------------
+# shellcheck source=bench/lib.sh
+. "$src/bench/lib.sh"
+busybox_image "$tmp"
 rootfs=$tmp/rootfs
-mkdir -p "$rootfs"/{bin,etc,tmp,root,proc,sys,dev}
-cp /bin/busybox "$rootfs/bin/"
-for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$rootfs/bin/$a"; done
-echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
-(cd "$tmp" && umoci init --layout layout >/dev/null && umoci new --image layout:latest >/dev/null &&
-    umoci unpack --image layout:latest ub >/dev/null 2>&1 && cp -a "$rootfs"/. ub/rootfs/ &&
-    umoci repack --image layout:latest ub >/dev/null && rm -rf ub)
 
 # ---- berthd -------------------------------------------------------------------
 "$build/berthd" --listen 127.0.0.1:0 --root "$tmp/root" --log-level debug \
@@ -194,19 +190,7 @@ curl -sf -o /dev/null -XPOST "$url/v1/containers" -H 'Content-Type: application/
     -d "{\"handle\":\"floorsrc\",\"rootfs\":\"raw://$rootfs\"}"
 handles+=(floorsrc)
 mkdir -p "$tmp/bundle" "$tmp/bare"
-python3 - "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" "$fcg" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["process"]["args"] = ["/bin/true"]
-# Neither berth's init nor its network: the floor is runc making a namespace with lo.
-c["mounts"] = [m for m in c["mounts"] if m["destination"] not in
-               ("/.berth-init", "/.berth", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf")]
-for ns in c["linux"]["namespaces"]:
-    ns.pop("path", None)
-c["root"]["path"] = sys.argv[3]
-c["linux"]["cgroupsPath"] = sys.argv[4] + "/floor"
-json.dump(c, open(sys.argv[2], "w"))
-PY
+floor_config "$tmp/root/containers/floorsrc/bundle/config.json" "$tmp/bundle/config.json" "$rootfs" "$fcg/floor"
 curl -sf -o /dev/null -XDELETE "$url/v1/containers/floorsrc"
 unset 'handles[-1]'
 (cd "$tmp/bare" && runc spec)

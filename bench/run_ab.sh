@@ -17,47 +17,16 @@
 # berth-init beside its binary; both are stopped (by PID) and the
 # directory removed at the end.
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 a_bin=${1:?usage: bench/run_ab.sh A/berthd B/berthd [ROUNDS]}
 b_bin=${2:?usage: bench/run_ab.sh A/berthd B/berthd [ROUNDS]}
 rounds=${3:-30}
-tmp=/tmp/berth-bench-ab-$$-$RANDOM
-mkdir -m 0700 "$tmp"
-pids=()
-cleanup() {
-    set +e
-    for p in "${pids[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
 
-# The busybox image, as bench/run.sh builds it.
-rootfs=$tmp/rootfs
-mkdir -p "$rootfs"/{bin,etc,tmp,root,proc,sys,dev}
-cp /bin/busybox "$rootfs/bin/"
-for x in $(/bin/busybox --list); do [ "$x" = busybox ] || ln -s busybox "$rootfs/bin/$x"; done
-echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
-(cd "$tmp" && umoci init --layout layout >/dev/null && umoci new --image layout:latest >/dev/null &&
-    umoci unpack --image layout:latest ub >/dev/null 2>&1 && cp -a "$rootfs"/. ub/rootfs/ &&
-    umoci repack --image layout:latest ub >/dev/null && rm -rf ub)
-
-start() { # name binary
-    "$2" --listen 127.0.0.1:0 --root "$tmp/$1" --log-level debug --network none 2>"$tmp/$1.log" &
-    pids+=($!)
-    local port=
-    for _ in $(seq 100); do
-        port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/$1.log" | sed 's/.*://') || true
-        [ -n "$port" ] && break
-        sleep 0.1
-    done
-    [ -n "$port" ] || { echo "$2 did not start:"; cat "$tmp/$1.log"; exit 1; }
-    echo "http://127.0.0.1:$port" >"$tmp/$1.url"
-    curl -sf -XPOST "http://127.0.0.1:$port/v1/images?name=busybox" -H 'Content-Type: application/json' \
-        -d "{\"source\":{\"layout\":\"$tmp/layout\"}}" >/dev/null
-}
+bench_tmp berth-bench-ab
+busybox_image "$tmp"
+start() { berthd_start "$1" "$2"; } # name binary
 # One round on one keep-alive connection: the sum of the four requests'
 # times as curl measured them, then each of them, in ms.
 round() { # name handle
