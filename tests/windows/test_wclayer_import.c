@@ -1,25 +1,33 @@
 /*
  * store/wclayer_import_windows.c against the TEST DOUBLE of
- * computestorage.dll: Windows layer tars this suite writes become a base
- * layer (written in place, then HcsSetupBaseOSLayer "Container") and a
+ * computestorage.dll (and of virtdisk.dll, both logging to one calls.log):
+ * Windows layer tars this suite writes become a base layer (written in
+ * place, then blank-base.vhdx formatted, HcsSetupBaseOSLayer "Container",
+ * blank.vhdx over it, both readable by the Virtual Machines group) and a
  * child layer (a staging folder with its tombstones.txt, then
  * HcsImportLayer with the parent in LayerData), with their attributes;
  * and every failure leaves nothing: a hostile tar (ERR_INVALID_CONTENT,
  * no HCS call), a failing HcsImportLayer (HcsDestroyLayer, the folder
  * removed). A base layer with a UtilityVM gets its template VHDXs
  * (through the virtdisk double too), and a UtilityVM that cannot boot or
- * whose disk does not detach leaves nothing. The double is not HCS: this is what berth writes and
+ * whose disk does not detach leaves nothing, as does a failing step of
+ * the container base. The VM group's ACE is read back from the file (Wine
+ * keeps DACLs). The doubles are not HCS: this is what berth writes and
  * asks, not what a real host makes of it.
  */
 #include "store/wclayer_import.h"
 
 #include <windows.h>
 
+#include <aclapi.h>
 #include <check.h>
+#include <sddl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/wclayer_base.h"
 #include "wcl_tar.h"
 #include "wcs_double.h"
 
@@ -51,8 +59,86 @@ import(struct wtb *t, const char *layer, const struct wcs_layer *parents, size_t
     return wclayer_import_layer(api, wtb_read, t, layer, parents, n, info, err);
 }
 
+/* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
+static void
+uvm_tar(struct wtb *t, bool with_bcd)
+{
+    wtb_entry(t, "Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
+    if (with_bcd)
+        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
+    wtb_finish(t);
+}
+
+/* The virtdisk double, logging beside the computestorage double. */
+static void
+virtdisk_double_use(void)
+{
+    char exe[MAX_PATH];
+    GetModuleFileNameA(NULL, exe, sizeof(exe));
+    *strrchr(exe, '\\') = '\0';
+    static char env[2][MAX_PATH * 2];
+    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
+             exe);
+    snprintf(env[1], sizeof(env[1]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", wcs_log_dir);
+    _putenv(env[0]);
+    _putenv(env[1]);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+}
+
+/* The first line of the file at p, in a static buffer ("" when unreadable). */
+static const char *
+head_of(const char *p)
+{
+    static char line[MAX_PATH * 3];
+    line[0] = '\0';
+    FILE *f = fopen(p, "rb");
+    if (f) {
+        if (!fgets(line, sizeof(line), f))
+            line[0] = '\0';
+        fclose(f);
+    }
+    return line;
+}
+
+/* Does the DACL of p allow the Virtual Machines group (S-1-5-83-0) to read? */
+static bool
+vm_group_may_read(const char *p)
+{
+    PACL dacl = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    PSID vm = NULL;
+    bool found = false;
+    if (GetNamedSecurityInfoA(p, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, &dacl, NULL,
+                              &sd) == ERROR_SUCCESS &&
+        dacl && ConvertStringSidToSidA("S-1-5-83-0", &vm)) {
+        for (DWORD k = 0; k < dacl->AceCount && !found; k++) {
+            ACCESS_ALLOWED_ACE *ace = NULL;
+            if (GetAce(dacl, k, (void **)&ace) && ace->Header.AceType == ACCESS_ALLOWED_ACE_TYPE &&
+                EqualSid((PSID)&ace->SidStart, vm))
+                /* GENERIC_READ, or what the file system maps it to. */
+                found = (ace->Mask & GENERIC_READ) ||
+                        (ace->Mask & FILE_GENERIC_READ) == FILE_GENERIC_READ;
+        }
+    }
+    LocalFree(vm);
+    LocalFree(sd);
+    return found;
+}
+
+/*
+ * A container base gets what hcsshim's SetupContainerBaseLayer makes:
+ * blank-base.vhdx created and formatted but never attached, HcsSetupBaseOSLayer
+ * "Container" with no disk, blank.vhdx over blank-base, both readable by
+ * the Virtual Machines group.
+ */
 START_TEST(a_base_layer_is_written_in_place_then_set_up)
 {
+    virtdisk_double_use();
     struct wtb t = {0};
     wtb_entry(&t, "Files/", '5', NULL, NULL);
     wtb_entry(&t, "Files/Windows/", '5', NULL, NULL);
@@ -71,11 +157,22 @@ START_TEST(a_base_layer_is_written_in_place_then_set_up)
     ck_assert_msg((a & (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE)) ==
                       (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE),
                   "attributes %lx", (unsigned long)a);
-    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer ");
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
     free(doc);
     ck_assert(!wcs_exists(wcs_path(1, "base.staging")));
+    const char *bb = wcs_path(1, "base\\" WCL_BASE_VHD), *bl = wcs_path(2, "base\\" WCL_BLANK_VHD);
+    ck_assert_str_eq(head_of(bb), "BERTH_DOUBLE_FORMATTED");
+    ck_assert(!wcs_exists(wcs_path(3, "base\\" WCL_BASE_VHD ".double-attached")));
+    const char *line = head_of(bl);
+    ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "\\base\\" WCL_BASE_VHD), "%s",
+                  line);
+    ck_assert(vm_group_may_read(bb));
+    ck_assert(vm_group_may_read(bl));
+    /* The tar's own files get no such entry: only the disks a VM opens. */
+    ck_assert(!vm_group_may_read(wcs_path(3, "base\\Files\\Windows\\win.ini")));
     free(t.p);
 }
 END_TEST
@@ -175,37 +272,6 @@ START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
 }
 END_TEST
 
-/* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
-static void
-uvm_tar(struct wtb *t, bool with_bcd)
-{
-    wtb_entry(t, "Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
-    if (with_bcd)
-        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
-    wtb_finish(t);
-}
-
-/* The virtdisk double, logging beside the computestorage double. */
-static void
-virtdisk_double_use(void)
-{
-    char exe[MAX_PATH];
-    GetModuleFileNameA(NULL, exe, sizeof(exe));
-    *strrchr(exe, '\\') = '\0';
-    static char env[2][MAX_PATH * 2];
-    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
-             exe);
-    snprintf(env[1], sizeof(env[1]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", wcs_log_dir);
-    _putenv(env[0]);
-    _putenv(env[1]);
-    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
-}
-
 /*
  * The UtilityVM gets what hcsshim's SetupUtilityVMBaseLayer makes: its
  * SystemTemplateBase.vhdx created and attached for HcsSetupBaseOSLayer
@@ -221,7 +287,8 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     struct err err = {0};
     ck_assert_msg(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err) == 0, "%s", err.msg);
     ck_assert(info.utility_vm);
-    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer CreateVirtualDisk AttachVirtualDisk "
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk CreateVirtualDisk AttachVirtualDisk "
                                   "HcsSetupBaseOSLayer DetachVirtualDisk CreateVirtualDisk ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
@@ -248,6 +315,9 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     fclose(f);
     ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "SystemTemplateBase.vhdx"), "%s",
                   line);
+    /* Both templates are the utility VM's to open. */
+    ck_assert(vm_group_may_read(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx")));
+    ck_assert(vm_group_may_read(wcs_path(0, "base\\UtilityVM\\SystemTemplate.vhdx")));
     free(t.p);
 }
 END_TEST
@@ -277,6 +347,89 @@ START_TEST(a_utility_vm_that_fails_leaves_nothing)
 }
 END_TEST
 
+/* A base layer tar of one file. */
+static void
+base_tar(struct wtb *t)
+{
+    wtb_entry(t, "Files/", '5', NULL, NULL);
+    wtb_entry(t, "Files/a.txt", '0', "a", NULL);
+    wtb_finish(t);
+}
+
+/*
+ * Each step of the container base failing, and virtdisk.dll missing:
+ * HcsDestroyLayer, nothing left, no step after the failed one, the
+ * failure named.
+ */
+START_TEST(a_container_base_that_fails_leaves_nothing)
+{
+    virtdisk_double_use();
+    static const struct {
+        const char *fail, *vd_fail, *calls, *msg;
+    } cases[] = {
+        {NULL, "CreateVirtualDisk", "CreateVirtualDisk HcsDestroyLayer ", WCL_BASE_VHD},
+        {"HcsFormatWritableLayerVhd", NULL,
+         "CreateVirtualDisk HcsFormatWritableLayerVhd HcsDestroyLayer ",
+         "HcsFormatWritableLayerVhd"},
+        {"HcsSetupBaseOSLayer", NULL,
+         "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer HcsDestroyLayer ",
+         "HcsSetupBaseOSLayer"},
+    };
+    char log[MAX_PATH * 2];
+    snprintf(log, sizeof(log), "%s\\calls.log", wcs_log_dir);
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        DeleteFileA(log);
+        SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", cases[k].fail);
+        SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", cases[k].vd_fail);
+        struct wtb t = {0};
+        base_tar(&t);
+        struct wcl_layer_info info;
+        struct err err = {0};
+        ck_assert_int_lt(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), 0);
+        ck_assert_msg(strstr(err.msg, cases[k].msg) != NULL, "%s", err.msg);
+        ck_assert_str_eq(wcs_calls(), cases[k].calls);
+        ck_assert(!wcs_exists(wcs_path(0, "base")));
+        free(t.p);
+    }
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", NULL);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+
+    /* No virtdisk.dll: unavailable, before any disk. */
+    DeleteFileA(log);
+    char missing[MAX_PATH * 2];
+    snprintf(missing, sizeof(missing), "%s\\no-such-virtdisk.dll", wcs_tmp);
+    SetEnvironmentVariableA("BERTH_TEST_VIRTDISK_DLL", missing);
+    struct wtb t = {0};
+    base_tar(&t);
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_UNAVAILABLE);
+    ck_assert_str_eq(wcs_calls(), "HcsDestroyLayer ");
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    free(t.p);
+}
+END_TEST
+
+/* The set-up's own undo: its disks go, a folder it did not make stays, and so does a file
+ * named blank.vhdx that was there before it. */
+START_TEST(a_failed_container_base_removes_only_its_own_disks)
+{
+    virtdisk_double_use();
+    const char *dir = wcs_path(0, "layer");
+    ck_assert(CreateDirectoryA(dir, NULL));
+    ck_assert(CreateDirectoryA(wcs_path(1, "layer\\Files"), NULL));
+    wcs_write(wcs_path(1, "layer\\" WCL_BLANK_VHD), "someone else's");
+    struct err err = {0};
+    ck_assert_int_eq(wclayer_base_setup(api, dir, &err), -EEXIST);
+    ck_assert_msg(strstr(err.msg, WCL_BLANK_VHD) != NULL, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk ");
+    ck_assert(!wcs_exists(wcs_path(1, "layer\\" WCL_BASE_VHD)));
+    ck_assert_str_eq(head_of(wcs_path(1, "layer\\" WCL_BLANK_VHD)), "someone else's");
+    ck_assert(wcs_exists(wcs_path(1, "layer\\Files")));
+}
+END_TEST
+
 static Suite *
 import_suite(void)
 {
@@ -289,6 +442,8 @@ import_suite(void)
     tcase_add_test(tc, a_failed_hcs_import_is_destroyed_and_removed);
     tcase_add_test(tc, a_base_layer_with_a_utility_vm_gets_its_template_vhds);
     tcase_add_test(tc, a_utility_vm_that_fails_leaves_nothing);
+    tcase_add_test(tc, a_container_base_that_fails_leaves_nothing);
+    tcase_add_test(tc, a_failed_container_base_removes_only_its_own_disks);
     suite_add_tcase(s, tc);
     return s;
 }
