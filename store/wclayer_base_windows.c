@@ -28,6 +28,40 @@ wclayer_path_in(const char *dir, const char *rel)
     return s;
 }
 
+#ifdef BERTH_TEST_HOOKS
+/*
+ * Wine accepts SetSecurityInfo on a file but keeps no DACL (it reads one
+ * back from the mode bits), so test builds tell what was written: with
+ * BERTH_TEST_VM_GRANT_LOG naming a file (the doubles' calls.log), a line
+ * "NNNN GrantVmGroupAccess <path> <the DACL written, as SDDL>".
+ */
+static void
+grant_observed(const char *path, PACL dacl)
+{
+    char log[MAX_PATH * 2];
+    DWORD n = GetEnvironmentVariableA("BERTH_TEST_VM_GRANT_LOG", log, sizeof(log));
+    SECURITY_DESCRIPTOR sd;
+    LPSTR sddl = NULL;
+    if (n == 0 || n >= sizeof(log) ||
+        !InitializeSecurityDescriptor(&sd, SECURITY_DESCRIPTOR_REVISION) ||
+        !SetSecurityDescriptorDacl(&sd, TRUE, dacl, FALSE) ||
+        !ConvertSecurityDescriptorToStringSecurityDescriptorA(
+            &sd, SDDL_REVISION_1, DACL_SECURITY_INFORMATION, &sddl, NULL))
+        return;
+    unsigned lines = 1;
+    FILE *f = fopen(log, "rb");
+    for (int c; f && (c = fgetc(f)) != EOF;)
+        lines += c == '\n';
+    if (f)
+        fclose(f);
+    if ((f = fopen(log, "ab"))) {
+        fprintf(f, "%04u GrantVmGroupAccess %s %s\n", lines, path, sddl);
+        fclose(f);
+    }
+    LocalFree(sddl);
+}
+#endif
+
 int
 wclayer_grant_vm_group(const char *path, struct err *err)
 {
@@ -66,6 +100,10 @@ wclayer_grant_vm_group(const char *path, struct err *err)
         step = "write the DACL of";
         e = SetSecurityInfo(h, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, merged, NULL);
     }
+#ifdef BERTH_TEST_HOOKS
+    if (e == ERROR_SUCCESS)
+        grant_observed(path, merged);
+#endif
     LocalFree(merged);
     LocalFree(sid);
     LocalFree(sd);

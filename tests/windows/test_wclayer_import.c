@@ -11,17 +11,16 @@
  * removed). A base layer with a UtilityVM gets its template VHDXs
  * (through the virtdisk double too), and a UtilityVM that cannot boot or
  * whose disk does not detach leaves nothing, as does a failing step of
- * the container base. The VM group's ACE is read back from the file (Wine
- * keeps DACLs). The doubles are not HCS: this is what berth writes and
- * asks, not what a real host makes of it.
+ * the container base. Wine keeps no DACL on a file (SetSecurityInfo
+ * succeeds, the ACE is not read back), so the VM group's ACE is checked in
+ * the SDDL a test build logs of what it wrote. The doubles are not HCS: this is what berth writes
+ * and asks, not what a real host makes of it.
  */
 #include "store/wclayer_import.h"
 
 #include <windows.h>
 
-#include <aclapi.h>
 #include <check.h>
-#include <sddl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +38,10 @@ static void
 setup(void)
 {
     wcs_double_setup("wcli");
+    /* The grants berth writes, in the doubles' log (Wine keeps no DACL). */
+    static char grant_log[MAX_PATH * 2];
+    snprintf(grant_log, sizeof(grant_log), "%s\\calls.log", wcs_log_dir);
+    SetEnvironmentVariableA("BERTH_TEST_VM_GRANT_LOG", grant_log);
     struct err err = {0};
     ck_assert_msg(wcs_api_open(wcs_dbl_path, &api, &err) == 0, "%s", err.msg);
 }
@@ -105,29 +108,40 @@ head_of(const char *p)
     return line;
 }
 
-/* Does the DACL of p allow the Virtual Machines group (S-1-5-83-0) to read? */
-static bool
-vm_group_may_read(const char *p)
+/*
+ * The DACL berth wrote onto p for the Virtual Machines group, as SDDL (a
+ * static buffer; "" when it granted p nothing): what store/wclayer_base.h
+ * logs in test builds, as Wine keeps no DACL to read back.
+ */
+static const char *
+granted(const char *p)
 {
-    PACL dacl = NULL;
-    PSECURITY_DESCRIPTOR sd = NULL;
-    PSID vm = NULL;
-    bool found = false;
-    if (GetNamedSecurityInfoA(p, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, &dacl, NULL,
-                              &sd) == ERROR_SUCCESS &&
-        dacl && ConvertStringSidToSidA("S-1-5-83-0", &vm)) {
-        for (DWORD k = 0; k < dacl->AceCount && !found; k++) {
-            ACCESS_ALLOWED_ACE *ace = NULL;
-            if (GetAce(dacl, k, (void **)&ace) && ace->Header.AceType == ACCESS_ALLOWED_ACE_TYPE &&
-                EqualSid((PSID)&ace->SidStart, vm))
-                /* GENERIC_READ, or what the file system maps it to. */
-                found = (ace->Mask & GENERIC_READ) ||
-                        (ace->Mask & FILE_GENERIC_READ) == FILE_GENERIC_READ;
+    static char sddl[4096];
+    sddl[0] = '\0';
+    char path[MAX_PATH * 2], line[8192], want[MAX_PATH * 2 + 32];
+    snprintf(path, sizeof(path), "%s\\calls.log", wcs_log_dir);
+    snprintf(want, sizeof(want), " GrantVmGroupAccess %s ", p);
+    FILE *f = fopen(path, "rb");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *at = strstr(line, want);
+        if (at) {
+            snprintf(sddl, sizeof(sddl), "%s", at + strlen(want));
+            sddl[strcspn(sddl, "\r\n")] = '\0';
         }
     }
-    LocalFree(vm);
-    LocalFree(sd);
-    return found;
+    if (f)
+        fclose(f);
+    return sddl;
+}
+
+/* An allowing, not inherited GENERIC_READ ACE for S-1-5-83-0, and the entries that were there. */
+static void
+assert_vm_group_granted(const char *p)
+{
+    const char *d = granted(p);
+    ck_assert_msg(strncmp(d, "D:", 2) == 0 && strstr(d, "(A;;GR;;;S-1-5-83-0)") != NULL, "%s: %s",
+                  p, d);
+    ck_assert_msg(strstr(d, ";;;SY)") != NULL, "the DACL lost its entries: %s", d);
 }
 
 /*
@@ -158,7 +172,7 @@ START_TEST(a_base_layer_is_written_in_place_then_set_up)
                       (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE),
                   "attributes %lx", (unsigned long)a);
     ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
-                                  "CreateVirtualDisk ");
+                                  "CreateVirtualDisk GrantVmGroupAccess GrantVmGroupAccess ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
     free(doc);
@@ -169,10 +183,8 @@ START_TEST(a_base_layer_is_written_in_place_then_set_up)
     const char *line = head_of(bl);
     ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "\\base\\" WCL_BASE_VHD), "%s",
                   line);
-    ck_assert(vm_group_may_read(bb));
-    ck_assert(vm_group_may_read(bl));
-    /* The tar's own files get no such entry: only the disks a VM opens. */
-    ck_assert(!vm_group_may_read(wcs_path(3, "base\\Files\\Windows\\win.ini")));
+    assert_vm_group_granted(bb);
+    assert_vm_group_granted(bl);
     free(t.p);
 }
 END_TEST
@@ -288,8 +300,10 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     ck_assert_msg(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err) == 0, "%s", err.msg);
     ck_assert(info.utility_vm);
     ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
-                                  "CreateVirtualDisk CreateVirtualDisk AttachVirtualDisk "
-                                  "HcsSetupBaseOSLayer DetachVirtualDisk CreateVirtualDisk ");
+                                  "CreateVirtualDisk GrantVmGroupAccess GrantVmGroupAccess "
+                                  "CreateVirtualDisk AttachVirtualDisk HcsSetupBaseOSLayer "
+                                  "DetachVirtualDisk CreateVirtualDisk GrantVmGroupAccess "
+                                  "GrantVmGroupAccess ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
     free(doc);
@@ -316,8 +330,8 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "SystemTemplateBase.vhdx"), "%s",
                   line);
     /* Both templates are the utility VM's to open. */
-    ck_assert(vm_group_may_read(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx")));
-    ck_assert(vm_group_may_read(wcs_path(0, "base\\UtilityVM\\SystemTemplate.vhdx")));
+    assert_vm_group_granted(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx"));
+    assert_vm_group_granted(wcs_path(0, "base\\UtilityVM\\SystemTemplate.vhdx"));
     free(t.p);
 }
 END_TEST
@@ -398,7 +412,9 @@ START_TEST(a_container_base_that_fails_leaves_nothing)
     DeleteFileA(log);
     char missing[MAX_PATH * 2];
     snprintf(missing, sizeof(missing), "%s\\no-such-virtdisk.dll", wcs_tmp);
-    SetEnvironmentVariableA("BERTH_TEST_VIRTDISK_DLL", missing);
+    static char env[MAX_PATH * 2 + 32];
+    snprintf(env, sizeof(env), "BERTH_TEST_VIRTDISK_DLL=%s", missing);
+    _putenv(env); /* windll_open reads the CRT's copy */
     struct wtb t = {0};
     base_tar(&t);
     struct wcl_layer_info info;
