@@ -134,6 +134,7 @@ set(BERTH_WIN_SOURCES
     store/volume_tar.c
     store/volume_windows.c
     store/wclayer.c
+    store/wclayer_base_windows.c
     store/wclayer_blob.c
     store/wclayer_import_windows.c
     store/wclayer_uvm_windows.c

@@ -11,11 +11,13 @@
  *   LayerData of the parents, topmost first), and the staging folder is
  *   removed;
  * - a base layer (no parents, no whiteouts): written straight into
- *   layer_dir, then HcsSetupBaseOSLayer(layer_dir, NULL, "Container").
+ *   layer_dir, then set up with its blank VHDXs (store/wclayer_base.h:
+ *   blank-base.vhdx formatted, HcsSetupBaseOSLayer(layer_dir, NULL,
+ *   "Container"), blank.vhdx over it, both granted to the VM group).
  *   A base layer with a UtilityVM then gets its UtilityVM set up
  *   (store/wclayer_uvm.h: HcsSetupBaseOSLayer of layer_dir\UtilityVM, "Vm",
  *   with an attached SystemTemplateBase.vhdx, and SystemTemplate.vhdx
- *   over it).
+ *   over it, both granted to the VM group too).
  *
  * On failure nothing is left: the staging folder and layer_dir are
  * removed, after HcsDestroyLayer when HCS got as far as making the layer.

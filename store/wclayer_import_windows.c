@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "store/wclayer_base.h"
 #include "store/wclayer_blob.h"
 #include "store/wclayer_uvm.h"
 
@@ -461,7 +462,7 @@ stage_commit(struct stage *st, struct wcs_api *api, const struct wcs_layer *pare
 {
     st->hcs_called = true;
     if (st->base) {
-        int rc = wcs_setup_base_layer(api, st->layer_dir, NULL, false, err);
+        int rc = wclayer_base_setup(api, st->layer_dir, err);
         return rc == 0 && st->uvm ? wclayer_uvm_setup(api, st->layer_dir, err) : rc;
     }
     char *ld = wcs_layer_data(parents, nparents, err);

@@ -4,8 +4,9 @@
  * computestorage.SetupUtilityVMBaseLayer does it: a template VHDX,
  * SystemTemplateBase.vhdx, created, attached and given to
  * HcsSetupBaseOSLayer with {"Type":"Vm"} for the UtilityVM folder,
- * detached again, and SystemTemplate.vhdx made as a differencing disk
- * over it (what a utility VM's scratch is copied from). Windows only;
+ * detached again, SystemTemplate.vhdx made as a differencing disk over
+ * it (what a utility VM's scratch is copied from), and both granted to
+ * the Virtual Machines group (store/wclayer_base.h). Windows only;
  * blocks on virtdisk.dll and HCS: pool threads.
  */
 #ifndef BERTH_STORE_WCLAYER_UVM_H

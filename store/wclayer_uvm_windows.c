@@ -13,16 +13,7 @@
 
 #include "common/winutil.h"
 #include "store/vdisk.h"
-
-static char *
-path_in(const char *dir, const char *rel)
-{
-    size_t n = strlen(dir) + strlen(rel) + 2;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s\\%s", dir, rel);
-    return s;
-}
+#include "store/wclayer_base.h"
 
 static bool
 is_file(const char *path)
@@ -36,7 +27,7 @@ is_file(const char *path)
 int
 wclayer_uvm_check(const char *layer_dir, struct err *err)
 {
-    char *bcd = path_in(layer_dir, "UtilityVM\\Files\\EFI\\Microsoft\\Boot\\BCD");
+    char *bcd = wclayer_path_in(layer_dir, "UtilityVM\\Files\\EFI\\Microsoft\\Boot\\BCD");
     int rc = !bcd            ? err_set(err, ENOMEM, "utility vm: out of memory")
              : !is_file(bcd) ? err_set(err, ERR_INVALID_CONTENT,
                                        "utility vm: UtilityVM\\Files has no "
@@ -49,9 +40,9 @@ wclayer_uvm_check(const char *layer_dir, struct err *err)
 int
 wclayer_uvm_setup(struct wcs_api *api, const char *layer_dir, struct err *err)
 {
-    char *uvm = path_in(layer_dir, "UtilityVM");
-    char *base = path_in(layer_dir, "UtilityVM\\" WCL_UVM_BASE_VHD);
-    char *tmpl = path_in(layer_dir, "UtilityVM\\" WCL_UVM_TEMPLATE_VHD);
+    char *uvm = wclayer_path_in(layer_dir, "UtilityVM");
+    char *base = wclayer_path_in(layer_dir, "UtilityVM\\" WCL_UVM_BASE_VHD);
+    char *tmpl = wclayer_path_in(layer_dir, "UtilityVM\\" WCL_UVM_TEMPLATE_VHD);
     struct vdisk_api *vd = NULL;
     void *h = NULL;
     int rc = 0;
@@ -76,6 +67,11 @@ wclayer_uvm_setup(struct wcs_api *api, const char *layer_dir, struct err *err)
     vdisk_close(h);
     if (rc == 0)
         rc = vdisk_create_diff(vd, tmpl, base, err);
+    /* The utility VM's worker process opens both (hcsshim grants them too). */
+    if (rc == 0)
+        rc = wclayer_grant_vm_group(base, err);
+    if (rc == 0)
+        rc = wclayer_grant_vm_group(tmpl, err);
     vdisk_api_free(vd);
     free(uvm);
     free(base);

@@ -147,15 +147,18 @@ storage_doc(const char *rec, const char *fn)
 }
 
 /*
- * berthd.exe imports a Windows image's layers through computestorage.dll:
- * here the TEST DOUBLE (tests/doubles/computestorage/, loaded through
- * BERTH_TEST_HCS_STORAGE_DLL), which logs every call in rec.
+ * berthd.exe imports a Windows image's layers through computestorage.dll
+ * and (a base layer's blank VHDXs) virtdisk.dll: here the TEST DOUBLEs
+ * (tests/doubles/, loaded through BERTH_TEST_HCS_STORAGE_DLL and
+ * BERTH_TEST_VIRTDISK_DLL), which log every call in rec.
  */
 static void
-start_with_storage_double(struct berthd *b, char *rec, size_t rec_len, char env[2][PATH_MAX * 2])
+start_with_storage_double(struct berthd *b, char *rec, size_t rec_len, char env[4][PATH_MAX * 2])
 {
     const char *dbl = getenv("BERTH_TEST_HCS_STORAGE_DOUBLE");
-    ck_assert_msg(dbl && *dbl, "BERTH_TEST_HCS_STORAGE_DOUBLE is not set");
+    const char *vdbl = getenv("BERTH_TEST_VIRTDISK_DOUBLE");
+    ck_assert_msg(dbl && *dbl && vdbl && *vdbl,
+                  "BERTH_TEST_HCS_STORAGE_DOUBLE or BERTH_TEST_VIRTDISK_DOUBLE is not set");
     harness_mkdtemp(b->tmp, sizeof(b->tmp));
     snprintf(rec, rec_len, "%s/storage-rec", b->tmp);
     mkdir(rec, 0700);
@@ -164,14 +167,17 @@ start_with_storage_double(struct berthd *b, char *rec, size_t rec_len, char env[
     snprintf(env[0], PATH_MAX * 2, "BERTH_TEST_HCS_STORAGE_DLL=%s", win);
     harness_wine_path(rec, win, sizeof(win));
     snprintf(env[1], PATH_MAX * 2, "BERTH_HCS_STORAGE_DOUBLE_DIR=%s", win);
-    struct berthd_opts o = {.env = {env[0], env[1], NULL}};
+    snprintf(env[3], PATH_MAX * 2, "BERTH_VIRTDISK_DOUBLE_DIR=%s", win);
+    harness_wine_path(vdbl, win, sizeof(win));
+    snprintf(env[2], PATH_MAX * 2, "BERTH_TEST_VIRTDISK_DLL=%s", win);
+    struct berthd_opts o = {.env = {env[0], env[1], env[2], env[3], NULL}};
     berthd_start(b, &o);
 }
 
 START_TEST(imports_check_digests_and_the_windows_build)
 {
     struct berthd b = {0};
-    char rec[PATH_MAX + 32], env[2][PATH_MAX * 2];
+    char rec[PATH_MAX + 32], env[4][PATH_MAX * 2];
     start_with_storage_double(&b, rec, sizeof(rec), env);
     char dir[PATH_MAX + 32];
     struct hresp r;
@@ -227,6 +233,8 @@ START_TEST(imports_check_digests_and_the_windows_build)
     ck_assert_msg(r.status == 201, "upload: %ld %s", r.status, r.body);
     hresp_free(&r);
     ck_assert_int_eq(storage_calls(rec, "HcsSetupBaseOSLayer"), setups + 1);
+    /* Its blank VHDXs too: blank-base.vhdx formatted, blank.vhdx over it. */
+    ck_assert_int_eq(storage_calls(rec, "HcsFormatWritableLayerVhd"), setups + 1);
     ck_assert_int_eq(storage_calls(rec, "HcsImportLayer"), 1);
     /* LayerData names one parent, the base layer's snapshot folder. */
     char *doc = storage_doc(rec, "HcsImportLayer");

@@ -1,25 +1,32 @@
 /*
  * store/wclayer_import_windows.c against the TEST DOUBLE of
- * computestorage.dll: Windows layer tars this suite writes become a base
- * layer (written in place, then HcsSetupBaseOSLayer "Container") and a
+ * computestorage.dll (and of virtdisk.dll, both logging to one calls.log):
+ * Windows layer tars this suite writes become a base layer (written in
+ * place, then blank-base.vhdx formatted, HcsSetupBaseOSLayer "Container",
+ * blank.vhdx over it, both readable by the Virtual Machines group) and a
  * child layer (a staging folder with its tombstones.txt, then
  * HcsImportLayer with the parent in LayerData), with their attributes;
  * and every failure leaves nothing: a hostile tar (ERR_INVALID_CONTENT,
  * no HCS call), a failing HcsImportLayer (HcsDestroyLayer, the folder
  * removed). A base layer with a UtilityVM gets its template VHDXs
  * (through the virtdisk double too), and a UtilityVM that cannot boot or
- * whose disk does not detach leaves nothing. The double is not HCS: this is what berth writes and
- * asks, not what a real host makes of it.
+ * whose disk does not detach leaves nothing, as does a failing step of
+ * the container base. Wine keeps no DACL on a file (SetSecurityInfo
+ * succeeds, the ACE is not read back), so the VM group's ACE is checked in
+ * the SDDL a test build logs of what it wrote. The doubles are not HCS: this is what berth writes
+ * and asks, not what a real host makes of it.
  */
 #include "store/wclayer_import.h"
 
 #include <windows.h>
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/wclayer_base.h"
 #include "wcl_tar.h"
 #include "wcs_double.h"
 
@@ -31,6 +38,10 @@ static void
 setup(void)
 {
     wcs_double_setup("wcli");
+    /* The grants berth writes, in the doubles' log (Wine keeps no DACL). */
+    static char grant_log[MAX_PATH * 2];
+    snprintf(grant_log, sizeof(grant_log), "%s\\calls.log", wcs_log_dir);
+    SetEnvironmentVariableA("BERTH_TEST_VM_GRANT_LOG", grant_log);
     struct err err = {0};
     ck_assert_msg(wcs_api_open(wcs_dbl_path, &api, &err) == 0, "%s", err.msg);
 }
@@ -51,8 +62,97 @@ import(struct wtb *t, const char *layer, const struct wcs_layer *parents, size_t
     return wclayer_import_layer(api, wtb_read, t, layer, parents, n, info, err);
 }
 
+/* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
+static void
+uvm_tar(struct wtb *t, bool with_bcd)
+{
+    wtb_entry(t, "Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
+    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
+    if (with_bcd)
+        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
+    wtb_finish(t);
+}
+
+/* The virtdisk double, logging beside the computestorage double. */
+static void
+virtdisk_double_use(void)
+{
+    char exe[MAX_PATH];
+    GetModuleFileNameA(NULL, exe, sizeof(exe));
+    *strrchr(exe, '\\') = '\0';
+    static char env[2][MAX_PATH * 2];
+    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
+             exe);
+    snprintf(env[1], sizeof(env[1]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", wcs_log_dir);
+    _putenv(env[0]);
+    _putenv(env[1]);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+}
+
+/* The first line of the file at p, in a static buffer ("" when unreadable). */
+static const char *
+head_of(const char *p)
+{
+    static char line[MAX_PATH * 3];
+    line[0] = '\0';
+    FILE *f = fopen(p, "rb");
+    if (f) {
+        if (!fgets(line, sizeof(line), f))
+            line[0] = '\0';
+        fclose(f);
+    }
+    return line;
+}
+
+/*
+ * The DACL berth wrote onto p for the Virtual Machines group, as SDDL (a
+ * static buffer; "" when it granted p nothing): what store/wclayer_base.h
+ * logs in test builds, as Wine keeps no DACL to read back.
+ */
+static const char *
+granted(const char *p)
+{
+    static char sddl[4096];
+    sddl[0] = '\0';
+    char path[MAX_PATH * 2], line[8192], want[MAX_PATH * 2 + 32];
+    snprintf(path, sizeof(path), "%s\\calls.log", wcs_log_dir);
+    snprintf(want, sizeof(want), " GrantVmGroupAccess %s ", p);
+    FILE *f = fopen(path, "rb");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *at = strstr(line, want);
+        if (at) {
+            snprintf(sddl, sizeof(sddl), "%s", at + strlen(want));
+            sddl[strcspn(sddl, "\r\n")] = '\0';
+        }
+    }
+    if (f)
+        fclose(f);
+    return sddl;
+}
+
+/* An allowing, not inherited GENERIC_READ ACE for S-1-5-83-0, and the entries that were there. */
+static void
+assert_vm_group_granted(const char *p)
+{
+    const char *d = granted(p);
+    ck_assert_msg(strncmp(d, "D:", 2) == 0 && strstr(d, "(A;;GR;;;S-1-5-83-0)") != NULL, "%s: %s",
+                  p, d);
+    ck_assert_msg(strstr(d, ";;;SY)") != NULL, "the DACL lost its entries: %s", d);
+}
+
+/*
+ * A container base gets what hcsshim's SetupContainerBaseLayer makes:
+ * blank-base.vhdx created and formatted but never attached, HcsSetupBaseOSLayer
+ * "Container" with no disk, blank.vhdx over blank-base, both readable by
+ * the Virtual Machines group.
+ */
 START_TEST(a_base_layer_is_written_in_place_then_set_up)
 {
+    virtdisk_double_use();
     struct wtb t = {0};
     wtb_entry(&t, "Files/", '5', NULL, NULL);
     wtb_entry(&t, "Files/Windows/", '5', NULL, NULL);
@@ -71,11 +171,20 @@ START_TEST(a_base_layer_is_written_in_place_then_set_up)
     ck_assert_msg((a & (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE)) ==
                       (FILE_ATTRIBUTE_READONLY | FILE_ATTRIBUTE_ARCHIVE),
                   "attributes %lx", (unsigned long)a);
-    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer ");
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk GrantVmGroupAccess GrantVmGroupAccess ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
     free(doc);
     ck_assert(!wcs_exists(wcs_path(1, "base.staging")));
+    const char *bb = wcs_path(1, "base\\" WCL_BASE_VHD), *bl = wcs_path(2, "base\\" WCL_BLANK_VHD);
+    ck_assert_str_eq(head_of(bb), "BERTH_DOUBLE_FORMATTED");
+    ck_assert(!wcs_exists(wcs_path(3, "base\\" WCL_BASE_VHD ".double-attached")));
+    const char *line = head_of(bl);
+    ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "\\base\\" WCL_BASE_VHD), "%s",
+                  line);
+    assert_vm_group_granted(bb);
+    assert_vm_group_granted(bl);
     free(t.p);
 }
 END_TEST
@@ -175,37 +284,6 @@ START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
 }
 END_TEST
 
-/* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
-static void
-uvm_tar(struct wtb *t, bool with_bcd)
-{
-    wtb_entry(t, "Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
-    if (with_bcd)
-        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
-    wtb_finish(t);
-}
-
-/* The virtdisk double, logging beside the computestorage double. */
-static void
-virtdisk_double_use(void)
-{
-    char exe[MAX_PATH];
-    GetModuleFileNameA(NULL, exe, sizeof(exe));
-    *strrchr(exe, '\\') = '\0';
-    static char env[2][MAX_PATH * 2];
-    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
-             exe);
-    snprintf(env[1], sizeof(env[1]), "BERTH_VIRTDISK_DOUBLE_DIR=%s", wcs_log_dir);
-    _putenv(env[0]);
-    _putenv(env[1]);
-    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
-}
-
 /*
  * The UtilityVM gets what hcsshim's SetupUtilityVMBaseLayer makes: its
  * SystemTemplateBase.vhdx created and attached for HcsSetupBaseOSLayer
@@ -221,8 +299,11 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     struct err err = {0};
     ck_assert_msg(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err) == 0, "%s", err.msg);
     ck_assert(info.utility_vm);
-    ck_assert_str_eq(wcs_calls(), "HcsSetupBaseOSLayer CreateVirtualDisk AttachVirtualDisk "
-                                  "HcsSetupBaseOSLayer DetachVirtualDisk CreateVirtualDisk ");
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk GrantVmGroupAccess GrantVmGroupAccess "
+                                  "CreateVirtualDisk AttachVirtualDisk HcsSetupBaseOSLayer "
+                                  "DetachVirtualDisk CreateVirtualDisk GrantVmGroupAccess "
+                                  "GrantVmGroupAccess ");
     char *doc = wcs_doc("HcsSetupBaseOSLayer", 1);
     ck_assert_str_eq(doc, "{\"Type\":\"Container\"}");
     free(doc);
@@ -248,6 +329,9 @@ START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
     fclose(f);
     ck_assert_msg(strncmp(line, "parent=", 7) == 0 && strstr(line, "SystemTemplateBase.vhdx"), "%s",
                   line);
+    /* Both templates are the utility VM's to open. */
+    assert_vm_group_granted(wcs_path(0, "base\\UtilityVM\\SystemTemplateBase.vhdx"));
+    assert_vm_group_granted(wcs_path(0, "base\\UtilityVM\\SystemTemplate.vhdx"));
     free(t.p);
 }
 END_TEST
@@ -277,6 +361,91 @@ START_TEST(a_utility_vm_that_fails_leaves_nothing)
 }
 END_TEST
 
+/* A base layer tar of one file. */
+static void
+base_tar(struct wtb *t)
+{
+    wtb_entry(t, "Files/", '5', NULL, NULL);
+    wtb_entry(t, "Files/a.txt", '0', "a", NULL);
+    wtb_finish(t);
+}
+
+/*
+ * Each step of the container base failing, and virtdisk.dll missing:
+ * HcsDestroyLayer, nothing left, no step after the failed one, the
+ * failure named.
+ */
+START_TEST(a_container_base_that_fails_leaves_nothing)
+{
+    virtdisk_double_use();
+    static const struct {
+        const char *fail, *vd_fail, *calls, *msg;
+    } cases[] = {
+        {NULL, "CreateVirtualDisk", "CreateVirtualDisk HcsDestroyLayer ", WCL_BASE_VHD},
+        {"HcsFormatWritableLayerVhd", NULL,
+         "CreateVirtualDisk HcsFormatWritableLayerVhd HcsDestroyLayer ",
+         "HcsFormatWritableLayerVhd"},
+        {"HcsSetupBaseOSLayer", NULL,
+         "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer HcsDestroyLayer ",
+         "HcsSetupBaseOSLayer"},
+    };
+    char log[MAX_PATH * 2];
+    snprintf(log, sizeof(log), "%s\\calls.log", wcs_log_dir);
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        DeleteFileA(log);
+        SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", cases[k].fail);
+        SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", cases[k].vd_fail);
+        struct wtb t = {0};
+        base_tar(&t);
+        struct wcl_layer_info info;
+        struct err err = {0};
+        ck_assert_int_lt(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), 0);
+        ck_assert_msg(strstr(err.msg, cases[k].msg) != NULL, "%s", err.msg);
+        ck_assert_str_eq(wcs_calls(), cases[k].calls);
+        ck_assert(!wcs_exists(wcs_path(0, "base")));
+        free(t.p);
+    }
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", NULL);
+    SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
+
+    /* No virtdisk.dll: unavailable, before any disk. */
+    DeleteFileA(log);
+    char missing[MAX_PATH * 2];
+    snprintf(missing, sizeof(missing), "%s\\no-such-virtdisk.dll", wcs_tmp);
+    static char env[MAX_PATH * 2 + 32];
+    snprintf(env, sizeof(env), "BERTH_TEST_VIRTDISK_DLL=%s", missing);
+    _putenv(env); /* windll_open reads the CRT's copy */
+    struct wtb t = {0};
+    base_tar(&t);
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_int_eq(import(&t, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_UNAVAILABLE);
+    ck_assert_str_eq(wcs_calls(), "HcsDestroyLayer ");
+    ck_assert(!wcs_exists(wcs_path(0, "base")));
+    free(t.p);
+}
+END_TEST
+
+/* The set-up's own undo: its disks go, a folder it did not make stays, and so does a file
+ * named blank.vhdx that was there before it. */
+START_TEST(a_failed_container_base_removes_only_its_own_disks)
+{
+    virtdisk_double_use();
+    const char *dir = wcs_path(0, "layer");
+    ck_assert(CreateDirectoryA(dir, NULL));
+    ck_assert(CreateDirectoryA(wcs_path(1, "layer\\Files"), NULL));
+    wcs_write(wcs_path(1, "layer\\" WCL_BLANK_VHD), "someone else's");
+    struct err err = {0};
+    ck_assert_int_eq(wclayer_base_setup(api, dir, &err), -EEXIST);
+    ck_assert_msg(strstr(err.msg, WCL_BLANK_VHD) != NULL, "%s", err.msg);
+    ck_assert_str_eq(wcs_calls(), "CreateVirtualDisk HcsFormatWritableLayerVhd HcsSetupBaseOSLayer "
+                                  "CreateVirtualDisk ");
+    ck_assert(!wcs_exists(wcs_path(1, "layer\\" WCL_BASE_VHD)));
+    ck_assert_str_eq(head_of(wcs_path(1, "layer\\" WCL_BLANK_VHD)), "someone else's");
+    ck_assert(wcs_exists(wcs_path(1, "layer\\Files")));
+}
+END_TEST
+
 static Suite *
 import_suite(void)
 {
@@ -289,6 +458,8 @@ import_suite(void)
     tcase_add_test(tc, a_failed_hcs_import_is_destroyed_and_removed);
     tcase_add_test(tc, a_base_layer_with_a_utility_vm_gets_its_template_vhds);
     tcase_add_test(tc, a_utility_vm_that_fails_leaves_nothing);
+    tcase_add_test(tc, a_container_base_that_fails_leaves_nothing);
+    tcase_add_test(tc, a_failed_container_base_removes_only_its_own_disks);
     suite_add_tcase(s, tc);
     return s;
 }
