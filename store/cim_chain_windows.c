@@ -130,8 +130,9 @@ names_have(char *const *v, const char *s)
 static bool
 hex_name(const char *name, const char *suffix)
 {
-    return strlen(name) == DIGEST_HEX_LEN + strlen(suffix) &&
-           digest_hex_valid(name, DIGEST_HEX_LEN) && strcmp(name + DIGEST_HEX_LEN, suffix) == 0;
+    if (strlen(name) != DIGEST_HEX_LEN + strlen(suffix) || strcmp(name + DIGEST_HEX_LEN, suffix))
+        return false;
+    return strspn(name, "0123456789abcdef") == DIGEST_HEX_LEN;
 }
 
 /* <dir>\<hex><suffix>; NULL on out of memory. */

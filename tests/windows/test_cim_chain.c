@@ -265,9 +265,19 @@ START_TEST(gc_removes_the_cims_no_image_or_mount_uses)
     snprintf(mounted_b, sizeof(mounted_b), "%s", cims[1]);
     cims_free(cims, 2);
     /* Three CIMs, each with its record and its region and object ID files. */
-    ck_assert_int_eq(cim_count("region_"), 3);
+    ck_assert_msg(cim_count("region_") == 3, "%s", cim_files());
     ck_assert_int_eq(cim_count("objectid_"), 3);
     ck_assert_int_eq(cim_count(a[0].chain_id + 7), 2);
+    /* The top's record names its parent and the two files its write added. */
+    char own[MAX_PATH * 2], text[1024] = "", want[256];
+    snprintf(own, sizeof(own), "%s\\%s.own", cim_dir, a[1].chain_id + 7);
+    FILE *f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    snprintf(want, sizeof(want), "berth-cim 1\nparent %s.cim\nfile ", a[0].chain_id + 7);
+    ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "%s", text);
+    ck_assert_msg(strstr(text, "\nfile region_") && strstr(text, "\nfile objectid_"), "%s", text);
 
     /* Both images stored: nothing goes. */
     live_chains[0] = a[0].chain_id, live_chains[1] = a[1].chain_id, live_chains[2] = b[1].chain_id;
