@@ -212,12 +212,12 @@ log_count(const char *dir, const char *what)
     return n;
 }
 
-/* How many CIMs the cimfs.dll double has mounted now. */
+/* How many names not starting with '.' <dir>/<sub> holds. */
 static int
-cims_mounted(const struct cimd *c)
+dir_count(const char *dir, const char *sub)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mounts", c->cimrec);
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
     DIR *d = opendir(path);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d)) != NULL;)
@@ -227,19 +227,18 @@ cims_mounted(const struct cimd *c)
     return n;
 }
 
+/* How many CIMs the cimfs.dll double has mounted now. */
+static int
+cims_mounted(const struct cimd *c)
+{
+    return dir_count(c->cimrec, "mounts");
+}
+
 /* How many files <root>/cims holds. */
 static int
 cims_files(const struct cimd *c)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/cims", c->b.root);
-    DIR *d = opendir(path);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
+    return dir_count(c->b.root, "cims");
 }
 
 static bool
