@@ -24,7 +24,14 @@
  * serialised in the process, so two creates of one image never write the
  * same CIM at once.
  *
- * Not yet: CIMs are not garbage-collected with their image.
+ * Each CIM's write is recorded in "<hex>.own" beside it: the parent's
+ * name and the files the write added (CimFS's region and object ID
+ * files, which a fork reads from its parents). The gc (cim_chain_gc,
+ * from store/gc.c) removes a CIM with its files when no stored image,
+ * lease or user reaches its chain and no journaled cimfs mount uses it
+ * or a CIM forked from it; and what a crash left: a .cim without its
+ * record (cim_chain_ensure writes such a one again), files no record
+ * names.
  *
  * Windows only (cim_chain_windows.c); blocking (disk, cimfs.dll): pool
  * threads.
@@ -32,7 +39,9 @@
 #ifndef BERTH_STORE_CIM_CHAIN_H
 #define BERTH_STORE_CIM_CHAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "store/blob.h"
@@ -48,5 +57,23 @@
  */
 int cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
                      size_t n, char ***out, struct err *err);
+
+/* Is chain ID "sha256:<hex>" still in use (an image's layer, leased, used)? */
+typedef bool (*cim_live_fn)(void *arg, const char *chain_id);
+
+struct cim_gc_result {
+    uint64_t removed; /* CIMs removed with their files */
+    uint64_t busy;    /* files kept because they are in use (or mounted, unrecorded) */
+    uint64_t errors;  /* other failures: logged, kept */
+};
+
+/*
+ * The gc of cim_dir (see above): keeps every CIM live says is used, every
+ * one the cimfs entries of the mount journal in journal_dir name, and
+ * their parents; removes the rest. Waits for a write in progress. Fills
+ * *res; fails only when the directory or the journal cannot be read.
+ */
+int cim_chain_gc(const char *cim_dir, const char *journal_dir, cim_live_fn live, void *arg,
+                 struct cim_gc_result *res, struct err *err);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * An image's layer blobs written into forked CIMs at first use
+ * An image's layer blobs written into forked CIMs at first use, each with
+ * the record of the files its write added, and their garbage collection
  * (store/cim_chain.h). Windows only; blocking: pool threads.
  */
 #include "store/cim_chain.h"
@@ -15,12 +16,21 @@
 
 #include "common/cleanup.h"
 #include "common/fsutil.h"
+#include "common/log.h"
 #include "common/osfs.h"
+#include "common/strbuf.h"
+#include "common/strv.h"
+#include "store/layer_int.h"
+#include "store/mount_journal.h"
 #include "store/cim_writer.h"
 #include "store/cimfs_api.h"
 #include "store/wclayer_blob.h"
 
-/* One writer at a time in the process: a CIM is not there until committed. */
+#define OWN_MAGIC "berth-cim 1"
+#define OWN_MAX (1u << 20)
+
+/* One writer at a time in the process: a CIM is not there until committed
+ * and recorded; the gc holds it too, so it never sees a write half-way. */
 static SRWLOCK chain_lock = SRWLOCK_INIT;
 
 /* "<hex>.cim" of a chain ID ("sha256:<hex>"). */
@@ -82,6 +92,95 @@ layer_write(struct cimfs_api *api, struct blob_store *bs, const char *dir,
     return r;
 }
 
+/* The names in dir (without . and ..) into a new NULL-terminated *v. */
+static int
+dir_names(const char *dir, char ***v, size_t *n, struct err *err)
+{
+    struct osfs_dir *d = NULL;
+    *v = NULL;
+    *n = 0;
+    int r = osfs_dir_open(dir, &d);
+    if (r < 0)
+        return r == -ENOENT ? 0 : err_errno(err, -r, "list %s", dir);
+    const char *name;
+    int e = 0;
+    while (r == 0 && (name = osfs_dir_next(d, &e)) != NULL)
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && strv_push(v, n, name) < 0)
+            r = err_set(err, ENOMEM, "list %s: out of memory", dir);
+    osfs_dir_close(d);
+    if (r == 0 && e < 0)
+        r = err_errno(err, -e, "list %s", dir);
+    if (r < 0) {
+        strv_free(*v);
+        *v = NULL;
+    }
+    return r;
+}
+
+static bool
+names_have(char *const *v, const char *s)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        if (_stricmp(v[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* Is name "<64 hex digits><suffix>"? */
+static bool
+hex_name(const char *name, const char *suffix)
+{
+    if (strlen(name) != DIGEST_HEX_LEN + strlen(suffix) || strcmp(name + DIGEST_HEX_LEN, suffix))
+        return false;
+    return strspn(name, "0123456789abcdef") == DIGEST_HEX_LEN;
+}
+
+/* <dir>\<hex><suffix>; NULL on out of memory. */
+static char *
+dir_file(const char *dir, const char *name, size_t len, const char *suffix)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s\\%.*s%s", dir, (int)len, name, suffix) < 0 ? NULL : p;
+}
+
+/*
+ * Writes layer y's CIM <dir>\<name> and then its record <hex>.own: the
+ * parent's name and every file the write added beside the .cim (CimFS's
+ * region and object ID files), which are what the gc removes with it. A
+ * .cim without its record is one a crash left half-way.
+ */
+static int
+layer_write_recorded(struct cimfs_api *api, struct blob_store *bs, const char *dir,
+                     const struct meta_layer *y, const char *parent, const char *name,
+                     struct err *err)
+{
+    char **before = NULL, **after = NULL;
+    size_t nb = 0, na = 0;
+    int r = dir_names(dir, &before, &nb, err);
+    if (r == 0)
+        r = layer_write(api, bs, dir, y, parent, name, err);
+    if (r == 0)
+        r = dir_names(dir, &after, &na, err);
+    cleanup_free char *own = dir_file(dir, name, DIGEST_HEX_LEN, ".own");
+    struct strbuf b = {0};
+    if (r == 0) {
+        strbuf_printf(&b, "%s\n", OWN_MAGIC);
+        if (parent)
+            strbuf_printf(&b, "parent %s\n", parent);
+        for (size_t i = 0; i < na; i++)
+            if (_stricmp(after[i], name) != 0 && !names_have(before, after[i]))
+                strbuf_printf(&b, "file %s\n", after[i]);
+        if (!own || b.failed)
+            r = err_set(err, ENOMEM, "cim layer %s: out of memory", name);
+    }
+    if (r == 0)
+        r = fs_write_file_atomic(own, b.data, b.len, 0600, err);
+    strbuf_clear(&b);
+    strv_free(before);
+    strv_free(after);
+    return r;
+}
+
 int
 cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
                  size_t n, char ***out, struct err *err)
@@ -117,8 +216,20 @@ cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_l
         }
         snprintf(cims[i], len, "%s\\%s", dir, name);
         struct os_stat sb;
-        if (osfs_stat(cims[i], &sb) != 0)
-            r = layer_write(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name, err);
+        cleanup_free char *own = dir_file(dir, name, DIGEST_HEX_LEN, ".own");
+        bool have = osfs_stat(cims[i], &sb) == 0;
+        if (!own)
+            r = err_set(err, ENOMEM, "cim layers: out of memory");
+        else if (have && !osfs_exists(own)) {
+            /* No record: a crash cut its write short. */
+            int u = osfs_unlink(cims[i]);
+            if (u < 0 && u != -ENOENT)
+                r = err_errno(err, -u, "remove half-written %s", cims[i]);
+            have = false;
+        }
+        if (r == 0 && !have)
+            r = layer_write_recorded(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name,
+                                     err);
         if (r < 0)
             err_wrap(err, "cim of layer %zu (%s)", i, layers[i].chain_id);
         memcpy(parent, name, sizeof(name));
@@ -132,4 +243,203 @@ cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_l
     }
     *out = cims;
     return 0;
+}
+
+/* A CIM's record (<hex>.own): its parent's hex (or ""), the files it added. */
+struct cim_own {
+    char hex[DIGEST_HEX_LEN + 1];
+    char parent[DIGEST_HEX_LEN + 1];
+    char **files;
+    size_t nfiles;
+    bool keep;
+};
+
+static bool
+plain_name(const char *s)
+{
+    return s[0] && s[0] != '.' && !strpbrk(s, "/\\:");
+}
+
+static int
+own_read(const char *dir, const char *hex, struct cim_own *o, struct err *err)
+{
+    cleanup_free char *path = dir_file(dir, hex, DIGEST_HEX_LEN, ".own");
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    memset(o, 0, sizeof(*o));
+    memcpy(o->hex, hex, DIGEST_HEX_LEN);
+    int r = path ? fs_read_file(path, OWN_MAX, &text, &len, err) : -ENOMEM;
+    if (r < 0)
+        return r == -ENOMEM ? err_set(err, ENOMEM, "out of memory") : r;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    if (!line || strcmp(line, OWN_MAGIC) != 0)
+        return err_set(err, ERR_INVALID_CONTENT, "%s: not a CIM record", path);
+    while (r == 0 && (line = strtok_r(NULL, "\n", &save)) != NULL) {
+        if (strncmp(line, "parent ", 7) == 0 && hex_name(line + 7, ".cim"))
+            memcpy(o->parent, line + 7, DIGEST_HEX_LEN);
+        else if (strncmp(line, "file ", 5) == 0 && plain_name(line + 5))
+            r = strv_push(&o->files, &o->nfiles, line + 5) < 0 ? err_set(err, ENOMEM, "oom") : 0;
+        else
+            r = err_set(err, ERR_INVALID_CONTENT, "%s: bad line %.80s", path, line);
+    }
+    return r;
+}
+
+/* The hex names of the CIMs the journal's cimfs entries have mounted. */
+static int
+mounted_cims(const char *journal_dir, char ***v, size_t *n, struct err *err)
+{
+    struct mjournal *j = NULL;
+    struct mj_entry **es = NULL;
+    size_t ne = 0;
+    int r = mjournal_open(journal_dir, &j, err);
+    if (r == 0)
+        r = mjournal_list(j, NULL, &es, &ne, NULL, err);
+    for (size_t i = 0; r == 0 && i < ne; i++) {
+        const char *cim = mj_entry_get(es[i], "cim"), *base = cim;
+        if (!cim || strcmp(es[i]->kind, LAYER_KIND_CIMFS) != 0)
+            continue;
+        for (const char *c = cim; *c; c++)
+            if (*c == '\\' || *c == '/')
+                base = c + 1;
+        char hex[DIGEST_HEX_LEN + 1];
+        snprintf(hex, sizeof(hex), "%s", base);
+        if (hex_name(base, ".cim") && strv_push(v, n, hex) < 0)
+            r = err_set(err, ENOMEM, "out of memory");
+    }
+    mj_entry_list_free(es, ne);
+    mjournal_free(j);
+    return r;
+}
+
+static struct cim_own *
+own_find(struct cim_own *os, size_t n, const char *hex)
+{
+    for (size_t i = 0; hex[0] && i < n; i++)
+        if (_strnicmp(os[i].hex, hex, DIGEST_HEX_LEN) == 0)
+            return &os[i];
+    return NULL;
+}
+
+/* Removes <dir>\<name>; true when it is gone, else logged and counted. */
+static bool
+remove_counted(const char *dir, const char *name, struct cim_gc_result *res)
+{
+    cleanup_free char *path = dir_file(dir, name, strlen(name), "");
+    int r = path ? osfs_unlink(path) : -ENOMEM;
+    if (r == 0 || r == -ENOENT)
+        return true;
+    log_warn("gc: remove %s\\%s: %s", dir, name, strerror(-r));
+    if (r == -EBUSY || r == -EACCES)
+        res->busy++;
+    else
+        res->errors++;
+    return false;
+}
+
+/* An unused CIM goes: the files it added, the .cim, the record last (so a
+ * run cut short is finished by the next). */
+static void
+own_remove(const char *dir, const struct cim_own *o, struct cim_gc_result *res)
+{
+    char name[DIGEST_HEX_LEN + 8];
+    bool gone = true;
+    for (size_t i = 0; i < o->nfiles; i++)
+        gone = remove_counted(dir, o->files[i], res) && gone;
+    snprintf(name, sizeof(name), "%s.cim", o->hex);
+    if (!gone || !remove_counted(dir, name, res))
+        return;
+    snprintf(name, sizeof(name), "%s.own", o->hex);
+    if (remove_counted(dir, name, res))
+        res->removed++;
+}
+
+static void
+sweep(const char *dir, char **names, struct cim_own *os, size_t nos, char **mounted, bool all_read,
+      struct cim_gc_result *res)
+{
+    for (size_t i = 0; i < nos; i++)
+        if (!os[i].keep)
+            own_remove(dir, &os[i], res);
+    /* With every record read, what no record names was left by a crash
+     * (a .cim not recorded, region files of a write cut short, a record's
+     * temporary): nothing is writing (chain_lock), so it goes. */
+    for (size_t i = 0; all_read && names[i]; i++) {
+        const char *n = names[i];
+        bool named = hex_name(n, ".own");
+        for (size_t k = 0; !named && k < nos; k++)
+            named = names_have(os[k].files, n);
+        if (named || (hex_name(n, ".cim") && own_find(os, nos, n)))
+            continue;
+        if (hex_name(n, ".cim")) {
+            char hex[DIGEST_HEX_LEN + 1];
+            snprintf(hex, sizeof(hex), "%.64s", n);
+            if (names_have(mounted, hex)) {
+                log_warn("gc: cim %s is mounted but has no record, kept", n);
+                res->busy++;
+                continue;
+            }
+        }
+        if (remove_counted(dir, n, res) && hex_name(n, ".cim"))
+            res->removed++;
+    }
+}
+
+int
+cim_chain_gc(const char *cim_dir, const char *journal_dir, cim_live_fn live, void *arg,
+             struct cim_gc_result *res, struct err *err)
+{
+    char **names = NULL, **mounted = NULL;
+    size_t nn = 0, nm = 0, nos = 0;
+    struct cim_own *os = NULL;
+    bool all_read = true;
+    memset(res, 0, sizeof(*res));
+    AcquireSRWLockExclusive(&chain_lock);
+    int r = dir_names(cim_dir, &names, &nn, err);
+    if (r == 0 && nn)
+        r = mounted_cims(journal_dir, &mounted, &nm, err);
+    if (r == 0 && nn && !(os = calloc(nn, sizeof(*os))))
+        r = err_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; r == 0 && i < nn; i++) {
+        if (!hex_name(names[i], ".own"))
+            continue;
+        struct err e = {0};
+        if (own_read(cim_dir, names[i], &os[nos], &e) == 0) {
+            char chain[DIGEST_STR_LEN];
+            snprintf(chain, sizeof(chain), DIGEST_PREFIX "%s", os[nos].hex);
+            os[nos].keep = live(arg, chain) || names_have(mounted, os[nos].hex);
+            nos++;
+            continue;
+        }
+        strv_free(os[nos].files);
+        if (e.code == ENOMEM) {
+            r = err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        /* What it added is not known: this run removes nothing unnamed. */
+        log_warn("gc: %s", e.msg);
+        res->errors++;
+        all_read = false;
+        memset(&os[nos], 0, sizeof(os[nos]));
+        memcpy(os[nos].hex, names[i], DIGEST_HEX_LEN);
+        os[nos++].keep = true;
+    }
+    /* A kept CIM keeps its parents: a fork reads their regions. */
+    for (bool more = true; r == 0 && more;) {
+        more = false;
+        for (size_t i = 0; i < nos; i++) {
+            struct cim_own *p = os[i].keep ? own_find(os, nos, os[i].parent) : NULL;
+            if (p && !p->keep)
+                more = p->keep = true;
+        }
+    }
+    if (r == 0 && nn)
+        sweep(cim_dir, names, os, nos, mounted, all_read, res);
+    ReleaseSRWLockExclusive(&chain_lock);
+    for (size_t i = 0; i < nos; i++)
+        strv_free(os[i].files);
+    free(os);
+    strv_free(names);
+    strv_free(mounted);
+    return r < 0 ? err_wrap(err, "gc of cims %s", cim_dir) : 0;
 }

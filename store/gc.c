@@ -36,6 +36,9 @@
 #include "common/log.h"
 #include "store/db.h"
 #include "store/layer.h"
+#ifdef _WIN32
+#include "store/cim_chain.h"
+#endif
 
 /* A sorted set of digests, filled from an ORDER BY query. */
 struct digest_set {
@@ -278,6 +281,31 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
     return ret < 0 ? err_wrap(err, "gc") : 0;
 }
 
+#ifdef _WIN32
+static bool
+cim_live(void *arg, const char *chain_id)
+{
+    struct gc_ctx *ctx = arg;
+    return set_has(&ctx->live_snapshots, chain_id);
+}
+
+/* <root>/cims: the CIMs of chains nothing reaches any more (store/cim_chain.h). */
+static int
+sweep_cims(struct gc_ctx *ctx, struct err *err)
+{
+    cleanup_free char *dir = fs_path_join(ctx->root, CIM_DIR_NAME);
+    cleanup_free char *mounts = fs_path_join(ctx->root, "mounts");
+    if (!dir || !mounts)
+        return err_set(err, ENOMEM, "gc: out of memory");
+    struct cim_gc_result cr;
+    int ret = cim_chain_gc(dir, mounts, cim_live, ctx, &cr, err);
+    ctx->res->cims_removed += cr.removed;
+    ctx->res->cims_busy += cr.busy;
+    ctx->res->errors += cr.errors;
+    return ret;
+}
+#endif
+
 static int
 gc_locked(struct sqlite3 *db, void *opaque, struct err *err)
 {
@@ -297,6 +325,10 @@ gc_locked(struct sqlite3 *db, void *opaque, struct err *err)
         ret = sweep_snapshot_rows(db, ctx, snap_root, err);
     if (ret == 0)
         ret = sweep_snapshot_dirs(db, ctx, snap_root, err);
+#ifdef _WIN32
+    if (ret == 0)
+        ret = sweep_cims(ctx, err);
+#endif
     return ret;
 }
 
@@ -312,10 +344,11 @@ gc_run(struct blob_store *bs, struct meta *m, const char *root, struct gc_result
     free(ctx.dead_blobs.items);
     if (ret < 0)
         return err_wrap(err, "garbage collection");
-    log_info("gc: removed %llu blobs (%llu bytes) and %llu snapshots (%llu bytes); %llu busy",
+    log_info("gc: removed %llu blobs (%llu bytes), %llu snapshots (%llu bytes) and %llu cims; "
+             "%llu busy",
              (unsigned long long)res->blobs_removed, (unsigned long long)res->blob_bytes_freed,
              (unsigned long long)res->snapshots_removed,
-             (unsigned long long)res->snapshot_bytes_freed,
-             (unsigned long long)res->snapshots_busy);
+             (unsigned long long)res->snapshot_bytes_freed, (unsigned long long)res->cims_removed,
+             (unsigned long long)(res->snapshots_busy + res->cims_busy));
     return 0;
 }

@@ -23,12 +23,15 @@ struct gc_result {
     uint64_t snapshots_removed;    /* snapshot rows and/or directories removed */
     uint64_t snapshot_bytes_freed; /* recorded sizes of the removed snapshots */
     uint64_t snapshots_busy;       /* unreferenced but mounted: kept, logged */
+    uint64_t cims_removed;         /* Windows: CIMs of <root>/cims removed with their files */
+    uint64_t cims_busy;            /* Windows: CIM files kept because in use */
     uint64_t errors;               /* other removals that failed: kept, logged */
 };
 
 /*
  * Runs one mark and sweep over the content store bs, the database m and
- * the snapshot directories <root>/snapshots/<chain hex>. Entries whose
+ * the snapshot directories <root>/snapshots/<chain hex>, and on Windows
+ * the CIMs of <root>/cims (store/cim_chain.h). Entries whose
  * names are not 64 hex digits (temporaries of a writer) are never
  * touched. A snapshot that cannot be removed (EBUSY: mounted) keeps its
  * row and is counted in snapshots_busy; other per-entry failures are

@@ -296,6 +296,16 @@ layer_journal_put(const struct layer_mount_rec *rec, struct mj_entry *e, struct 
     return r < 0 ? err_wrap(err, "mount layers") : 0;
 }
 
+int
+layer_journal_step(const struct layer_mount_rec *rec, struct mj_entry *e, const char *step,
+                   const char *rootfs, struct err *err)
+{
+    int r = mj_entry_set(e, "step", step, err);
+    if (r == 0 && rootfs)
+        r = mj_entry_set(e, "rootfs", rootfs, err);
+    return r == 0 ? layer_journal_put(rec, e, err) : r;
+}
+
 /* The layers an entry lists ("layers" N, then "layer-<i>-id" and "layer-<i>-path"). */
 static int
 layers_from_entry(struct mounted_layers *m, const struct mj_entry *e, struct err *err)

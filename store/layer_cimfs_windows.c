@@ -104,17 +104,6 @@ step_index(const char *step)
     return -1;
 }
 
-/* Rewrites the entry with step (and the rootfs when given) before the step is made. */
-static int
-journal_step(const struct layer_mount_rec *rec, struct mj_entry *e, const char *step,
-             const char *rootfs, struct err *err)
-{
-    int r = mj_entry_set(e, "step", step, err);
-    if (r == 0 && rootfs)
-        r = mj_entry_set(e, "rootfs", rootfs, err);
-    return r == 0 ? layer_journal_put(rec, e, err) : r;
-}
-
 /* The UnionFS LayerData over the CIM volume's Files folder (hcsshim's
  * mountProcessIsolatedCimLayersCommon). */
 static char *
@@ -202,11 +191,11 @@ scratch_mount(const struct layer_mount_rec *rec, struct mj_entry *e, const char 
         r = vdisk_api_open(NULL, &vd, err);
     if (r == 0 && (r = vdisk_open(vd, vhd, &h, err)) == -ENOENT) {
         if ((r = mj_entry_set(e, "new", "1", err)) == 0 &&
-            (r = journal_step(rec, e, "create", NULL, err)) == 0)
+            (r = layer_journal_step(rec, e, "create", NULL, err)) == 0)
             r = vdisk_create(vd, vhd, CIMFS_SCRATCH_BYTES, &h, err);
         created = r == 0;
     }
-    if (r == 0 && (r = journal_step(rec, e, "attach", NULL, err)) == 0)
+    if (r == 0 && (r = layer_journal_step(rec, e, "attach", NULL, err)) == 0)
         r = vdisk_attach(vd, h, err);
     if (r == 0 && created)
         r = wcs_format_vhd(wcs, h, err);
@@ -215,7 +204,7 @@ scratch_mount(const struct layer_mount_rec *rec, struct mj_entry *e, const char 
     /* A new writable layer is initialized once, over the CIM's files. */
     if (r == 0 && created)
         r = wcs_initialize_writable(wcs, *volume, ld, err);
-    if (r == 0 && (r = journal_step(rec, e, "filter", *volume, err)) == 0)
+    if (r == 0 && (r = layer_journal_step(rec, e, "filter", *volume, err)) == 0)
         r = wcs_attach_overlay(wcs, *volume, ld, err);
     vdisk_close(h);
     vdisk_api_free(vd);
@@ -259,11 +248,11 @@ layer_cimfs_mount(const struct layer_list *l, const char *scratch_dir,
         (r = mj_entry_set(e, "layers", "1", err)) < 0 ||
         (r = mj_entry_set(e, "layer-0-id", top->layer_id, err)) < 0 ||
         (r = mj_entry_set(e, "layer-0-path", cim_volume, err)) < 0 ||
-        (r = journal_step(rec, e, "begin", vhd, err)) < 0)
+        (r = layer_journal_step(rec, e, "begin", vhd, err)) < 0)
         goto out;
     /* Each step is journaled before it is made: a crash at any point
      * leaves an entry that says what to take away. */
-    if ((r = journal_step(rec, e, "cim", NULL, err)) < 0 ||
+    if ((r = layer_journal_step(rec, e, "cim", NULL, err)) < 0 ||
         (r = mount_cim(api, top->path, &g, err)) < 0 ||
         (r = scratch_mount(rec, e, vhd, top->layer_id, cim_volume, &volume, err)) < 0 ||
         (r = mounted_layers_from_entry(rec->journal, e, &m, err)) < 0)

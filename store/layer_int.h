@@ -40,6 +40,10 @@ int mounted_layers_set_entry(struct mounted_layers *m, struct mjournal *j, const
 
 /* Journals e (the mount about to be made). */
 int layer_journal_put(const struct layer_mount_rec *rec, struct mj_entry *e, struct err *err);
+/* Rewrites e with "step" (and "rootfs" when not NULL) and journals it: the
+ * Windows mounts journal each step before they make it. */
+int layer_journal_step(const struct layer_mount_rec *rec, struct mj_entry *e, const char *step,
+                       const char *rootfs, struct err *err);
 
 /* LAYER_LINUX_DIR (layer_linux.c; ENOTSUP elsewhere). */
 int layer_overlay_mount(const struct layer_list *l, const char *scratch_dir, const char *target,

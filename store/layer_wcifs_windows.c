@@ -84,17 +84,6 @@ set_layers(struct mj_entry *e, const struct layer_list *l, struct err *err)
     return r;
 }
 
-/* Rewrites the entry with step (and the rootfs when given) before the step is made. */
-static int
-journal_step(const struct layer_mount_rec *rec, struct mj_entry *e, const char *step,
-             const char *rootfs, struct err *err)
-{
-    int r = mj_entry_set(e, "step", step, err);
-    if (r == 0 && rootfs)
-        r = mj_entry_set(e, "rootfs", rootfs, err);
-    return r == 0 ? layer_journal_put(rec, e, err) : r;
-}
-
 static bool
 step_at_least(const char *step, const char *want)
 {
@@ -197,14 +186,14 @@ layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
              dir[dl - 1] == '\\' || dir[dl - 1] == '/' ? "" : "\\", WCIFS_VHD_NAME);
     if ((r = mj_entry_set(e, "vhd", vhd, err)) < 0 || (r = set_layers(e, l, err)) < 0 ||
         (l->vm_scratch && (r = mj_entry_set(e, "vm", "1", err)) < 0) ||
-        (r = journal_step(rec, e, "begin", vhd, err)) < 0)
+        (r = layer_journal_step(rec, e, "begin", vhd, err)) < 0)
         goto out;
     if ((r = wcs_api_open(NULL, &wcs, err)) < 0 || (r = vdisk_api_open(NULL, &vd, err)) < 0)
         goto undo;
     r = vdisk_open(vd, vhd, &h, err);
     if (r == -ENOENT) {
         if ((r = mj_entry_set(e, "new", "1", err)) < 0 ||
-            (r = journal_step(rec, e, "create", NULL, err)) < 0 ||
+            (r = layer_journal_step(rec, e, "create", NULL, err)) < 0 ||
             (r = vdisk_create(vd, vhd, WCIFS_SCRATCH_BYTES, &h, err)) < 0)
             goto undo;
         created = true;
@@ -220,7 +209,8 @@ layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
             goto out;
         goto undo;
     }
-    if ((r = journal_step(rec, e, "attach", NULL, err)) < 0 || (r = vdisk_attach(vd, h, err)) < 0)
+    if ((r = layer_journal_step(rec, e, "attach", NULL, err)) < 0 ||
+        (r = vdisk_attach(vd, h, err)) < 0)
         goto undo;
     if (created && (r = wcs_format_vhd(wcs, h, err)) < 0)
         goto undo;
@@ -230,7 +220,7 @@ layer_wcifs_mount(const struct layer_list *l, const char *scratch_dir,
     /* A writable layer is initialized once, when its VHDX is new. */
     if (created && (r = wcs_initialize_writable(wcs, volume, ld, err)) < 0)
         goto undo;
-    if ((r = journal_step(rec, e, "filter", volume, err)) < 0 ||
+    if ((r = layer_journal_step(rec, e, "filter", volume, err)) < 0 ||
         (r = wcs_attach_filter(wcs, volume, ld, err)) < 0)
         goto undo;
     r = mounted_of(l, volume, rec, e, out, err);

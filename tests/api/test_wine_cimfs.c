@@ -212,12 +212,12 @@ log_count(const char *dir, const char *what)
     return n;
 }
 
-/* How many CIMs the cimfs.dll double has mounted now. */
+/* How many names not starting with '.' <dir>/<sub> holds. */
 static int
-cims_mounted(const struct cimd *c)
+dir_count(const char *dir, const char *sub)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mounts", c->cimrec);
+    snprintf(path, sizeof(path), "%s/%s", dir, sub);
     DIR *d = opendir(path);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d)) != NULL;)
@@ -225,6 +225,20 @@ cims_mounted(const struct cimd *c)
     if (d)
         closedir(d);
     return n;
+}
+
+/* How many CIMs the cimfs.dll double has mounted now. */
+static int
+cims_mounted(const struct cimd *c)
+{
+    return dir_count(c->cimrec, "mounts");
+}
+
+/* How many files <root>/cims holds. */
+static int
+cims_files(const struct cimd *c)
+{
+    return dir_count(c->b.root, "cims");
 }
 
 static bool
@@ -335,6 +349,20 @@ START_TEST(an_image_container_runs_on_its_cims_with_a_scratch_over_them)
     ck_assert_int_eq(log_count(c.cimrec, "CimDismountImage "), 1);
     ck_assert_int_eq(cims_mounted(&c), 1);
     ck_assert(!cimd_journaled(&c, "cim1"));
+    /* With no container left, the image's delete takes its CIMs along
+     * (the gc: the .cim, its record, its region and object ID files). */
+    http_do(&c.b,
+            &(struct hreq){.method = "DELETE", .path = "/v1/containers/cim2", .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 204, "delete: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_gt(cims_files(&c), 0);
+    http_do(&c.b,
+            &(struct hreq){.method = "DELETE", .path = "/v1/images/win/cim:1", .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 200, "delete image: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(cims_files(&c), 0);
     berthd_finish(&c.b);
 }
 END_TEST

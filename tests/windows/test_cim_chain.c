@@ -4,7 +4,11 @@
  * layer named by its chain ID, each forked from its parent's; a second
  * call (the next container of the image) writes nothing; an image that
  * shares the base reuses its CIM; a blob whose bytes are not the layer's
- * diff_id leaves no CIM.
+ * diff_id leaves no CIM. The gc (cim_chain_gc): of two images on one
+ * base, deleting one removes its top CIM with the region and object ID
+ * files its write added, a mounted CIM is kept with its parent, deleting
+ * both removes everything, and what a crash left (a .cim without its
+ * record, stray files) goes too.
  */
 #include "store/cim_chain.h"
 
@@ -19,6 +23,8 @@
 #include "cimfs_tar.h"
 #include "store/blob.h"
 #include "store/digest.h"
+#include "store/layer_int.h"
+#include "store/mount_journal.h"
 #include "wcs_double.h"
 
 static char rec_dir[MAX_PATH + 100], cim_dir[MAX_PATH + 100];
@@ -166,6 +172,182 @@ START_TEST(a_blob_that_is_not_the_layers_diff_id_leaves_no_cim)
 }
 END_TEST
 
+/* The chain IDs the gc is told are in use (the images still stored). */
+static const char *live_chains[4];
+
+static bool
+live(void *arg, const char *chain_id)
+{
+    (void)arg;
+    for (int i = 0; i < 4; i++)
+        if (live_chains[i] && strcmp(live_chains[i], chain_id) == 0)
+            return true;
+    return false;
+}
+
+/* The names in cim_dir, sorted and joined by ' '. */
+static const char *
+cim_files(void)
+{
+    static char out[8192];
+    char pat[MAX_PATH * 2], *names[64];
+    int n = 0;
+    WIN32_FIND_DATAA fd;
+    snprintf(pat, sizeof(pat), "%s\\*", cim_dir);
+    HANDLE h = FindFirstFileA(pat, &fd);
+    out[0] = '\0';
+    if (h == INVALID_HANDLE_VALUE)
+        return out;
+    do
+        if (fd.cFileName[0] != '.' && n < 64)
+            names[n++] = strdup(fd.cFileName);
+    while (FindNextFileA(h, &fd));
+    FindClose(h);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(names[j], names[i]) < 0) {
+                char *t = names[i];
+                names[i] = names[j];
+                names[j] = t;
+            }
+    for (int i = 0; i < n; i++) {
+        strcat(out, i ? " " : "");
+        strcat(out, names[i]);
+        free(names[i]);
+    }
+    return out;
+}
+
+/* How many names in cim_dir start with prefix. */
+static int
+cim_count(const char *prefix)
+{
+    int k = 0;
+    for (const char *p = cim_files(); (p = strstr(p, prefix)) != NULL; p++)
+        k += p == cim_files() || p[-1] == ' ';
+    return k;
+}
+
+static bool
+cim_has(const struct meta_layer *y, const char *suffix)
+{
+    char name[DIGEST_STR_LEN + 8];
+    snprintf(name, sizeof(name), "%s%s", y->chain_id + 7, suffix);
+    return strstr(cim_files(), name) != NULL;
+}
+
+static void
+gc(uint64_t removed)
+{
+    char journal[MAX_PATH * 2];
+    snprintf(journal, sizeof(journal), "%s\\mounts", wcs_tmp);
+    struct cim_gc_result res;
+    struct err err = {0};
+    ck_assert_msg(cim_chain_gc(cim_dir, journal, live, NULL, &res, &err) == 0, "%s", err.msg);
+    ck_assert_msg(res.removed == removed, "removed %llu, want %llu: %s",
+                  (unsigned long long)res.removed, (unsigned long long)removed, cim_files());
+    ck_assert_uint_eq(res.errors, 0);
+}
+
+START_TEST(gc_removes_the_cims_no_image_or_mount_uses)
+{
+    struct meta_layer a[2], b[2];
+    layer_put("Files/base.txt", "base", NULL, &a[0]);
+    layer_put("Files/a.txt", "a", &a[0], &a[1]);
+    b[0] = a[0];
+    layer_put("Files/b.txt", "b", &b[0], &b[1]);
+    char **cims = NULL;
+    struct err err = {0};
+    ck_assert_msg(cim_chain_ensure(bs, cim_dir, a, 2, &cims, &err) == 0, "%s", err.msg);
+    cims_free(cims, 2);
+    ck_assert_msg(cim_chain_ensure(bs, cim_dir, b, 2, &cims, &err) == 0, "%s", err.msg);
+    char mounted_b[MAX_PATH * 2];
+    snprintf(mounted_b, sizeof(mounted_b), "%s", cims[1]);
+    cims_free(cims, 2);
+    /* Three CIMs, each with its record and its region and object ID files. */
+    ck_assert_msg(cim_count("region_") == 3, "%s", cim_files());
+    ck_assert_int_eq(cim_count("objectid_"), 3);
+    ck_assert_int_eq(cim_count(a[0].chain_id + 7), 2);
+    /* The top's record names its parent and the two files its write added. */
+    char own[MAX_PATH * 2], text[1024] = "", want[256];
+    snprintf(own, sizeof(own), "%s\\%s.own", cim_dir, a[1].chain_id + 7);
+    FILE *f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    snprintf(want, sizeof(want), "berth-cim 1\nparent %s.cim\nfile ", a[0].chain_id + 7);
+    ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "%s", text);
+    ck_assert_msg(strstr(text, "\nfile region_") && strstr(text, "\nfile objectid_"), "%s", text);
+
+    /* Both images stored: nothing goes. */
+    live_chains[0] = a[0].chain_id, live_chains[1] = a[1].chain_id, live_chains[2] = b[1].chain_id;
+    gc(0);
+    ck_assert_int_eq(cim_count("region_"), 3);
+
+    /* Image a deleted: its top goes with its files, the shared base stays. */
+    live_chains[1] = NULL;
+    gc(1);
+    ck_assert(!cim_has(&a[1], ".cim") && !cim_has(&a[1], ".own"));
+    ck_assert(cim_has(&a[0], ".cim") && cim_has(&b[1], ".cim"));
+    ck_assert_int_eq(cim_count("region_"), 2);
+    ck_assert_int_eq(cim_count("objectid_"), 2);
+
+    /* Image b deleted while a container has its top mounted: the top and
+     * the base it forks from stay. */
+    struct mjournal *j = NULL;
+    char journal[MAX_PATH * 2];
+    snprintf(journal, sizeof(journal), "%s\\mounts", wcs_tmp);
+    ck_assert_msg(mjournal_open(journal, &j, &err) == 0, "%s", err.msg);
+    struct mj_entry *e = mj_entry_new("rootfs-c1", "container:c1", LAYER_KIND_CIMFS);
+    ck_assert_int_eq(mj_entry_set(e, "cim", mounted_b, &err), 0);
+    ck_assert_msg(mjournal_put(j, e, &err) == 0, "%s", err.msg);
+    live_chains[0] = live_chains[2] = NULL;
+    gc(0);
+    ck_assert(cim_has(&a[0], ".cim") && cim_has(&b[1], ".cim"));
+    ck_assert_int_eq(cim_count("region_"), 2);
+
+    /* Unmounted: everything goes. */
+    ck_assert_int_eq(mjournal_remove(j, e->name, &err), 0);
+    mj_entry_free(e);
+    mjournal_free(j);
+    gc(2);
+    ck_assert_str_eq(cim_files(), "");
+}
+END_TEST
+
+START_TEST(gc_removes_what_a_crash_left_and_ensure_rewrites_it)
+{
+    struct meta_layer l;
+    layer_put("Files/base.txt", "base", NULL, &l);
+    char **cims = NULL;
+    struct err err = {0};
+    ck_assert_msg(cim_chain_ensure(bs, cim_dir, &l, 1, &cims, &err) == 0, "%s", err.msg);
+    /* A crash after the commit, before the record; and a write cut short. */
+    char own[MAX_PATH * 2], stray[MAX_PATH * 2];
+    snprintf(own, sizeof(own), "%s\\%s.own", cim_dir, l.chain_id + 7);
+    ck_assert(DeleteFileA(own));
+    snprintf(stray, sizeof(stray), "%s\\region_deadbeef_0", cim_dir);
+    wcs_write(stray, "half");
+    /* The next container's create writes it again, with its record. */
+    ck_assert_msg(cim_chain_ensure(bs, cim_dir, &l, 1, &cims, &err) == 0, "%s", err.msg);
+    cims_free(cims, 1);
+    ck_assert_int_eq(logged("CimCreateImage"), 2);
+    ck_assert(wcs_exists(own));
+    /* Still in use: only the region files no record names go. */
+    live_chains[0] = l.chain_id;
+    gc(0);
+    ck_assert(!wcs_exists(stray));
+    ck_assert_int_eq(cim_count("region_"), 1);
+    ck_assert_int_eq(cim_count("objectid_"), 1);
+    /* A .cim a crash left without its record goes, unused. */
+    ck_assert(DeleteFileA(own));
+    live_chains[0] = NULL;
+    gc(1);
+    ck_assert_int_eq(cim_count(l.chain_id + 7), 0);
+    ck_assert_str_eq(cim_files(), "");
+}
+END_TEST
+
 int
 main(void)
 {
@@ -176,6 +358,8 @@ main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, each_layer_becomes_a_cim_forked_from_its_parents_once);
     tcase_add_test(tc, a_blob_that_is_not_the_layers_diff_id_leaves_no_cim);
+    tcase_add_test(tc, gc_removes_the_cims_no_image_or_mount_uses);
+    tcase_add_test(tc, gc_removes_what_a_crash_left_and_ensure_rewrites_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,9 @@
  * is given to HcsDestroyLayer before its tree goes, so HCS undoes what it
  * made of the layer; a folder that is no WCIFS layer (a CimFS layer's
  * .cim files, a half-written unpack) goes as a tree, with no HCS call.
- * The double is not HCS: this is what berth asks, in which order.
+ * The double is not HCS: this is what berth asks, in which order. A CIM
+ * in <root>\cims that no image uses goes with the files its record
+ * names (store/cim_chain.h; the cases are test_cim_chain's).
  */
 #include "store/gc.h"
 
@@ -115,6 +117,37 @@ START_TEST(a_layer_hcs_will_not_destroy_is_kept_and_counted)
 }
 END_TEST
 
+/* <root>\cims\<name> holding text. */
+static void
+cim_file(const char *name, const char *text)
+{
+    char path[MAX_PATH * 3];
+    snprintf(path, sizeof(path), "%s\\cims", root);
+    CreateDirectoryA(path, NULL);
+    snprintf(path, sizeof(path), "%s\\cims\\%s", root, name);
+    wcs_write(path, text);
+}
+
+START_TEST(a_cim_no_image_uses_goes_with_its_region_files)
+{
+    cim_file(HEX_A ".cim", "cim");
+    cim_file(HEX_A ".own", "berth-cim 1\nfile region_1_0\nfile objectid_1_0\n");
+    cim_file("region_1_0", "r");
+    cim_file("objectid_1_0", "o");
+    struct gc_result res = {0};
+    struct err err = {0};
+    ck_assert_msg(gc_run(bs, meta, root, &res, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(res.cims_removed, 1);
+    ck_assert_uint_eq(res.errors, 0);
+    char path[MAX_PATH * 3];
+    const char *gone[] = {HEX_A ".cim", HEX_A ".own", "region_1_0", "objectid_1_0"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s\\cims\\%s", root, gone[i]);
+        ck_assert_msg(!wcs_exists(path), "%s", path);
+    }
+}
+END_TEST
+
 int
 main(void)
 {
@@ -123,6 +156,7 @@ main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, an_unreferenced_wcifs_layer_folder_is_destroyed_through_hcs);
     tcase_add_test(tc, a_layer_hcs_will_not_destroy_is_kept_and_counted);
+    tcase_add_test(tc, a_cim_no_image_uses_goes_with_its_region_files);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

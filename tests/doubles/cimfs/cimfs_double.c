@@ -288,6 +288,19 @@ CimCommitImage(CIMFS_IMAGE_HANDLE img)
     if (img->stream_open)
         return HRESULT_FROM_WIN32(ERROR_SHARING_VIOLATION);
     char path[1400];
+    /* As CimFS, the data goes into region and object ID files beside the
+     * .cim, named by a GUID of the image's own (here: a counter). */
+    static LONG regions;
+    LONG id = InterlockedIncrement(&regions);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof(path), "%s\\%s_%08lx%08lx_0", img->dir, k ? "objectid" : "region",
+                 GetCurrentProcessId(), (unsigned long)id);
+        FILE *rf = fopen(path, "wb");
+        if (!rf)
+            return HRESULT_FROM_WIN32(GetLastError());
+        fprintf(rf, "%s\n", img->name);
+        fclose(rf);
+    }
     snprintf(path, sizeof(path), "%s\\%s", img->dir, img->name);
     FILE *f = fopen(path, "wb");
     if (!f)
