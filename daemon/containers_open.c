@@ -95,16 +95,19 @@ load_procs(struct containers *reg, struct container *c)
     strv_free(ids);
 }
 
-/* Undoes the archive uploads (docker cp) a crash cut short in c: their
- * merges rolled back, their staging directories removed. One whose root
- * filesystem is not mounted waits for the next upload into c. */
+/* Undoes the archive uploads (docker cp) a crash cut short in the
+ * container handle at dir: their merges rolled back, their staging
+ * directories removed. One whose root filesystem is not mounted waits
+ * for the next upload into it. Also run before an interrupted container
+ * is deleted: an upload into a mount's source (a volume) leaves its
+ * staging there, and the note that finds it goes with dir. */
 static void
-recover_uploads(struct container *c)
+recover_uploads(const char *handle, const char *dir)
 {
-    cleanup_free char *notes = fs_path_join(c->dir, CP_PENDING_DIR);
+    cleanup_free char *notes = fs_path_join(dir, CP_PENDING_DIR);
     struct err err = {0};
     if (notes && cp_pending_recover(notes, &err) < 0)
-        log_warn("container %s: %s", c->p->handle, err.msg);
+        log_warn("container %s: %s", handle, err.msg);
 }
 
 /* Removes runtime containers that no record claims. */
@@ -244,6 +247,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         if (ctr_record_read(dir, &p, &state, &rerr) < 0 || strcmp(p->handle, name) != 0) {
             /* No usable record: nothing to report, only to clean up. */
             log_warn("containers: %s: no usable record (%s); cleaning up", name, rerr.msg);
+            recover_uploads(name, dir);
             struct ctr_params bare = {0};
             snprintf(bare.handle, sizeof(bare.handle), "%s", name);
             if (!rt_handle_valid(bare.handle))
@@ -256,6 +260,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         if (!state || strcmp(state, "running") != 0) {
             log_info("container %s: interrupted while %s; undoing it", p->handle,
                      state ? state : "?");
+            recover_uploads(p->handle, dir);
             if (containers_delete_blocking(reg, d->store, p, dir, NULL, &rerr) < 0)
                 log_warn("%s", rerr.msg);
             ctr_params_free(p);
@@ -276,7 +281,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         }
         load_procs(reg, c);
         ctr_main_reload(c);
-        recover_uploads(c);
+        recover_uploads(c->p->handle, c->dir);
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));
     }

@@ -120,10 +120,9 @@ lookup_stored(struct pull_plan *p, const char *digest)
 {
     struct err ignored = {0};
     struct meta_image *img = NULL;
-    /* Leased first, once the plan has its lease: no prune removes it
-     * before the commit answers with it. */
-    if (!digest_valid(digest) ||
-        (p->b.leased && image_build_lease_blob(&p->b, digest, &ignored) < 0) ||
+    /* Leased first (the plan has its lease from the start): no prune
+     * removes it before the commit answers with it. */
+    if (!digest_valid(digest) || image_build_lease_blob(&p->b, digest, &ignored) < 0 ||
         meta_image_get(p->st->meta, digest, &img, &ignored) < 0)
         return false;
     if (strcmp(img->digest, digest) != 0) {
@@ -267,6 +266,12 @@ pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_re
         r = -err->code;
         goto fail;
     }
+    /* The lease first: a stored image found below is leased before it
+     * is looked up, so no prune removes it before the commit answers. */
+    r = image_build_begin(&p->b, st, err);
+    p->begun = true;
+    if (r < 0)
+        goto fail;
     /* By digest, a stored manifest needs no request at all. */
     if (req->digest && digest_valid(req->digest)) {
         if ((r = plan_inflight_begin(p, req->digest, err)) < 0)
@@ -276,11 +281,6 @@ pull_plan_new(struct store *st, struct registry_client *rc, const struct pull_re
         store_inflight_end(st, req->digest);
         p->inflight = false;
     }
-    if ((r = image_build_begin(&p->b, st, err)) < 0) {
-        p->begun = true;
-        goto fail;
-    }
-    p->begun = true;
     if ((r = resolve(p, req, err)) < 0)
         goto fail;
     if (p->stored)

@@ -558,6 +558,57 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
 }
 END_TEST
 
+/* The leftovers of a docker cp into a volume mount that a crash cut
+ * short go at the next start, wherever they are: one in a directory of
+ * the volume, found by the note of a container that start-up deletes (it
+ * was left "deleting"), before the note goes with the container's
+ * directory; one at the volume's top without a note, found by the
+ * volume's own clean-up. The volume's files stay, one named like a
+ * staging directory too. */
+START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" create --name cv -v cpcv:/data busybox true");
+    ctr_track(&b, id);
+    char root[PATH_MAX], ctr[PATH_MAX + 128];
+    snprintf(root, sizeof(root), "%s", b.root);
+    snprintf(ctr, sizeof(ctr), "%s/containers/%s", root, id);
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    free(
+        dk_ok(&b, cl, 0,
+              "set -e; V=$(ls -d '%s'/volumes/*/fs/data); test -d \"$V\"; "
+              "mkdir -p \"$V/sub/.berth-cp-0123456789abcdef\" \"$V/.berth-cp-fedcba9876543210\"; "
+              "echo staged > \"$V/sub/.berth-cp-0123456789abcdef/f\"; "
+              "echo staged > \"$V/.berth-cp-fedcba9876543210/f\"; "
+              "echo mine > \"$V/sub/kept\"; echo mine > \"$V/.berth-cp-mine\"; "
+              "mkdir -p '%s/cp-pending'; "
+              "printf 'berth-cp-pending 1\\0pdead\\0mount\\0%%s\\0/sub\\0"
+              ".berth-cp-0123456789abcdef\\0' \"$V\" "
+              "> '%s/cp-pending/pdead-.berth-cp-0123456789abcdef'; "
+              "sed -i -E 's/\"state\" *: *\"[a-z]+\"/\"state\":\"deleting\"/' '%s/container.json'; "
+              "grep -q '\"state\":\"deleting\"' '%s/container.json'",
+              root, ctr, ctr, ctr, ctr));
+    cp_start(&b, root, NULL);
+    char *out = NULL;
+    ck_assert_int_ne(dk_run(&b, cl, &out, "\"$D\" inspect cv"), 0);
+    free(out);
+    free(dk_ok(&b, cl, 0,
+               "set -e; V=$(ls -d '%s'/volumes/*/fs/data); ls -A \"$V\" \"$V/sub\"; "
+               "if ls -A \"$V\" \"$V/sub\" | grep 'berth-cp-[0-9a-f]'; then exit 1; fi; grep -q "
+               "mine \"$V/sub/kept\"; "
+               "grep -q mine \"$V/.berth-cp-mine\"; test ! -e '%s'",
+               root, ctr));
+    char *vols = dk_ok(&b, cl, 0, "\"$D\" volume ls -q");
+    ck_assert_msg(dk_contains(vols, "cpcv"), "%s", vols);
+    free(vols);
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_cp_suite(void)
 {
@@ -580,6 +631,12 @@ docker_cp_suite(void)
     ctr_add_fixture(crash);
     tcase_add_test(crash, docker_cp_killed_in_its_merge_is_old_or_new_after_restart);
     suite_add_tcase(s, crash);
+    TCase *left = tcase_create("crash_volume");
+    tcase_set_timeout(left, 300);
+    tcase_add_unchecked_fixture(left, setup, NULL);
+    ctr_add_fixture(left);
+    tcase_add_test(left, docker_cp_leftovers_in_a_volume_go_with_a_deleted_container);
+    suite_add_tcase(s, left);
     return s;
 }
 

@@ -458,6 +458,55 @@ START_TEST(a_stored_image_costs_one_manifest_request)
 }
 END_TEST
 
+/* A pull by digest answered from the store holds the image from its
+ * look-up to its answer: a prune in between (the image has no users)
+ * neither removes its record nor lets GC take its snapshot. */
+START_TEST(a_prune_between_a_stored_digest_lookup_and_its_answer_keeps_the_image)
+{
+    start_registry(NULL);
+    push("base", "base", "test/base:1", NULL);
+    make_client(&(struct client_cfg){.insecure = {reg.host}});
+    struct meta_image *img = NULL;
+    pull_ok(&(struct pull_args){.repo = "test/base", .tag = "1"}, &img);
+    char digest[DIGEST_STR_LEN];
+    snprintf(digest, sizeof(digest), "%s", img->digest);
+    meta_image_free(img);
+    rec_reset();
+    struct pull_request req = {.registry = reg.host,
+                               .repository = "test/base",
+                               .digest = digest,
+                               .progress = rec_cb,
+                               .progress_ctx = &rec};
+    struct pull_plan *p = NULL;
+    struct err err = {0};
+    ck_assert_msg(pull_plan_new(st, rc, &req, &p, &err) == 0, "%s", err.msg);
+    ck_assert(pull_plan_stored(p));
+    char **removed = NULL;
+    size_t n_removed = 0;
+    ck_assert_msg(meta_prune_images(st->meta, -1, -1, 0, &removed, &n_removed, &err) == 0, "%s",
+                  err.msg);
+    for (size_t i = 0; i < n_removed; i++)
+        free(removed[i]);
+    free(removed);
+    ck_assert_msg(n_removed == 0, "the prune removed the image a pull is answering with");
+    struct gc_result gr = {0};
+    ck_assert_int_eq(gc_run(st->blobs, st->meta, st->root, &gr, &err), 0);
+    bool created = true;
+    ck_assert_msg(pull_plan_commit(p, &img, &created, &err) == 0, "%s", err.msg);
+    ck_assert(!created);
+    pull_plan_free(p);
+    ck_assert_str_eq(img->digest, digest);
+    ck_assert(snapshot_has(img, 0, "bin/busybox"));
+    meta_image_free(img);
+    /* The lease went with the plan: now the prune takes it. */
+    ck_assert_int_eq(meta_prune_images(st->meta, -1, -1, 0, &removed, &n_removed, &err), 0);
+    for (size_t i = 0; i < n_removed; i++)
+        free(removed[i]);
+    free(removed);
+    ck_assert_int_eq(n_removed, 1);
+}
+END_TEST
+
 START_TEST(an_index_gives_the_manifest_of_this_host)
 {
     start_registry(NULL);
@@ -1163,6 +1212,7 @@ pull_suite(void)
     tcase_add_test(tc, pull_by_tag_stores_the_image_and_its_snapshot);
     tcase_add_test(tc, pull_by_digest_checks_the_manifest_digest);
     tcase_add_test(tc, a_stored_image_costs_one_manifest_request);
+    tcase_add_test(tc, a_prune_between_a_stored_digest_lookup_and_its_answer_keeps_the_image);
     tcase_add_test(tc, an_index_gives_the_manifest_of_this_host);
     tcase_add_test(tc, layers_fetched_out_of_order_unpack_in_order);
     tcase_add_test(tc, parallel_layers_and_stored_blobs_are_not_downloaded_again);
