@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/guid.h"
 
 #define NIC_PATH "VirtualMachine/Devices/NetworkAdapters"
@@ -48,15 +49,12 @@ nic_check(const struct hcs_nic *n, struct err *err)
     return 0;
 }
 
+/* A request for the guest only: {"GuestRequest": ...}. */
 static json_object *
 guest_only(const char *rtype, const char *type, json_object *settings)
 {
-    json_object *g = json_object_new_object();
-    add_str(g, "ResourceType", rtype);
-    add_str(g, "RequestType", type);
-    json_object_object_add(g, "Settings", settings);
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "GuestRequest", g);
+    json_object_object_add(o, "GuestRequest", hcs_guest_request(rtype, type, settings));
     return o;
 }
 
@@ -139,11 +137,8 @@ nic_request(const struct hcs_nic *n, const char *type, struct err *err)
     add_str(s, "EndpointId", n->endpoint_id);
     add_str(s, "MacAddress", n->mac);
     json_object_object_add(o, "Settings", s);
-    json_object *g = json_object_new_object();
-    add_str(g, "ResourceType", "Network");
-    add_str(g, "RequestType", type);
-    json_object_object_add(g, "Settings", adapter_request(n, type, NULL));
-    json_object_object_add(o, "GuestRequest", g);
+    json_object_object_add(o, "GuestRequest",
+                           hcs_guest_request("Network", type, adapter_request(n, type, NULL)));
     return o;
 }
 
