@@ -205,6 +205,7 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/admit.c
     runtime/hcs/cmdline.c
     runtime/hcs/doc_network.c
+    runtime/hcs/doc_nic.c
     runtime/hcs/doc_request.c
     runtime/hcs/doc_system.c
     runtime/hcs/driver_file_win.c
@@ -302,6 +303,7 @@ set(BERTH_WIN_SUITES
     test_runtime_hcs_admit
     test_runtime_hcs_cmdline
     test_runtime_hcs_doc_network
+    test_runtime_hcs_doc_nic
     test_runtime_hcs_doc_request
     test_runtime_hcs_doc_system
     test_runtime_hcs_guid

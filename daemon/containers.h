@@ -286,8 +286,9 @@ int containers_prepare_blocking(struct containers *reg, struct store *st, struct
 
 /* What the network gives the runtime (daemon/net.h's attachment, copied). */
 struct ctr_net_spec {
-    const char *netns_path;        /* the namespace to join; NULL: a new one with only lo */
-    const struct rt_mount *mounts; /* /etc/hosts, /etc/hostname, /etc/resolv.conf */
+    const char *netns_path;               /* the namespace to join; NULL: a new one with only lo */
+    const struct rt_net_adapter *adapter; /* Windows: its HCN endpoint; NULL: none */
+    const struct rt_mount *mounts;        /* /etc/hosts, /etc/hostname, /etc/resolv.conf */
     size_t nmounts;
 };
 

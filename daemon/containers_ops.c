@@ -535,6 +535,7 @@ containers_start_blocking(struct containers *reg, struct store *st, const struct
             .mounts = mounts,
             .nmounts = nmounts,
             .netns_path = net ? net->netns_path : NULL,
+            .net_adapter = net ? net->adapter : NULL,
             .readonly_rootfs = p->readonly_rootfs,
             .hostname = p->hostname,
             .isolation = p->isolation[0] ? p->isolation : NULL,

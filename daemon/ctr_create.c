@@ -62,6 +62,9 @@ struct ctr_create {
     enum net_part netp;
     /* The attachment as the runtime needs it, copied at ready. */
     char *netns_path;
+    /* Windows: the HCN endpoint, for a hyperv utility VM's adapter ("" elsewhere). */
+    char ep_id[40], ep_mac[18], ep_ip[16], ep_gw[16];
+    unsigned ep_prefix;
     char *mount_src[3];
     struct rt_mount net_mounts[3];
     size_t n_net_mounts;
@@ -171,8 +174,15 @@ static void
 start_work(void *ctx)
 {
     struct ctr_create *op = ctx;
-    struct ctr_net_spec net = {
-        .netns_path = op->netns_path, .mounts = op->net_mounts, .nmounts = op->n_net_mounts};
+    struct rt_net_adapter ad = {.endpoint_id = op->ep_id,
+                                .mac = op->ep_mac,
+                                .ip = op->ep_ip,
+                                .prefix = op->ep_prefix,
+                                .gateway = op->ep_gw};
+    struct ctr_net_spec net = {.netns_path = op->netns_path,
+                               .adapter = op->ep_id[0] ? &ad : NULL,
+                               .mounts = op->net_mounts,
+                               .nmounts = op->n_net_mounts};
     op->job_rc = containers_start_blocking(op->reg, op->st, op->p, op->dir, op->rootfs,
                                            op->netp == NETP_NONE ? NULL : &net, &op->job_err);
     if (op->job_rc == 0)
@@ -230,6 +240,13 @@ net_ready_cb(void *arg, const struct net_attachment *a, const struct err *err)
     op->t_ready = uv_hrtime();
     /* No namespace (Windows, until HCN): the runtime makes the container's own. */
     bool oom = a->netns_path && !(op->netns_path = strdup(a->netns_path));
+    if (a->endpoint_id && a->endpoint_id[0] && a->mac && a->mac[0]) {
+        snprintf(op->ep_id, sizeof(op->ep_id), "%s", a->endpoint_id);
+        snprintf(op->ep_mac, sizeof(op->ep_mac), "%s", a->mac);
+        snprintf(op->ep_ip, sizeof(op->ep_ip), "%s", a->ip ? a->ip : "");
+        snprintf(op->ep_gw, sizeof(op->ep_gw), "%s", a->gateway ? a->gateway : "");
+        op->ep_prefix = a->prefix;
+    }
     for (size_t i = 0; i < a->nmounts && i < 3; i++) {
         op->mount_src[i] = strdup(a->mounts[i].source);
         oom = oom || !op->mount_src[i];

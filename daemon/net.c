@@ -251,6 +251,7 @@ net_entry_publish(struct net_entry *e)
         .prefix = e->res.prefix,
         .gateway = e->res.gateway,
         .mac = e->res.mac,
+        .endpoint_id = "",
         .ports = e->ports,
         .nports = e->nports,
         .mounts = e->mounts,

@@ -62,6 +62,8 @@ struct net_attachment {
     unsigned prefix;
     const char *gateway; /* "" when disabled */
     const char *mac;
+    /* Windows: the HCN endpoint's GUID (a hyperv utility VM's adapter); "" elsewhere. */
+    const char *endpoint_id;
     const struct net_port *ports; /* as forwarded: host 0 replaced by the port chosen */
     size_t nports;
     const struct rt_mount *mounts; /* /etc/hosts, /etc/hostname, /etc/resolv.conf */

@@ -39,6 +39,8 @@ hcn_rec_render(const struct hcn_rec *r)
     if (!r->disabled) {
         add_str(o, "endpoint", r->ids.endpoint_id);
         add_str(o, "namespace", r->ids.namespace_id);
+        if (r->ids.mac[0])
+            add_str(o, "mac", r->ids.mac);
         add_str(o, "ip", r->ip);
         json_object_object_add(o, "prefix", json_object_new_int((int)r->prefix));
         add_str(o, "gateway", r->gateway);
@@ -137,6 +139,10 @@ hcn_rec_parse(const char *text, struct hcn_rec *out, struct err *err)
             !get_str(o, "namespace", out->ids.namespace_id, sizeof(out->ids.namespace_id)) ||
             !hcs_guid_valid(out->ids.namespace_id))
             rc = err_set(err, EINVAL, "endpoint or namespace: not a GUID");
+        else if (json_object_object_get_ex(o, "mac", NULL) &&
+                 (!get_str(o, "mac", out->ids.mac, sizeof(out->ids.mac)) ||
+                  strlen(out->ids.mac) != HCN_MAC_SIZE - 1))
+            rc = err_set(err, EINVAL, "mac: not six hex pairs");
         else if (!get_str(o, "ip", out->ip, sizeof(out->ip)) ||
                  !get_int(o, "prefix", 8, 30, &prefix) ||
                  !get_str(o, "gateway", out->gateway, sizeof(out->gateway)))

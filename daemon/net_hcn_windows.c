@@ -136,7 +136,8 @@ entry_publish(struct hcn_entry *e)
         .ip = r->disabled ? "" : r->ip,
         .prefix = r->disabled ? 0 : r->prefix,
         .gateway = r->disabled ? "" : r->gateway,
-        .mac = "",
+        .mac = r->disabled ? "" : r->ids.mac,
+        .endpoint_id = r->disabled ? "" : r->ids.endpoint_id,
         .ports = r->ports,
         .nports = r->disabled ? 0 : r->nports,
     };

@@ -43,6 +43,15 @@ struct rt_mount {
  * laid out as they choose (the daemon asks for paths through the
  * operations below, never builds them).
  */
+/* An HCN endpoint as a utility VM's adapter takes it (daemon/net.h's attachment). */
+struct rt_net_adapter {
+    const char *endpoint_id; /* a GUID */
+    const char *mac;         /* "00-15-5D-12-34-56" */
+    const char *ip;          /* IPv4; "" when unknown */
+    unsigned prefix;
+    const char *gateway; /* "" when unknown */
+};
+
 struct rt_container_spec {
     const char *handle;   /* [A-Za-z0-9_.-]{1,128}, unique on this host */
     const char *dir;      /* absolute; must exist */
@@ -60,6 +69,9 @@ struct rt_container_spec {
      * Windows the GUID of an HCN namespace), or
      * NULL: a new one with only lo, made by the runtime. */
     const char *netns_path;
+    /* Windows (hcs) only: the HCN endpoint of netns_path, which a hyperv
+     * container's utility VM gets as its network adapter; NULL: none. */
+    const struct rt_net_adapter *net_adapter;
     /* The isolation asked for (one of the driver's `isolation` list), or
      * NULL: the driver's default (rt_config.isolation). */
     const char *isolation;

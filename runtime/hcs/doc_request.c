@@ -45,9 +45,8 @@ modify_new(const char *path, const char *type)
     return o;
 }
 
-/* {"ResourceType": rtype, "RequestType": type, "Settings": settings}. */
-static json_object *
-guest_request(const char *rtype, const char *type, json_object *settings)
+json_object *
+hcs_guest_request(const char *rtype, const char *type, json_object *settings)
 {
     json_object *g = json_object_new_object();
     add_str(g, "ResourceType", rtype);
@@ -135,7 +134,7 @@ mapped_virtual_disk(const char *type, unsigned lun, const char *guest_path)
     json_object *s = json_object_new_object();
     add_str(s, "ContainerPath", guest_path);
     add_int(s, "Lun", lun);
-    return guest_request("MappedVirtualDisk", type, s);
+    return hcs_guest_request("MappedVirtualDisk", type, s);
 }
 
 json_object *
@@ -214,7 +213,7 @@ hcs_req_combined_layers_add(const char *root_path, const struct hcs_layer *layer
     add_str(s, "ContainerRootPath", root_path);
     json_object_object_add(s, "Layers", arr);
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "GuestRequest", guest_request("CombinedLayers", "Add", s));
+    json_object_object_add(o, "GuestRequest", hcs_guest_request("CombinedLayers", "Add", s));
     return o;
 }
 
@@ -226,7 +225,7 @@ hcs_req_combined_layers_remove(const char *root_path, struct err *err)
     json_object *s = json_object_new_object();
     add_str(s, "ContainerRootPath", root_path);
     json_object *o = json_object_new_object();
-    json_object_object_add(o, "GuestRequest", guest_request("CombinedLayers", "Remove", s));
+    json_object_object_add(o, "GuestRequest", hcs_guest_request("CombinedLayers", "Remove", s));
     return o;
 }
 

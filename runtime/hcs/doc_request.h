@@ -22,6 +22,9 @@
 
 /* ---- modify requests for a utility VM ---- */
 
+/* {"ResourceType": rtype, "RequestType": type, "Settings": settings}, taking settings. */
+json_object *hcs_guest_request(const char *rtype, const char *type, json_object *settings);
+
 /* What a VSMB share carries, which decides its options. */
 enum hcs_vsmb_kind {
     HCS_VSMB_LAYER,     /* an image layer: read-only, cached, backup privilege */

@@ -29,6 +29,7 @@
 #include "common/err.h"
 #include "runtime/driver.h"
 #include "runtime/hcs/admit.h"
+#include "runtime/hcs/guid.h"
 #include "runtime/hcs/hcs_api.h"
 #include "runtime/hcs/props.h"
 #include "runtime/hcs/sizing.h"
@@ -49,6 +50,8 @@ struct hcs_dctr {
     enum rt_container_status status;
     bool admitted;
     uint64_t ticket;
+    /* hyperv with a network: the adapter given to the utility VM ("" none), for the removes. */
+    char nic_ep[HCS_GUID_SIZE], nic_ns[HCS_GUID_SIZE], nic_mac[18];
     struct hcs_dproc *procs;
     struct hcs_dctr *next;
 };

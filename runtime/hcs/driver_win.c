@@ -32,6 +32,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/strv.h"
+#include "runtime/hcs/doc_nic.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/doc_system.h"
 #include "runtime/hcs/driver_int.h"
@@ -546,6 +547,54 @@ uvm_scratch_make(const char *handle, const char *base, const char *dir, const ch
     return ret;
 }
 
+/*
+ * The container's HCN endpoint as the utility VM's network adapter, as
+ * hcsshim gives a Windows utility VM one: the namespace to the guest, the
+ * adapter announced (pre-add), then added; the hosted container joins
+ * the namespace. Without a network (loopback only) nothing is sent.
+ */
+static int
+vm_nic_add(struct hcs_dctr *c, const struct rt_container_spec *spec, struct hcs_container_doc *d,
+           struct err *err)
+{
+    const struct rt_net_adapter *a = spec->net_adapter;
+    if (!a || !spec->netns_path)
+        return 0;
+    struct hcs_nic n = {.endpoint_id = a->endpoint_id,
+                        .namespace_id = spec->netns_path,
+                        .mac = a->mac,
+                        .ip = a->ip,
+                        .prefix = a->prefix,
+                        .gateway = a->gateway};
+    int ret = vm_modify(c, hcs_req_netns_add(&n, err), err);
+    if (ret == 0)
+        ret = vm_modify(c, hcs_req_nic_preadd(&n, err), err);
+    if (ret == 0)
+        ret = vm_modify(c, hcs_req_nic_add(&n, err), err);
+    if (ret < 0)
+        return err_wrap(err, "container %s: the utility vm's network adapter", spec->handle);
+    snprintf(c->nic_ep, sizeof(c->nic_ep), "%s", a->endpoint_id);
+    snprintf(c->nic_ns, sizeof(c->nic_ns), "%s", spec->netns_path);
+    snprintf(c->nic_mac, sizeof(c->nic_mac), "%s", a->mac);
+    d->network_namespace = spec->netns_path;
+    return 0;
+}
+
+/* Takes the adapter away before the VM goes (logged: the VM's end removes it anyway). */
+static void
+vm_nic_remove(struct hcs_dctr *c)
+{
+    if (!c->vm || !c->nic_ep[0])
+        return;
+    struct hcs_nic n = {.endpoint_id = c->nic_ep, .namespace_id = c->nic_ns, .mac = c->nic_mac};
+    struct err e = {0};
+    if (vm_modify(c, hcs_req_nic_remove(&n, &e), &e) < 0 ||
+        vm_modify(c, hcs_req_netns_remove(&n, &e), &e) < 0)
+        log_info("hcs: container %s: remove the utility vm's network adapter: %s", c->handle,
+                 e.msg);
+    c->nic_ep[0] = '\0';
+}
+
 /* Boots the utility VM of c and gives it the container's storage; fills d for the hosted doc. */
 static int
 vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *spec,
@@ -613,6 +662,8 @@ vm_up(struct hcs_drv *drv, struct hcs_dctr *c, const struct rt_container_spec *s
             ret = hcs_vsmb_guest_path(share, guest, 160, err);
         b->mounts[i].host_path = guest;
     }
+    if (ret == 0)
+        ret = vm_nic_add(c, spec, d, err);
     if (ret < 0)
         return ret;
     d->scratch_path = HCS_GUEST_ROOT;
@@ -702,9 +753,8 @@ hcs_container_create(void *p, const struct rt_container_spec *spec, struct err *
     d.nlayers = b.nlayers;
     d.mounts = b.mounts;
     d.nmounts = b.nmounts;
-    /* The daemon's HCN namespace (daemon/net.h's netns_path on Windows).
-     * A utility VM has no network adapter yet: hyperv containers stay
-     * without one. */
+    /* The daemon's HCN namespace (daemon/net.h's netns_path on Windows);
+     * under hyperv once the utility VM has the endpoint's adapter (vm_nic_add). */
     d.network_namespace = hyperv ? NULL : spec->netns_path;
     /* The record first: a daemon killed from here on finds what to clean. */
     if ((ret = record_write(drv, c, err)) < 0)
@@ -772,6 +822,7 @@ hcs_container_delete(void *p, const char *handle, const char *dir, struct err *e
             return err_wrap(err, "delete container %s", handle);
         }
     }
+    vm_nic_remove(c);
     if (c->vm && (ret = hcs_system_terminate(c->vm, HCS_OP_TIMEOUT_MS, err)) < 0 && ret != -ESRCH &&
         ret != -ENOENT) {
         hcs_dctr_put(drv, c);

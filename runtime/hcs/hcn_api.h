@@ -48,10 +48,13 @@ int hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc,
 /* Deletes the network id; one already gone is success. */
 int hcn_network_delete(struct hcn_api *api, const char *id, struct err *err);
 
+#define HCN_MAC_SIZE 18 /* "00-15-5D-12-34-56" and a NUL */
+
 /* What a container has of the network. */
 struct hcn_attachment {
     char endpoint_id[HCS_GUID_SIZE];
     char namespace_id[HCS_GUID_SIZE]; /* Networking.Namespace of its compute system */
+    char mac[HCN_MAC_SIZE];           /* the endpoint's, as HNS assigned it ("00-15-5D-..") */
 };
 
 /*
@@ -59,8 +62,9 @@ struct hcn_attachment {
  * namespace, and adds the endpoint to it. The ids are out's when both are
  * set on the way in (the daemon chooses them first and records them
  * before anything exists, so that it can delete them after a crash), else
- * made here. When a step fails, what the earlier ones made is deleted
- * before the error comes back, so a failed create leaves nothing in HNS.
+ * made here; out->mac is what HNS assigned (a properties query). When a
+ * step fails, what the earlier ones made is deleted before the error
+ * comes back, so a failed create leaves nothing in HNS.
  */
 int hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
                          struct hcn_attachment *out, struct err *err);

@@ -34,6 +34,7 @@
     X(HcnCreateEndpoint)                                                                           \
     X(HcnDeleteEndpoint)                                                                           \
     X(HcnCloseEndpoint)                                                                            \
+    X(HcnQueryEndpointProperties)                                                                  \
     X(HcnCreateNamespace)                                                                          \
     X(HcnOpenNamespace)                                                                            \
     X(HcnModifyNamespace)                                                                          \
@@ -331,6 +332,32 @@ namespace_modify(struct hcn_api *api, const struct hcn_attachment *a, bool add, 
     return 0;
 }
 
+/* The MacAddress HNS gave the endpoint eh (a hyperv utility VM's adapter needs it). */
+static int
+endpoint_mac(struct hcn_api *api, HCN_ENDPOINT eh, const char *container, char mac[HCN_MAC_SIZE],
+             struct err *err)
+{
+    PWSTR props = NULL, record = NULL;
+    HRESULT hr = api->HcnQueryEndpointProperties(eh, L"{}", &props, &record);
+    if (FAILED(hr))
+        return fail(err, hr, record, "query the hcn endpoint of container", container);
+    char *text = take(props);
+    json_object *o = text ? json_tokener_parse(text) : NULL, *v;
+    free(text);
+    int r = 0;
+    const char *m = o && json_object_object_get_ex(o, "MacAddress", &v) &&
+                            json_object_is_type(v, json_type_string)
+                        ? json_object_get_string(v)
+                        : NULL;
+    if (!m || strlen(m) != HCN_MAC_SIZE - 1)
+        r = err_set(err, EIO, "hcn endpoint of container %s: no MacAddress in its properties",
+                    container);
+    else
+        memcpy(mac, m, HCN_MAC_SIZE);
+    json_object_put(o);
+    return r;
+}
+
 int
 hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
                      struct hcn_attachment *out, struct err *err)
@@ -366,8 +393,9 @@ hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
         if (FAILED(hr))
             r = fail(err, hr, record, "create the hcn endpoint of container", ep->container);
         else {
-            api->HcnCloseEndpoint(eh);
             have_ep = true;
+            r = endpoint_mac(api, eh, ep->container, a.mac, err);
+            api->HcnCloseEndpoint(eh);
         }
     }
     if (r == 0) {

@@ -31,6 +31,7 @@
  * BERTH_TEST_HCN_DOUBLE (the doubles' paths) set (cmake/windows.cmake). Without them it skips (77).
  */
 #include <check.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1072,6 +1073,132 @@ START_TEST(a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports)
 }
 END_TEST
 
+/*
+ * The n-th (from 1) computecore call of fn whose document has want at
+ * dotted (NULL: any document), parsed; *seq is its number in calls.log
+ * (the order of the calls). NULL when there is none.
+ */
+static json_object *
+call_find(const struct hcsd *h, const char *fn, const char *dotted, const char *want, int n,
+          int *seq)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    ck_assert_msg(log, "no %s", path);
+    json_object *found = NULL;
+    for (char *line = strtok(log, "\n"); line && !found; line = strtok(NULL, "\n")) {
+        char num[16], name[64];
+        if (sscanf(line, "%15s %63s", num, name) != 2 || strcmp(name, fn) != 0)
+            continue;
+        char file[PATH_MAX + 128];
+        snprintf(file, sizeof(file), "%s/%s-%s.json", h->rec, num, fn);
+        size_t dlen = 0;
+        char *text = fx_read_file(file, &dlen);
+        json_object *d = text ? json_tokener_parse(text) : NULL;
+        free(text);
+        const char *v = d && dotted ? str_at(d, dotted) : NULL;
+        if (d && (!dotted || (v && strcmp(v, want) == 0)) && --n == 0) {
+            found = d;
+            *seq = atoi(num);
+        } else {
+            json_object_put(d);
+        }
+    }
+    free(log);
+    return found;
+}
+
+/*
+ * hyperv with a network: after the utility VM starts and before the
+ * container in it is made, the VM's guest gets the HCN namespace, the
+ * endpoint's adapter is announced (pre-add) and added as
+ * VirtualMachine/Devices/NetworkAdapters/<endpoint> with the MAC HNS gave
+ * it, and the hosted container joins the namespace. The delete removes
+ * the adapter and the namespace from the VM before the VM goes; a
+ * loopback-only hyperv container's VM gets no adapter.
+ */
+START_TEST(a_hyperv_container_with_a_network_gives_its_vm_the_endpoints_adapter)
+{
+    struct hcsd h = {.net = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    create(&h, "hn", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "network.ip"), "10.66.0.2");
+    hresp_free(&r);
+    char ep[64], ns[64], nicpath[128], mac[32];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    ck_assert_int_eq(hcn_called(&h, "HcnQueryEndpointProperties"), 1);
+    /* The double's MAC: 00-15-5D and the endpoint id's first three bytes. */
+    snprintf(mac, sizeof(mac), "00-15-5D-%.2s-%.2s-%.2s", ep, ep + 2, ep + 4);
+    for (char *c = mac; *c; c++)
+        *c = (char)toupper((unsigned char)*c);
+    snprintf(nicpath, sizeof(nicpath), "VirtualMachine/Devices/NetworkAdapters/%s", ep);
+
+    int s_vm = 0, s_ns = 0, s_pre = 0, s_nic = 0, s_ctr = 0;
+    json_object *vm = call_find(&h, "HcsCreateComputeSystem", NULL, NULL, 1, &s_vm);
+    json_object *nsd = call_find(&h, "HcsModifyComputeSystem", "GuestRequest.ResourceType",
+                                 "NetworkNamespace", 1, &s_ns);
+    json_object *pre = call_find(&h, "HcsModifyComputeSystem", "GuestRequest.Settings.RequestType",
+                                 "PreAdd", 1, &s_pre);
+    json_object *nic = call_find(&h, "HcsModifyComputeSystem", "ResourcePath", nicpath, 1, &s_nic);
+    json_object *ctr = call_find(&h, "HcsCreateComputeSystem", NULL, NULL, 2, &s_ctr);
+    ck_assert_msg(vm && nsd && pre && nic && ctr, "vm %p namespace %p pre-add %p adapter %p ctr %p",
+                  (void *)vm, (void *)nsd, (void *)pre, (void *)nic, (void *)ctr);
+    ck_assert_msg(s_vm < s_ns && s_ns < s_pre && s_pre < s_nic && s_nic < s_ctr,
+                  "order: vm %d namespace %d pre-add %d adapter %d container %d", s_vm, s_ns, s_pre,
+                  s_nic, s_ctr);
+    ck_assert_str_eq(str_at(nsd, "GuestRequest.RequestType"), "Add");
+    ck_assert_str_eq(str_at(nsd, "GuestRequest.Settings.Id"), ns);
+    ck_assert_str_eq(str_at(pre, "GuestRequest.Settings.AdapterId"), ep);
+    ck_assert_str_eq(str_at(pre, "GuestRequest.Settings.Settings.MacAddress"), mac);
+    ck_assert_str_eq(str_at(pre, "GuestRequest.Settings.Settings.IPAddress"), "10.66.0.2");
+    ck_assert_str_eq(str_at(nic, "RequestType"), "Add");
+    ck_assert_str_eq(str_at(nic, "Settings.EndpointId"), ep);
+    ck_assert_str_eq(str_at(nic, "Settings.MacAddress"), mac);
+    ck_assert_str_eq(str_at(nic, "GuestRequest.ResourceType"), "Network");
+    ck_assert_str_eq(str_at(ctr, "HostedSystem.Container.Networking.Namespace"), ns);
+    json_object_put(vm);
+    json_object_put(nsd);
+    json_object_put(pre);
+    json_object_put(nic);
+    json_object_put(ctr);
+
+    /* Loopback only: the VM gets no adapter. */
+    create(&h, "hlo", "\"isolation\":\"hyperv\",\"network\":{\"disabled\":true}", &r);
+    ck_assert_msg(r.status == 201, "create hlo: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    int s = 0;
+    ck_assert_ptr_null(
+        call_find(&h, "HcsModifyComputeSystem", "GuestRequest.ResourceType", "Network", 3, &s));
+    ck_assert_ptr_null(call_find(&h, "HcsModifyComputeSystem", "GuestRequest.ResourceType",
+                                 "NetworkNamespace", 2, &s));
+    json_object *lo = call_find(&h, "HcsCreateComputeSystem", NULL, NULL, 4, &s);
+    ck_assert_ptr_nonnull(lo);
+    ck_assert_ptr_null(json_at(lo, "HostedSystem.Container.Networking"));
+    json_object_put(lo);
+
+    delete_ctr(&h, "hn");
+    json_object *rm = call_find(&h, "HcsModifyComputeSystem", "ResourcePath", nicpath, 2, &s);
+    ck_assert_ptr_nonnull(rm);
+    ck_assert_str_eq(str_at(rm, "RequestType"), "Remove");
+    ck_assert_str_eq(str_at(rm, "Settings.EndpointId"), ep);
+    json_object_put(rm);
+    json_object *nsr = call_find(&h, "HcsModifyComputeSystem", "GuestRequest.ResourceType",
+                                 "NetworkNamespace", 2, &s);
+    ck_assert_ptr_nonnull(nsr);
+    ck_assert_str_eq(str_at(nsr, "GuestRequest.RequestType"), "Remove");
+    json_object_put(nsr);
+    ck_assert(hcn_called_with(&h, "HcnDeleteEndpoint", ep));
+    delete_ctr(&h, "hlo");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 /* When the compute system does not start, the create fails and its network goes. */
 START_TEST(a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint)
 {
@@ -1187,6 +1314,7 @@ main(void)
     tcase_add_test(tc, a_restarted_berthd_reopens_what_it_owns_and_cleans_up_the_rest);
     tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
     tcase_add_test(tc, a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports);
+    tcase_add_test(tc, a_hyperv_container_with_a_network_gives_its_vm_the_endpoints_adapter);
     tcase_add_test(tc, a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint);
     tcase_add_test(tc, a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing);
     tcase_add_test(tc,

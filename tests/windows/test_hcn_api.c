@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../unit/hcs_golden.h"
 
@@ -150,6 +151,11 @@ START_TEST(container_attach_and_detach_leave_nothing)
     int nets, eps, nss;
     ck_assert_msg(hcn_container_attach(api, &ep, &a, &err) == 0, "%s", err.msg);
     ck_assert(hcs_guid_valid(a.endpoint_id) && hcs_guid_valid(a.namespace_id));
+    /* The MAC HNS assigned, from the endpoint's properties (the double's: 00-15-5D-<id>). */
+    char mac[HCN_MAC_SIZE];
+    snprintf(mac, sizeof(mac), "00-15-5D-%.2s-%.2s-%.2s", a.endpoint_id, a.endpoint_id + 2,
+             a.endpoint_id + 4);
+    ck_assert_msg(strcasecmp(a.mac, mac) == 0, "mac %s, want %s", a.mac, mac);
     counts(&nets, &eps, &nss);
     ck_assert_int_eq(eps, 1);
     ck_assert_int_eq(nss, 1);
@@ -178,11 +184,13 @@ START_TEST(failed_create_removes_what_it_made)
     bool created;
     ck_assert_msg(hcn_network_ensure(api, &doc, net, &created, &err) == 0, "%s", err.msg);
     struct hcn_endpoint_doc ep = {.container = "c-fail", .network_id = net};
-    const char *modes[] = {"modify-namespace", "create-namespace", "create-endpoint"};
+    const char *modes[] = {"modify-namespace", "create-namespace", "create-endpoint",
+                           "query-endpoint"};
     const char *why[] = {"add endpoint to hcn namespace",
                          "create the hcn namespace of container c-fail",
-                         "create the hcn endpoint of container c-fail"};
-    for (int i = 0; i < 3; i++) {
+                         "create the hcn endpoint of container c-fail",
+                         "query the hcn endpoint of container c-fail"};
+    for (int i = 0; i < 4; i++) {
         SetEnvironmentVariableA("BERTH_HCN_DOUBLE_FAIL", modes[i]);
         struct hcn_attachment a = {{0}};
         memset(&err, 0, sizeof(err));

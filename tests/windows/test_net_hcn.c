@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/fsutil.h"
 #include "runtime/hcs/guid.h"
+#include "runtime/hcs/hcn_api.h"
 
 static char dbl_path[MAX_PATH + 32];
 static char tmp_dir[MAX_PATH + 64];
@@ -273,6 +275,13 @@ START_TEST(attach_gives_an_endpoint_namespace_address_and_ports_and_detach_remov
     ck_assert_str_eq(a->ip, "10.77.0.2");
     ck_assert_uint_eq(a->prefix, 24);
     ck_assert_str_eq(a->gateway, "10.77.0.1");
+    /* The endpoint's id and the MAC HNS gave it (the double's: 00-15-5D and the id's bytes). */
+    ck_assert_msg(a->endpoint_id && hcs_guid_valid(a->endpoint_id), "endpoint %s", a->endpoint_id);
+    char mac[HCN_MAC_SIZE];
+    snprintf(mac, sizeof(mac), "00-15-5D-%.2s-%.2s-%.2s", a->endpoint_id, a->endpoint_id + 2,
+             a->endpoint_id + 4);
+    ck_assert_int_eq(strcasecmp(a->mac, mac), 0);
+    ck_assert_int_eq(called("HcnQueryEndpointProperties"), 1);
     ck_assert_uint_eq(a->nports, 2);
     ck_assert_uint_ne(a->ports[0].host, 0); /* chosen, free at the time */
     ck_assert_uint_eq(a->ports[1].host, 18081);
@@ -324,9 +333,10 @@ END_TEST
 
 START_TEST(a_failure_at_each_hcn_step_leaves_nothing_in_hns_nor_on_disk)
 {
-    static const char *const steps[] = {"create-endpoint", "create-namespace", "modify-namespace"};
+    static const char *const steps[] = {"create-endpoint", "query-endpoint", "create-namespace",
+                                        "modify-namespace"};
     struct net *n = net_start(false, NULL, NULL, NULL);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         int nets, eps0, nss0, eps, nss;
         counts(&nets, &eps0, &nss0);
         env_put("BERTH_HCN_DOUBLE_FAIL", steps[i]);
@@ -356,8 +366,9 @@ START_TEST(the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_c
     struct err err = {0};
     const struct net_attachment *a = attach(n, "keep", NULL, 0, false, &err);
     ck_assert_msg(a, "%s", err.msg);
-    char keep_ns[HCS_GUID_SIZE];
+    char keep_ns[HCS_GUID_SIZE], keep_mac[HCN_MAC_SIZE];
     snprintf(keep_ns, sizeof(keep_ns), "%s", a->netns_path);
+    snprintf(keep_mac, sizeof(keep_mac), "%s", a->mac);
     ck_assert_msg(attach(n, "gone", NULL, 0, false, &err), "%s", err.msg);
     ck_assert_msg(attach(n, "half", NULL, 0, false, &err), "%s", err.msg);
     /* A crash: the service goes without a detach; HNS keeps what it made. */
@@ -386,6 +397,8 @@ START_TEST(the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_c
     const struct net_attachment *k = net_attachment_find(n, "keep");
     ck_assert_ptr_nonnull(k);
     ck_assert_str_eq(k->netns_path, keep_ns);
+    /* The MAC comes back from the record (a hyperv VM's adapter names it). */
+    ck_assert_str_eq(k->mac, keep_mac);
     ck_assert_str_eq(k->ip, "10.77.0.2");
     /* A new container does not get the kept one's address. */
     const struct net_attachment *b = attach(n, "new", NULL, 0, false, &err);

@@ -5,7 +5,9 @@
  * so a mismatch does not compile), and keeps networks, endpoints and
  * namespaces in memory, pinned for the life of the process as the real
  * service outlives its clients. HcnDoubleCounts (the double's own export)
- * says how many of each exist.
+ * says how many of each exist. HcnQueryEndpointProperties answers an
+ * endpoint's ID and its MacAddress, 00-15-5D (Hyper-V's prefix) and the
+ * first three bytes of its id, as HNS assigns one from its pool.
  *
  * Controlled through the environment, read at every call:
  *
@@ -17,6 +19,7 @@
  *     create-endpoint  HcnCreateEndpoint: HCN_E_SUBNET_NOT_FOUND (0x803B0005)
  *     create-namespace HcnCreateNamespace: E_OUTOFMEMORY
  *     modify-namespace HcnModifyNamespace: E_FAIL
+ *     query-endpoint   HcnQueryEndpointProperties: E_FAIL
  *
  * An endpoint or namespace that does not exist is HCN_E_ENDPOINT_NOT_FOUND
  * or ERROR_NOT_FOUND, as HNS answers; documents are checked for the
@@ -324,6 +327,32 @@ HcnCreateEndpoint(HCN_NETWORK Network, REFGUID Id, PCWSTR Settings, PHCN_ENDPOIN
         *Endpoint = handle(Id);
     }
     json_object_put(s);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnQueryEndpointProperties(HCN_ENDPOINT Endpoint, PCWSTR Query, PWSTR *Properties,
+                           PWSTR *ErrorRecord)
+{
+    pin();
+    (void)Query;
+    AcquireSRWLockExclusive(&lock);
+    const GUID *id = Endpoint;
+    record("HcnQueryEndpointProperties", id, NULL);
+    HRESULT hr = S_OK;
+    if (failing("query-endpoint"))
+        hr = error(E_FAIL, "The endpoint's properties cannot be read", ErrorRecord);
+    else if (!id || !find(endpoints, id))
+        hr = error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
+    else {
+        char ids[40], buf[160];
+        guid_text(id, ids);
+        snprintf(buf, sizeof(buf), "{\"ID\":\"%s\",\"MacAddress\":\"00-15-5D-%02X-%02X-%02X\"}",
+                 ids, (unsigned)(id->Data1 >> 24) & 0xff, (unsigned)(id->Data1 >> 16) & 0xff,
+                 (unsigned)(id->Data1 >> 8) & 0xff);
+        *Properties = co_wide(buf);
+    }
     ReleaseSRWLockExclusive(&lock);
     return hr;
 }
