@@ -141,10 +141,11 @@ clean_staging(const char *fs, bool (*is_staging)(const char *))
     while (!stuck && (name = osfs_dir_next(d, NULL))) {
         if (!is_staging(name))
             continue;
-        cleanup_free char *p = fs_path_join(fs, name);
+        /* By the directory's descriptor, nothing followed: in data/ the
+         * name is a container's to swap for a symlink meanwhile. */
         struct err err = {0};
-        if (p && fs_remove_tree(p, &err) < 0)
-            log_warn("volume clean-up: %s", err.msg);
+        if (fs_remove_tree_at(fs_fd, name, &err) < 0)
+            log_warn("volume clean-up in %s: %s", fs, err.msg);
     }
     osfs_dir_close(d);
     rootdir_close(fs_fd);
