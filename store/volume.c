@@ -30,7 +30,6 @@
 #include "common/os.h"
 #include "common/osfs.h"
 #include "common/rootdir.h"
-#include "store/cp_pending.h"
 #include "store/volume_merge.h"
 #include "store/volume_os.h"
 
@@ -93,30 +92,24 @@ mkdir_if_missing(const char *path, mode_t mode, struct err *err)
 
 /* A /v1 upload's staging directory or journal, in fs/ beside data/. */
 static bool
-is_upload_staging(const char *name)
+is_staging(const char *name)
 {
     return strncmp(name, VOLUME_STAGING_PREFIX, strlen(VOLUME_STAGING_PREFIX)) == 0;
 }
 
-/* A docker cp's into a mount of the volume, at the top of data/
- * (store/cp_pending.h): the prefix and 16 hex digits, and nothing else
- * of the volume's own files. */
-static bool
-is_cp_staging(const char *name)
-{
-    size_t p = strlen(CP_STAGING_PREFIX), hex = strspn(name + p, "0123456789abcdef");
-    return strncmp(name, CP_STAGING_PREFIX, p) == 0 && hex == 16 &&
-           (name[p + hex] == '\0' || strcmp(name + p + hex, VOLUME_JOURNAL_SUFFIX) == 0);
-}
-
-/* Rolls back the uploads that a crash cut short in their merge (their
- * journals), then removes the staging directories (is_staging) left in
- * fs by uploads that died (at open no upload of this process is under
- * way); all of it stays when a journal could not be undone (the next
- * start tries again). A docker cp stages in its target directory: below
- * the top of data/, its container's note finds it (daemon/containers_open.c). */
+/*
+ * Rolls back the uploads that a crash cut short in their merge (their
+ * journals), then removes the staging directories left in fs by uploads
+ * that died (at open no upload of this process is under way); all of it
+ * stays when a journal could not be undone (the next start tries again).
+ * Only fs/ is read, which no container can write: a docker cp stages and
+ * journals in its target directory inside data/, where a container could
+ * forge a journal (whose replay, run as root, sets owners, modes and
+ * xattrs) or plant names; its container's note in the daemon's own
+ * directory finds it instead (store/cp_pending.h, daemon/containers_open.c).
+ */
 static void
-clean_staging(const char *fs, bool (*is_staging)(const char *))
+clean_staging(const char *fs)
 {
     int fs_fd = rootdir_open(fs);
     struct osfs_dir *d = NULL;
@@ -141,8 +134,7 @@ clean_staging(const char *fs, bool (*is_staging)(const char *))
     while (!stuck && (name = osfs_dir_next(d, NULL))) {
         if (!is_staging(name))
             continue;
-        /* By the directory's descriptor, nothing followed: in data/ the
-         * name is a container's to swap for a symlink meanwhile. */
+        /* By the directory's descriptor, nothing followed. */
         struct err err = {0};
         if (fs_remove_tree_at(fs_fd, name, &err) < 0)
             log_warn("volume clean-up in %s: %s", fs, err.msg);
@@ -257,11 +249,8 @@ volume_bring_up(struct volume_store *vs, const struct volume_rec *v, struct err 
     } else if ((ret = mkdir_if_missing(fs, 0700, err)) < 0) {
         return ret;
     }
-    clean_staging(fs, is_upload_staging);
-    if ((ret = mkdir_if_missing(data, 0755, err)) < 0)
-        return ret;
-    clean_staging(data, is_cp_staging);
-    return 0;
+    clean_staging(fs);
+    return mkdir_if_missing(data, 0755, err);
 }
 
 int

@@ -560,12 +560,14 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
 END_TEST
 
 /* The leftovers of a docker cp into a volume mount that a crash cut
- * short go at the next start, wherever they are: one in a directory of
- * the volume, found by the note of a container that start-up deletes (it
- * was left "deleting"), before the note goes with the container's
- * directory; one at the volume's top without a note, found by the
- * volume's own clean-up. The volume's files stay, one named like a
- * staging directory too. */
+ * short go at the next start when a note names them: one in a directory
+ * of the volume, found by the note of a container that start-up deletes
+ * (it was left "deleting"), before the note goes with the container's
+ * directory. What only looks like a leftover, a staging name and a
+ * journal at the volume's top with no note, is the container's own: a
+ * container can write them, and a replayed journal runs as root, so the
+ * volume's clean-up leaves them (and every other file of the volume)
+ * alone. */
 START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
 {
     const struct dk_client *cl = &clis[0];
@@ -584,6 +586,8 @@ START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
               "mkdir -p \"$V/sub/.berth-cp-0123456789abcdef\" \"$V/.berth-cp-fedcba9876543210\"; "
               "echo staged > \"$V/sub/.berth-cp-0123456789abcdef/f\"; "
               "echo staged > \"$V/.berth-cp-fedcba9876543210/f\"; "
+              "printf 'berth-volume-merge 1\\nS 2e\\nB 2e\\nE\\n' "
+              "> \"$V/.berth-cp-fedcba9876543210.journal\"; "
               "echo mine > \"$V/sub/kept\"; echo mine > \"$V/.berth-cp-mine\"; "
               "mkdir -p '%s/cp-pending'; "
               "printf 'berth-cp-pending 1\\0pdead\\0mount\\0%%s\\0/sub\\0"
@@ -598,8 +602,10 @@ START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
     free(out);
     free(dk_ok(&b, cl, 0,
                "set -e; V=$(ls -d '%s'/volumes/*/fs/data); ls -A \"$V\" \"$V/sub\"; "
-               "if ls -A \"$V\" \"$V/sub\" | grep 'berth-cp-[0-9a-f]'; then exit 1; fi; grep -q "
+               "if ls -A \"$V/sub\" | grep 'berth-cp-[0-9a-f]'; then exit 1; fi; grep -q "
                "mine \"$V/sub/kept\"; "
+               "grep -q staged \"$V/.berth-cp-fedcba9876543210/f\"; "
+               "grep -q berth-volume-merge \"$V/.berth-cp-fedcba9876543210.journal\"; "
                "grep -q mine \"$V/.berth-cp-mine\"; test ! -e '%s'",
                root, ctr));
     char *vols = dk_ok(&b, cl, 0, "\"$D\" volume ls -q");
