@@ -44,4 +44,15 @@ struct windll_spec {
 int windll_open(const struct windll_spec *spec, const char *dll_path, void *table, HMODULE *out,
                 struct err *err);
 
+/*
+ * windll_open into a new zeroed table of size bytes whose HMODULE is at
+ * module_offset: *out, for windll_table_free. Nothing is left on an error
+ * (ENOMEM, or windll_open's).
+ */
+int windll_table_new(const struct windll_spec *spec, const char *dll_path, size_t size,
+                     size_t module_offset, void **out, struct err *err);
+
+/* Frees a table of windll_table_new and its DLL; NULL is nothing. */
+void windll_table_free(void *table, size_t module_offset);
+
 #endif

@@ -65,3 +65,32 @@ windll_open(const struct windll_spec *spec, const char *dll_path, void *table, H
     *out = m;
     return 0;
 }
+
+int
+windll_table_new(const struct windll_spec *spec, const char *dll_path, size_t size,
+                 size_t module_offset, void **out, struct err *err)
+{
+    char *table = calloc(1, size);
+    if (!table)
+        return err_set(err, ENOMEM, "%s: out of memory", spec->name);
+    HMODULE m = NULL;
+    int ret = windll_open(spec, dll_path, table, &m, err);
+    if (ret < 0) {
+        free(table);
+        return ret;
+    }
+    memcpy(table + module_offset, &m, sizeof(m));
+    *out = table;
+    return 0;
+}
+
+void
+windll_table_free(void *table, size_t module_offset)
+{
+    if (!table)
+        return;
+    HMODULE m;
+    memcpy(&m, (char *)table + module_offset, sizeof(m));
+    FreeLibrary(m);
+    free(table);
+}

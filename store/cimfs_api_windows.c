@@ -31,14 +31,12 @@ cimfs_api_open(const char *dll_path, struct cimfs_api **out, struct err *err)
         .exports = cimfs_exports,
         .nexports = sizeof(cimfs_exports) / sizeof(cimfs_exports[0]),
     };
-    struct cimfs_api *api = calloc(1, sizeof(*api));
-    if (!api)
-        return err_set(err, ENOMEM, "cimfs.dll: out of memory");
-    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
-    if (ret < 0) {
-        free(api);
+    void *table = NULL;
+    int ret = windll_table_new(&spec, dll_path, sizeof(struct cimfs_api),
+                               offsetof(struct cimfs_api, dll), &table, err);
+    if (ret < 0)
         return ret;
-    }
+    struct cimfs_api *api = table;
     *out = api;
     return 0;
 }
@@ -46,10 +44,7 @@ cimfs_api_open(const char *dll_path, struct cimfs_api **out, struct err *err)
 void
 cimfs_api_free(struct cimfs_api *api)
 {
-    if (!api)
-        return;
-    FreeLibrary(api->dll);
-    free(api);
+    windll_table_free(api, offsetof(struct cimfs_api, dll));
 }
 
 static INIT_ONCE default_once = INIT_ONCE_STATIC_INIT;

@@ -75,14 +75,12 @@ vdisk_api_open(const char *dll_path, struct vdisk_api **out, struct err *err)
         .exports = vd_exports,
         .nexports = sizeof(vd_exports) / sizeof(vd_exports[0]),
     };
-    struct vdisk_api *api = calloc(1, sizeof(*api));
-    if (!api)
-        return err_set(err, ENOMEM, "virtdisk.dll: out of memory");
-    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
-    if (ret < 0) {
-        free(api);
+    void *table = NULL;
+    int ret = windll_table_new(&spec, dll_path, sizeof(struct vdisk_api),
+                               offsetof(struct vdisk_api, dll), &table, err);
+    if (ret < 0)
         return ret;
-    }
+    struct vdisk_api *api = table;
     *out = api;
     return 0;
 }
@@ -90,10 +88,7 @@ vdisk_api_open(const char *dll_path, struct vdisk_api **out, struct err *err)
 void
 vdisk_api_free(struct vdisk_api *api)
 {
-    if (!api)
-        return;
-    FreeLibrary(api->dll);
-    free(api);
+    windll_table_free(api, offsetof(struct vdisk_api, dll));
 }
 
 int

@@ -95,14 +95,12 @@ wcs_api_open(const char *dll_path, struct wcs_api **out, struct err *err)
         .exports = wcs_exports,
         .nexports = sizeof(wcs_exports) / sizeof(wcs_exports[0]),
     };
-    struct wcs_api *api = calloc(1, sizeof(*api));
-    if (!api)
-        return err_set(err, ENOMEM, "computestorage.dll: out of memory");
-    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
-    if (ret < 0) {
-        free(api);
+    void *table = NULL;
+    int ret = windll_table_new(&spec, dll_path, sizeof(struct wcs_api),
+                               offsetof(struct wcs_api, dll), &table, err);
+    if (ret < 0)
         return ret;
-    }
+    struct wcs_api *api = table;
     api->HcsAttachOverlayFilter =
         (wcs_overlay_fn)(void (*)(void))GetProcAddress(api->dll, "HcsAttachOverlayFilter");
     api->HcsDetachOverlayFilter =
@@ -114,10 +112,7 @@ wcs_api_open(const char *dll_path, struct wcs_api **out, struct err *err)
 void
 wcs_api_free(struct wcs_api *api)
 {
-    if (!api)
-        return;
-    FreeLibrary(api->dll);
-    free(api);
+    windll_table_free(api, offsetof(struct wcs_api, dll));
 }
 
 /* Up to three UTF-8 strings as wide ones (NULL stays NULL); false on bad UTF-8. */

@@ -140,14 +140,12 @@ hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err)
         .exports = hcn_exports,
         .nexports = sizeof(hcn_exports) / sizeof(hcn_exports[0]),
     };
-    struct hcn_api *api = calloc(1, sizeof(*api));
-    if (!api)
-        return err_set(err, ENOMEM, "computenetwork.dll: out of memory");
-    int ret = windll_open(&spec, dll_path, api, &api->dll, err);
-    if (ret < 0) {
-        free(api);
+    void *table = NULL;
+    int ret = windll_table_new(&spec, dll_path, sizeof(struct hcn_api),
+                               offsetof(struct hcn_api, dll), &table, err);
+    if (ret < 0)
         return ret;
-    }
+    struct hcn_api *api = table;
     *out = api;
     return 0;
 }
@@ -155,10 +153,7 @@ hcn_api_open(const char *dll_path, struct hcn_api **out, struct err *err)
 void
 hcn_api_free(struct hcn_api *api)
 {
-    if (!api)
-        return;
-    FreeLibrary(api->dll);
-    free(api);
+    windll_table_free(api, offsetof(struct hcn_api, dll));
 }
 
 /* ---- networks ---- */
