@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +44,28 @@ neg_errno(void)
     return errno ? -errno : -EIO;
 }
 
+/* openat2, again while the kernel answers EAGAIN: with RESOLVE_IN_ROOT or
+ * RESOLVE_BENEATH it does whenever a rename or mount anywhere on the host
+ * ran during a lookup through "..", since it could not prove the ".."
+ * stayed inside. Busy hosts rename all the time (a CI run's docker cp
+ * through a ".." symlink failed so), and a container can rename in a loop:
+ * the tries are many, each after a yield, and only then is EAGAIN the
+ * answer. */
+#define OPENAT2_TRIES 512
+
+static long
+openat2_retrying(int dirfd, const char *rel, struct open_how *how)
+{
+    long fd = -1;
+    for (int tries = 0; tries < OPENAT2_TRIES; tries++) {
+        fd = syscall(SYS_openat2, dirfd, rel, how, sizeof(*how));
+        if (fd >= 0 || errno != EAGAIN)
+            return fd;
+        sched_yield();
+    }
+    return fd;
+}
+
 /* openat2 beneath base, or -ENOSYS when the walk must do it. */
 static int
 try_openat2(int base, const char *rel, int flags)
@@ -51,23 +74,19 @@ try_openat2(int base, const char *rel, int flags)
         return -ENOSYS;
     struct open_how how = {.flags = (unsigned long long)(flags | O_CLOEXEC),
                            .resolve = RESOLVE_FLAGS};
-    for (int tries = 0; tries < 3; tries++) {
-        long fd = syscall(SYS_openat2, base, rel, &how, sizeof(how));
-        if (fd >= 0) {
-            atomic_store(&openat2_state, 1);
-            return (int)fd;
-        }
-        if (errno == EAGAIN)
-            continue; /* a rename raced the lookup: try again */
-        if (errno == ENOSYS || errno == E2BIG ||
-            (errno == EPERM && atomic_load(&openat2_state) == 0)) {
-            /* No openat2 here (old kernel, or a seccomp filter). */
-            atomic_store(&openat2_state, -1);
-            return -ENOSYS;
-        }
-        return -errno;
+    long fd = openat2_retrying(base, rel, &how);
+    if (fd >= 0) {
+        atomic_store(&openat2_state, 1);
+        return (int)fd;
     }
-    return -ENOSYS;
+    if (errno == EAGAIN)
+        return -ENOSYS; /* renames kept racing: the walk cannot be fooled so */
+    if (errno == ENOSYS || errno == E2BIG || (errno == EPERM && atomic_load(&openat2_state) == 0)) {
+        /* No openat2 here (old kernel, or a seccomp filter). */
+        atomic_store(&openat2_state, -1);
+        return -ENOSYS;
+    }
+    return -errno;
 }
 
 /* Walks rel from base one component at a time; the last one is opened
@@ -236,7 +255,7 @@ rootdir_open_in_root(int root, const char *rel)
      * open of it runs (rootdir_fd_reopen_regular). */
     struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    long pfd = syscall(SYS_openat2, root, rel, &how, sizeof(how));
+    long pfd = openat2_retrying(root, rel, &how);
     if (pfd < 0)
         return neg_errno();
     int fd = rootdir_fd_reopen_regular((int)pfd, NULL);
@@ -251,7 +270,7 @@ rootdir_open_dir_in_root(int root, const char *rel)
      * or FIFO's open runs. */
     struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof(how));
+    long fd = openat2_retrying(root, rel[0] ? rel : ".", &how);
     return fd < 0 ? neg_errno() : (int)fd;
 }
 
@@ -275,7 +294,7 @@ rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len)
 {
     struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof(how));
+    long fd = openat2_retrying(root, rel[0] ? rel : ".", &how);
     if (fd < 0)
         return neg_errno();
     char top[PATH_MAX], at[PATH_MAX];

@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +240,67 @@ START_TEST(rootdir_in_root_calls_follow_symlinks_but_never_leave_the_root)
 }
 END_TEST
 
+/* The kernel answers EAGAIN to a RESOLVE_IN_ROOT lookup through ".."
+ * whenever any rename anywhere ran during it (it cannot prove the ".."
+ * stayed inside). Busy hosts rename all the time: a docker cp to
+ * "/t/uplink" (a ".." symlink) failed a CI run with "Resource
+ * temporarily unavailable". Every in-root call must retry instead. */
+static atomic_bool renaming;
+
+static void *
+rename_loop(void *arg)
+{
+    const char *dir = arg;
+    char a[PATH_MAX], b[PATH_MAX];
+    snprintf(a, sizeof(a), "%s/ra", dir);
+    snprintf(b, sizeof(b), "%s/rb", dir);
+    while (atomic_load(&renaming)) {
+        if (rename(a, b) == 0)
+            (void)rename(b, a);
+    }
+    return NULL;
+}
+
+START_TEST(rootdir_in_root_calls_retry_when_a_rename_races_dotdot)
+{
+    char *d = fs_path_join(base, "d");
+    ck_assert_int_eq(
+        tu_sh("mkdir -p %s/e/x/y && ln -s ../../../.. %s/e/x/y/up && touch %s/ra", d, d, base), 0);
+    int root = rootdir_open(d);
+    ck_assert_int_ge(root, 0);
+    atomic_store(&renaming, true);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, rename_loop, base), 0);
+    const char *deep = "e/x/y/up/e/x/y/up/e/x/y/up/e/x/y/up/e/../e/../e";
+    int failures = 0, first = 0;
+    char where[PATH_MAX];
+    for (int i = 0; i < 20000; i++) {
+        int fd = rootdir_open_dir_in_root(root, deep);
+        ssize_t n = rootdir_resolve_in_root(root, deep, where, sizeof(where));
+        int ffd = rootdir_open_in_root(root, "e/x/y/up/f");
+        if (fd < 0 || n < 0 || ffd < 0) {
+            failures++;
+            if (!first)
+                first = fd < 0 ? fd : n < 0 ? (int)n : ffd;
+        }
+        if (fd >= 0)
+            rootdir_close(fd);
+        if (ffd >= 0)
+            close(ffd);
+    }
+    atomic_store(&renaming, false);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_msg(failures == 0, "%d of 20000 rounds failed, first with %s", failures,
+                  strerror(-first));
+    ck_assert_int_eq(rootdir_resolve_in_root(root, deep, where, sizeof(where)), 2);
+    ck_assert_str_eq(where, "/e");
+    rootdir_close(root);
+    free(d);
+}
+END_TEST
+
 START_TEST(daemon_sources_never_call_chdir)
 {
     static char report[8192];
@@ -313,6 +376,7 @@ main(void)
     tcase_add_loop_test(tc, rootdir_open_dir_follows_no_symlink_and_stays_beneath, 0, 2);
     tcase_add_test(tc, rootdir_metadata_calls_touch_the_symlink_not_its_target);
     tcase_add_test(tc, rootdir_in_root_calls_follow_symlinks_but_never_leave_the_root);
+    tcase_add_test(tc, rootdir_in_root_calls_retry_when_a_rename_races_dotdot);
     tcase_add_test(tc, rootdir_open_file_in_a_forked_child_opens_the_childs_file);
     tcase_add_test(tc, daemon_sources_never_call_chdir);
     tcase_add_test(tc, the_chdir_scan_finds_a_call);
