@@ -18,6 +18,7 @@
 #include "api/request.h"
 #include "api/stream.h"
 #include "api/upload.h"
+#include "common/strbuf.h"
 #include "daemon/bpipe.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_images.h"
@@ -126,26 +127,44 @@ struct imp_reply {
     struct image_load *op;
     bool ndjson;
     struct api_stream *stream;
+    /* Lines from before the stream could open (it opens once the body is
+     * complete, and an upload's blobs are stored while it arrives): sent
+     * first when it does. */
+    struct strbuf early;
     bool answered;
 };
 
+/* What a stream (or the lines kept for it) may hold before lines are dropped. */
+#define NDJSON_BACKLOG_BYTES (64 << 10)
+
+/* One line to the stream, or kept for it while it is not open yet. */
 static void
 ndjson_line(struct imp_reply *r, json_object *o)
 {
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
-    api_stream_write(r->stream, text, len);
-    api_stream_write(r->stream, "\n", 1);
+    if (r->stream) {
+        api_stream_write(r->stream, text, len);
+        api_stream_write(r->stream, "\n", 1);
+    } else {
+        strbuf_put(&r->early, text, len);
+        strbuf_put(&r->early, "\n", 1);
+    }
     json_object_put(o);
 }
 
 /* A progress line is never worth holding the import for: past the
- * stream's buffer (a client that reads nothing), lines are dropped. */
+ * stream's buffer (a client that reads nothing), or past as much kept
+ * for a stream not open yet, lines are dropped. A plain JSON reply keeps
+ * none. */
 static void
 imp_progress(void *arg, const struct image_progress *ev)
 {
     struct imp_reply *r = arg;
-    if (!r->stream || api_stream_pending(r->stream) > (64 << 10))
+    if (!r->ndjson || r->answered)
+        return;
+    size_t backlog = r->stream ? api_stream_pending(r->stream) : r->early.len;
+    if (backlog > NDJSON_BACKLOG_BYTES)
         return;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "step", json_object_new_string(ev->step));
@@ -214,6 +233,7 @@ imp_reply_free(void *ctx)
     struct imp_reply *r = ctx;
     image_load_detach(r->op);
     api_stream_release(r->stream);
+    strbuf_clear(&r->early);
     free(r);
 }
 
@@ -256,6 +276,11 @@ imp_open_stream(struct api_req *req)
         return;
     if (r->ndjson && !r->stream && !req->response) {
         r->stream = api_stream_start(req, 200, "application/x-ndjson");
+        size_t len = 0;
+        char *early = strbuf_steal(&r->early, &len);
+        if (r->stream && early)
+            api_stream_write(r->stream, early, len);
+        free(early);
         return;
     }
     if (!req->response)

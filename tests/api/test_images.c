@@ -774,6 +774,38 @@ START_TEST(ndjson_progress_lines_parse_and_end_with_done_and_the_record)
 }
 END_TEST
 
+/* Lines from before the body ended are kept for the stream, not
+ * dropped: the upload holds its last bytes back for a while, by which
+ * time every blob is stored (the stream opens only once the body is
+ * complete; before, those lines were lost and a client saw none). */
+START_TEST(ndjson_lines_from_before_the_body_ended_are_all_sent)
+{
+    struct berthd b;
+    start(&b);
+    size_t len = 0;
+    char *data = fx_read_file(fx_path("base.tar"), &len);
+    ck_assert_ptr_nonnull(data);
+    /* Held at index.json's header: the blobs (the layer first) are all in. */
+    size_t hold = 0;
+    for (size_t off = 0; off + 512 <= len && !hold; off += 512)
+        if (strcmp(data + off, "./index.json") == 0)
+            hold = off;
+    ck_assert_uint_gt(hold, 0);
+    struct fx_src src = {.data = data, .len = len, .hold_at = hold, .hold_ms = 1500};
+    struct hresp r;
+    fx_post(&b, "/v1/images", "application/x-tar", "application/x-ndjson", &src, false, 60000, &r);
+    ck_assert_int_eq(r.status, 200);
+    json_object *lines = ndjson_lines(&r);
+    ck_assert_msg(count_steps(lines, "blob", "stored") >= 3, "blob lines lost: %s", r.body);
+    ck_assert_msg(count_steps(lines, "layer", "unpacked") == 1, "no layer line: %s", r.body);
+    assert_image_record(ndjson_done(lines, 201), NULL, 1);
+    json_object_put(lines);
+    hresp_free(&r);
+    free(data);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(ndjson_progress_ends_with_an_error_line_on_a_bad_image)
 {
     struct berthd b;
@@ -996,6 +1028,7 @@ images_suite(void)
     tcase_add_test(tc, prune_keep_bytes_removes_least_recently_used_first);
     tcase_add_test(tc, prune_unused_for_s_removes_only_images_unused_that_long);
     tcase_add_test(tc, ndjson_progress_lines_parse_and_end_with_done_and_the_record);
+    tcase_add_test(tc, ndjson_lines_from_before_the_body_ended_are_all_sent);
     tcase_add_test(tc, ndjson_progress_ends_with_an_error_line_on_a_bad_image);
     tcase_add_test(tc, four_simultaneous_imports_of_one_layout_give_one_image_and_one_unpack);
     tcase_add_test(tc, four_simultaneous_uploads_of_one_image_give_one_image);
