@@ -109,6 +109,46 @@ noop_cb(void *ctx)
     (void)ctx;
 }
 
+static void
+count_cb(void *ctx)
+{
+    ++*(int *)ctx;
+}
+
+START_TEST(bpipe_reads_wake_the_uploader_once_it_asked_and_half_the_ring_is_free)
+{
+    uv_loop_t loop;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    int notifies = 0;
+    struct bpipe *p = bpipe_new(&loop, 4096, count_cb, &notifies);
+    ck_assert_ptr_nonnull(p);
+    char buf[4096];
+    memset(buf, 'x', sizeof(buf));
+    /* A read while the uploader never fell short wakes nobody. */
+    ck_assert_uint_eq(bpipe_write_nb(p, buf, 100), 100);
+    ck_assert_int_eq(bpipe_read(p, buf, 100), 100);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(notifies, 0);
+    /* Full, and a write that fell short: the uploader waits for room. */
+    ck_assert_uint_eq(bpipe_write_nb(p, buf, 4096), 4096);
+    ck_assert_uint_eq(bpipe_write_nb(p, buf, 1), 0);
+    ck_assert_int_eq(bpipe_read(p, buf, 1000), 1000); /* 1000 free: not yet */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(notifies, 0);
+    ck_assert_int_eq(bpipe_read(p, buf, 1100), 1100); /* 2100 free: half */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(notifies, 1);
+    ck_assert_int_eq(bpipe_read(p, buf, 1996), 1996); /* once per ask */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(notifies, 1);
+    bpipe_close_write(p);
+    bpipe_release_job(p);
+    bpipe_release_loop(p);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 START_TEST(bpipe_abort_wakes_a_blocked_reader)
 {
     uv_loop_t loop;
@@ -364,6 +404,7 @@ main(void)
     TCase *tc = tcase_create("bpipe");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, bpipe_upload_flows_with_back_pressure_and_ends);
+    tcase_add_test(tc, bpipe_reads_wake_the_uploader_once_it_asked_and_half_the_ring_is_free);
     tcase_add_test(tc, bpipe_abort_wakes_a_blocked_reader);
     tcase_add_test(tc, bpipe_download_blocks_the_job_until_the_loop_reads);
     tcase_add_test(tc, bpipe_in_place_writes_keep_order_across_the_wrap);
