@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cimfs_tar.h"
+#include "tests/fixtures/wclayer_tar.h"
 #include "store/blob.h"
 #include "store/digest.h"
 #include "store/layer_int.h"
@@ -351,7 +351,7 @@ END_TEST
 int
 main(void)
 {
-    (void)tb_read; /* cimfs_tar.h's reader: the blobs here are read by the store */
+    (void)tb_read; /* wclayer_tar.h's reader: the blobs here are read by the store */
     Suite *s = suite_create("cim_chain");
     TCase *tc = tcase_create("chain");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cimfs_tar.h"
+#include "tests/fixtures/wclayer_tar.h"
 #include "store/cim_writer.h"
 #include "store/cimfs_api.h"
 #include "store/mount_journal.h"

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cimfs_tar.h"
+#include "tests/fixtures/wclayer_tar.h"
 #include "store/cimfs_api.h"
 
 #define SD_B64                                                                                     \
