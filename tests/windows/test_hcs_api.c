@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../unit/hcs_golden.h"
+#include "hcs_double_log.h"
 #include "runtime/hcs/cmdline.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/doc_system.h"
@@ -88,52 +89,16 @@ fail_mode(const char *modes)
     SetEnvironmentVariableA("BERTH_HCS_DOUBLE_FAIL", modes);
 }
 
-/* The document of the nth (1-based) call of fn the double recorded, or NULL. */
 static json_object *
 recorded(const char *fn, int nth)
 {
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\calls.log", rec_dir);
-    FILE *log = fopen(path, "rb");
-    if (!log)
-        return NULL;
-    char line[512];
-    int seen = 0;
-    long seq = -1;
-    while (fgets(line, sizeof(line), log)) {
-        char name[128];
-        long s;
-        if (sscanf(line, "%ld %127s", &s, name) == 2 && strcmp(name, fn) == 0 && ++seen == nth) {
-            seq = s;
-            break;
-        }
-    }
-    fclose(log);
-    if (seq < 0)
-        return NULL;
-    snprintf(path, sizeof(path), "%s\\%04ld-%s.json", rec_dir, seq, fn);
-    return json_object_from_file(path);
+    return hcs_log_recorded(rec_dir, fn, nth);
 }
 
-/* How many calls of fn the double logged. */
 static int
 called(const char *fn)
 {
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\calls.log", rec_dir);
-    FILE *log = fopen(path, "rb");
-    if (!log)
-        return 0;
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof(line), log)) {
-        char name[128];
-        long s;
-        if (sscanf(line, "%ld %127s", &s, name) == 2 && strcmp(name, fn) == 0)
-            n++;
-    }
-    fclose(log);
-    return n;
+    return hcs_log_called(rec_dir, fn);
 }
 
 /* ---- events: the callbacks push, the test waits ---- */

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "common/strv.h"
+#include "hcs_double_log.h"
 
 #define T 10000 /* ms */
 
@@ -131,47 +132,13 @@ teardown(void)
 static json_object *
 recorded(const char *fn, int nth)
 {
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\calls.log", rec_dir);
-    FILE *log = fopen(path, "rb");
-    if (!log)
-        return NULL;
-    char line[512];
-    int seen = 0;
-    long seq = -1;
-    while (fgets(line, sizeof(line), log)) {
-        char name[128];
-        long s;
-        if (sscanf(line, "%ld %127s", &s, name) == 2 && strcmp(name, fn) == 0 && ++seen == nth) {
-            seq = s;
-            break;
-        }
-    }
-    fclose(log);
-    if (seq < 0)
-        return NULL;
-    snprintf(path, sizeof(path), "%s\\%04ld-%s.json", rec_dir, seq, fn);
-    return json_object_from_file(path);
+    return hcs_log_recorded(rec_dir, fn, nth);
 }
 
 static int
 called(const char *fn)
 {
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\calls.log", rec_dir);
-    FILE *log = fopen(path, "rb");
-    if (!log)
-        return 0;
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof(line), log)) {
-        char name[128];
-        long s;
-        if (sscanf(line, "%ld %127s", &s, name) == 2 && strcmp(name, fn) == 0)
-            n++;
-    }
-    fclose(log);
-    return n;
+    return hcs_log_called(rec_dir, fn);
 }
 
 /* The integer at a dotted path of o ("VirtualMachine.ComputeTopology.Memory.SizeInMB"), or -1. */
