@@ -27,8 +27,18 @@
 #include <string.h>
 
 #include "store/wclayer_base.h"
-#include "wcl_tar.h"
+#include "tests/fixtures/wclayer_tar.h"
 #include "wcs_double.h"
+
+/* One entry after one PAX record (NULL: none); for a hard link ('1')
+ * data is its target. */
+static void
+layer_entry(struct tbuf *t, const char *name, char type, const char *data, const char *pax)
+{
+    const char *recs[2] = {pax, NULL};
+    bool link = type == '1';
+    entry(t, name, type, link ? NULL : data, link ? data : NULL, pax ? recs : NULL);
+}
 
 #define G1 "11111111-2222-3333-4444-555555555555"
 
@@ -55,26 +65,26 @@ teardown(void)
 }
 
 static int
-import(struct wtb *t, const char *layer, const struct wcs_layer *parents, size_t n,
+import(struct tbuf *t, const char *layer, const struct wcs_layer *parents, size_t n,
        struct wcl_layer_info *info, struct err *err)
 {
     t->off = 0;
-    return wclayer_import_layer(api, wtb_read, t, layer, parents, n, info, err);
+    return wclayer_import_layer(api, tb_read, t, layer, parents, n, info, err);
 }
 
 /* A base layer whose UtilityVM\Files boots (it has the BCD HCS rewrites). */
 static void
-uvm_tar(struct wtb *t, bool with_bcd)
+uvm_tar(struct tbuf *t, bool with_bcd)
 {
-    wtb_entry(t, "Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
-    wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
+    layer_entry(t, "Files/", '5', NULL, NULL);
+    layer_entry(t, "UtilityVM/", '5', NULL, NULL);
+    layer_entry(t, "UtilityVM/Files/", '5', NULL, NULL);
+    layer_entry(t, "UtilityVM/Files/EFI/", '5', NULL, NULL);
+    layer_entry(t, "UtilityVM/Files/EFI/Microsoft/", '5', NULL, NULL);
+    layer_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/", '5', NULL, NULL);
     if (with_bcd)
-        wtb_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
-    wtb_finish(t);
+        layer_entry(t, "UtilityVM/Files/EFI/Microsoft/Boot/BCD", '0', "regf", NULL);
+    finish(t);
 }
 
 /* The virtdisk double, logging beside the computestorage double. */
@@ -153,13 +163,13 @@ assert_vm_group_granted(const char *p)
 START_TEST(a_base_layer_is_written_in_place_then_set_up)
 {
     virtdisk_double_use();
-    struct wtb t = {0};
-    wtb_entry(&t, "Files/", '5', NULL, NULL);
-    wtb_entry(&t, "Files/Windows/", '5', NULL, NULL);
-    wtb_entry(&t, "Files/Windows/win.ini", '0', "[fonts]\n", "MSWINDOWS.fileattr=33");
-    wtb_entry(&t, "Files/Windows/link.ini", '1', "Files/Windows/win.ini", NULL);
-    wtb_entry(&t, "Hives/", '5', NULL, NULL);
-    wtb_finish(&t);
+    struct tbuf t = {0};
+    layer_entry(&t, "Files/", '5', NULL, NULL);
+    layer_entry(&t, "Files/Windows/", '5', NULL, NULL);
+    layer_entry(&t, "Files/Windows/win.ini", '0', "[fonts]\n", "MSWINDOWS.fileattr=33");
+    layer_entry(&t, "Files/Windows/link.ini", '1', "Files/Windows/win.ini", NULL);
+    layer_entry(&t, "Hives/", '5', NULL, NULL);
+    finish(&t);
     struct wcl_layer_info info;
     struct err err = {0};
     const char *layer = wcs_path(0, "base");
@@ -191,13 +201,13 @@ END_TEST
 
 START_TEST(a_child_layer_is_staged_with_its_tombstones_and_imported)
 {
-    struct wtb t = {0};
-    wtb_entry(&t, "Files/", '5', NULL, NULL);
-    wtb_entry(&t, "Files/app.exe", '0', "MZ", NULL);
-    wtb_entry(&t, "Files/Windows/.wh.win.ini", '0', NULL, NULL);
-    wtb_entry(&t, "Hives/", '5', NULL, NULL);
-    wtb_entry(&t, "Hives/Software_Delta", '0', "regf", NULL);
-    wtb_finish(&t);
+    struct tbuf t = {0};
+    layer_entry(&t, "Files/", '5', NULL, NULL);
+    layer_entry(&t, "Files/app.exe", '0', "MZ", NULL);
+    layer_entry(&t, "Files/Windows/.wh.win.ini", '0', NULL, NULL);
+    layer_entry(&t, "Hives/", '5', NULL, NULL);
+    layer_entry(&t, "Hives/Software_Delta", '0', "regf", NULL);
+    finish(&t);
     struct wcs_layer parent = {G1, wcs_path(2, "base")};
     struct wcl_layer_info info;
     struct err err = {0};
@@ -227,11 +237,11 @@ END_TEST
 
 START_TEST(a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing)
 {
-    struct wtb t = {0};
-    wtb_entry(&t, "Files/", '5', NULL, NULL);
-    wtb_entry(&t, "Files/ok.txt", '0', "x", NULL);
-    wtb_entry(&t, "Files/../escape.txt", '0', "x", NULL);
-    wtb_finish(&t);
+    struct tbuf t = {0};
+    layer_entry(&t, "Files/", '5', NULL, NULL);
+    layer_entry(&t, "Files/ok.txt", '0', "x", NULL);
+    layer_entry(&t, "Files/../escape.txt", '0', "x", NULL);
+    finish(&t);
     struct wcs_layer parent = {G1, wcs_path(2, "base")};
     struct wcl_layer_info info;
     struct err err = {0};
@@ -243,17 +253,17 @@ START_TEST(a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing)
     ck_assert(!wcs_exists(wcs_path(0, "child.staging")));
     ck_assert(!wcs_exists(wcs_path(0, "escape.txt")));
     /* A base layer may not remove anything. */
-    struct wtb w = {0};
-    wtb_entry(&w, "Files/.wh.x", '0', NULL, NULL);
-    wtb_finish(&w);
+    struct tbuf w = {0};
+    layer_entry(&w, "Files/.wh.x", '0', NULL, NULL);
+    finish(&w);
     ck_assert_int_eq(import(&w, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_INVALID_CONTENT);
     ck_assert(!wcs_exists(wcs_path(0, "base")));
     /* Nor carry a hive delta: it has nothing beneath to apply it to. */
-    struct wtb hv = {0};
-    wtb_entry(&hv, "Files/", '5', NULL, NULL);
-    wtb_entry(&hv, "Hives/", '5', NULL, NULL);
-    wtb_entry(&hv, "Hives/System_Delta", '0', "regf", NULL);
-    wtb_finish(&hv);
+    struct tbuf hv = {0};
+    layer_entry(&hv, "Files/", '5', NULL, NULL);
+    layer_entry(&hv, "Hives/", '5', NULL, NULL);
+    layer_entry(&hv, "Hives/System_Delta", '0', "regf", NULL);
+    finish(&hv);
     ck_assert_int_eq(import(&hv, wcs_path(0, "base"), NULL, 0, &info, &err), -ERR_INVALID_CONTENT);
     ck_assert_msg(strstr(err.msg, "System_Delta") != NULL, "%s", err.msg);
     ck_assert(!wcs_exists(wcs_path(0, "base")));
@@ -267,10 +277,10 @@ END_TEST
 START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
 {
     SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsImportLayer");
-    struct wtb t = {0};
-    wtb_entry(&t, "Files/", '5', NULL, NULL);
-    wtb_entry(&t, "Files/app.exe", '0', "MZ", NULL);
-    wtb_finish(&t);
+    struct tbuf t = {0};
+    layer_entry(&t, "Files/", '5', NULL, NULL);
+    layer_entry(&t, "Files/app.exe", '0', "MZ", NULL);
+    finish(&t);
     struct wcs_layer parent = {G1, wcs_path(2, "base")};
     struct wcl_layer_info info;
     struct err err = {0};
@@ -293,7 +303,7 @@ END_TEST
 START_TEST(a_base_layer_with_a_utility_vm_gets_its_template_vhds)
 {
     virtdisk_double_use();
-    struct wtb t = {0};
+    struct tbuf t = {0};
     uvm_tar(&t, true);
     struct wcl_layer_info info;
     struct err err = {0};
@@ -340,7 +350,7 @@ END_TEST
 START_TEST(a_utility_vm_that_fails_leaves_nothing)
 {
     virtdisk_double_use();
-    struct wtb t = {0};
+    struct tbuf t = {0};
     uvm_tar(&t, false);
     struct wcl_layer_info info;
     struct err err = {0};
@@ -350,7 +360,7 @@ START_TEST(a_utility_vm_that_fails_leaves_nothing)
     ck_assert_str_eq(wcs_calls(), ""); /* refused before HCS */
     free(t.p);
 
-    struct wtb t2 = {0};
+    struct tbuf t2 = {0};
     uvm_tar(&t2, true);
     SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", "DetachVirtualDisk");
     ck_assert_int_lt(import(&t2, wcs_path(0, "base"), NULL, 0, &info, &err), 0);
@@ -363,11 +373,11 @@ END_TEST
 
 /* A base layer tar of one file. */
 static void
-base_tar(struct wtb *t)
+base_tar(struct tbuf *t)
 {
-    wtb_entry(t, "Files/", '5', NULL, NULL);
-    wtb_entry(t, "Files/a.txt", '0', "a", NULL);
-    wtb_finish(t);
+    layer_entry(t, "Files/", '5', NULL, NULL);
+    layer_entry(t, "Files/a.txt", '0', "a", NULL);
+    finish(t);
 }
 
 /*
@@ -395,7 +405,7 @@ START_TEST(a_container_base_that_fails_leaves_nothing)
         DeleteFileA(log);
         SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", cases[k].fail);
         SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", cases[k].vd_fail);
-        struct wtb t = {0};
+        struct tbuf t = {0};
         base_tar(&t);
         struct wcl_layer_info info;
         struct err err = {0};
@@ -415,7 +425,7 @@ START_TEST(a_container_base_that_fails_leaves_nothing)
     static char env[MAX_PATH * 2 + 32];
     snprintf(env, sizeof(env), "BERTH_TEST_VIRTDISK_DLL=%s", missing);
     _putenv(env); /* windll_open reads the CRT's copy */
-    struct wtb t = {0};
+    struct tbuf t = {0};
     base_tar(&t);
     struct wcl_layer_info info;
     struct err err = {0};
