@@ -278,7 +278,7 @@ imp_open_stream(struct api_req *req)
         r->stream = api_stream_start(req, 200, "application/x-ndjson");
         size_t len = 0;
         char *early = strbuf_steal(&r->early, &len);
-        if (r->stream && early)
+        if (r->stream && len > 0)
             api_stream_write(r->stream, early, len);
         free(early);
         return;

@@ -135,6 +135,8 @@ api_stream_write(struct api_stream *s, const void *data, size_t len)
 {
     if (!s->req || s->ended)
         return false;
+    if (len == 0)
+        return true; /* s->buf may still be NULL: memcpy must not see it */
     if (s->start + s->len + len > s->cap) {
         if (s->start) {
             memmove(s->buf, s->buf + s->start, s->len);
