@@ -44,6 +44,9 @@ struct route {
      * included, up to the literal segments after it (none, or "/json" in
      * "/images/{name}/json"): image names such as docker.io/library/busybox:1. */
     bool rest;
+    /* The query parameters it takes (api/query.h), NULL-terminated, or
+     * NULL: none. Checked only where the front end asks (/v1). */
+    const char *const *query;
 };
 
 struct route_match {
