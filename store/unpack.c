@@ -125,10 +125,20 @@ unpack_check_filter(struct unpack *u)
         want = ARCHIVE_FILTER_ZSTD;
     else if (len >= 4 && strcmp(mt + len - 4, ".tar") == 0)
         want = ARCHIVE_FILTER_NONE;
+    const char *got =
+        code == ARCHIVE_FILTER_NONE ? "uncompressed" : archive_filter_name(u->outer, 0);
+    /* An upload's media type is berth's reading of its Content-Encoding:
+     * the client knows the header, not the type. */
+    if (want >= 0 && want != code && u->opts->no_whiteouts)
+        return err_set(u->err, ERR_INVALID_CONTENT,
+                       "upload: Content-Encoding is %s but the bytes are %s",
+                       want == ARCHIVE_FILTER_GZIP   ? "gzip"
+                       : want == ARCHIVE_FILTER_ZSTD ? "zstd"
+                                                     : "none",
+                       got);
     if (want >= 0 && want != code)
-        return err_set(
-            u->err, ERR_INVALID_CONTENT, "%s: media type %s but the bytes are %s", UNPACK_BLOB(u),
-            mt, code == ARCHIVE_FILTER_NONE ? "uncompressed" : archive_filter_name(u->outer, 0));
+        return err_set(u->err, ERR_INVALID_CONTENT,
+                       "layer blob: media type %s but the bytes are %s", mt, got);
     return 0;
 }
 
