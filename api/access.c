@@ -328,6 +328,16 @@ api_access_cb(void *cls, struct MHD_Connection *conn, const char *url, const cha
             }
             return MHD_YES;
         }
+        if (req->body_mode == BODY_SNIFF) {
+            req->body_mode = req->match.route->sniff(req, upload_data, *upload_data_size);
+            if (req->response) {
+                /* Refused on the first piece: drop the rest, answer at
+                 * its end (or past API_DRAIN_MAX). */
+                req->drain_body = true;
+                *upload_data_size = 0;
+                return MHD_YES;
+            }
+        }
         if (req->dispatched && req->body_mode != BODY_STREAM) {
             *upload_data_size = 0;
             return MHD_YES;
