@@ -14,6 +14,7 @@
 #include "api/front.h"
 #include "api/hijack.h"
 #include "api/metrics.h"
+#include "api/query.h"
 #include "api/stream.h"
 #include "common/log.h"
 #include "common/os.h"
@@ -175,7 +176,11 @@ begin_request(struct api_req *req, const char *url, const char *version)
         return;
     }
     const struct route *route = req->match.route;
-    req->body_mode = route->begin ? route->begin(req) : route->body;
+    struct err qerr = {0};
+    if (front->strict_query && api_query_check(req, route, &qerr) < 0)
+        api_reply_err(req, &qerr);
+    else
+        req->body_mode = route->begin ? route->begin(req) : route->body;
     if (req->response) {
         /* An upload its route refused at once (no such container, a
          * read-only target): the client is sending the body already, and
@@ -322,6 +327,16 @@ api_access_cb(void *cls, struct MHD_Connection *conn, const char *url, const cha
                 return queue_reply(req);
             }
             return MHD_YES;
+        }
+        if (req->body_mode == BODY_SNIFF) {
+            req->body_mode = req->match.route->sniff(req, upload_data, *upload_data_size);
+            if (req->response) {
+                /* Refused on the first piece: drop the rest, answer at
+                 * its end (or past API_DRAIN_MAX). */
+                req->drain_body = true;
+                *upload_data_size = 0;
+                return MHD_YES;
+            }
         }
         if (req->dispatched && req->body_mode != BODY_STREAM) {
             *upload_data_size = 0;

@@ -54,6 +54,7 @@ api_proc_to_json(const struct ctr_proc *pr)
     if (pr->error[0])
         json_object_object_add(o, "error", json_object_new_string(pr->error));
     json_object_object_add(o, "output_truncated", json_object_new_boolean(pr->output_truncated));
+    json_object_object_add(o, "oom_killed", json_object_new_boolean(pr->oom_killed));
     json_object_object_add(o, "stdin", json_object_new_boolean(pr->has_stdin));
     json_object_object_add(o, "started_at", api_json_time_ms(pr->started_at));
     if (pr->exited && pr->finished_at)

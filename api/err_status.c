@@ -51,3 +51,12 @@ api_err_status(int code, const char **code_str)
         *code_str = "internal";
     return 500;
 }
+
+unsigned
+api_err_status_at(size_t i, const char **code_str)
+{
+    if (i >= sizeof(err_status_map) / sizeof(err_status_map[0]))
+        return 0;
+    *code_str = err_status_map[i].str;
+    return err_status_map[i].status;
+}

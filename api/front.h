@@ -37,6 +37,10 @@ struct api_front {
     /* The status for an error code (common/err.h), and a code string for
      * the log and the body. */
     unsigned (*err_status)(int code, const char **code_str);
+    /* Refuse a query parameter the route does not list (route.query),
+     * with 400 naming it: /v1 does; the Docker API's clients send
+     * parameters berth ignores. */
+    bool strict_query;
     /* An error body (the reference is the caller's). */
     json_object *(*err_body)(unsigned status, const char *code, const char *msg);
 };

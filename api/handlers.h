@@ -15,6 +15,7 @@ void metrics_get(struct api_req *req);
 
 /* images.c */
 enum body_mode images_post_begin(struct api_req *req);
+enum body_mode images_post_sniff(struct api_req *req, const char *data, size_t len);
 void images_post(struct api_req *req);
 void images_list(struct api_req *req);
 void images_get(struct api_req *req);

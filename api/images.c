@@ -332,6 +332,18 @@ imp_begin(struct api_req *req, struct image_source *o, const char *body_platform
     return r;
 }
 
+/* A tar upload: the import starts, and the body streams into it. */
+static enum body_mode
+imp_begin_upload(struct api_req *req)
+{
+    struct image_source o = {.upload = true};
+    struct imp_reply *r = imp_begin(req, &o, NULL);
+    if (!r)
+        return BODY_NONE;
+    api_upload_attach(req, image_load_pipe(r->op), imp_open_stream);
+    return BODY_STREAM;
+}
+
 enum body_mode
 images_post_begin(struct api_req *req)
 {
@@ -345,8 +357,12 @@ images_post_begin(struct api_req *req)
                                                "application/zstd",
                                                "application/octet-stream",
                                                NULL};
-    bool ok = ct == NULL;
-    for (const char *const *t = stream_types; ct && *t; t++)
+    /* No Content-Type, or the form type curl -d and --data-binary send
+     * when none is given: the body's first byte says (sniff below). */
+    if (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0)
+        return BODY_SNIFF;
+    bool ok = false;
+    for (const char *const *t = stream_types; *t; t++)
         if (strncasecmp(ct, *t, strlen(*t)) == 0)
             ok = true;
     if (!ok) {
@@ -356,12 +372,21 @@ images_post_begin(struct api_req *req)
                        ct);
         return BODY_NONE;
     }
-    struct image_source o = {.upload = true};
-    struct imp_reply *r = imp_begin(req, &o, NULL);
-    if (!r)
-        return BODY_NONE;
-    api_upload_attach(req, image_load_pipe(r->op), imp_open_stream);
-    return BODY_STREAM;
+    return imp_begin_upload(req);
+}
+
+enum body_mode
+images_post_sniff(struct api_req *req, const char *data, size_t len)
+{
+    /* JSON is an object here, so its first byte past whitespace is '{';
+     * no image tar begins so (a tar begins with a member's name, gzip
+     * with 0x1f, zstd with 0x28). */
+    size_t i = 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+        i++;
+    if (i < len && data[i] == '{')
+        return BODY_JSON;
+    return imp_begin_upload(req);
 }
 
 /* The body's "auth": {"username", "password"} or {"token"}. Messages
@@ -457,6 +482,10 @@ images_post(struct api_req *req)
 {
     if (req->body_mode == BODY_JSON)
         images_post_json(req);
+    else if (req->body_mode == BODY_SNIFF)
+        api_reply_fail(req, EINVAL,
+                       "POST /v1/images: the body is empty: send a JSON object with a source "
+                       "(Content-Type: application/json) or an image tar (application/x-tar)");
     /* BODY_STREAM: everything happens in images_post_begin and the upload. */
 }
 

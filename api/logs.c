@@ -31,7 +31,7 @@ logs_query(struct api_req *req, struct proc_logs_opts *o, struct err *err)
     if ((v = api_req_query(req, "until")) && api_logtime_parse("until", v, &o->until_ns, err) < 0)
         return -EINVAL;
     if ((v = api_req_query(req, "tail")) && strcmp(v, "all") != 0 &&
-        api_req_query_offset(req, "tail", &o->tail, err) < 0)
+        api_req_query_count(req, "tail", "a number of lines (or all)", &o->tail, err) < 0)
         return -EINVAL;
     if (!o->out && !o->err)
         return err_set(err, EINVAL, "stdout=0 and stderr=0: at least one stream is needed");

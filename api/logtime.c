@@ -15,22 +15,23 @@ api_logtime_parse(const char *name, const char *v, int64_t *ns, struct err *err)
     int digits = 0, fdigits = 0;
     for (; *p >= '0' && *p <= '9'; p++, digits++) {
         if (sec > (INT64_MAX / 1000000000 - 9) / 10)
-            return err_set(err, EINVAL, "%s %.64s: out of range", name, v);
+            return err_set(err, EINVAL, "query \"%s\": %.64s is out of range", name, v);
         sec = sec * 10 + (*p - '0');
     }
     if (*p == '.') {
         for (p++; *p >= '0' && *p <= '9'; p++, fdigits++) {
             if (fdigits == 9)
-                return err_set(err, EINVAL, "%s %.64s: more than nine digits after the point", name,
-                               v);
+                return err_set(err, EINVAL,
+                               "query \"%s\": %.64s has more than nine digits after the point",
+                               name, v);
             frac = frac * 10 + (*p - '0');
         }
         if (fdigits == 0)
             digits = 0;
     }
     if (digits == 0 || *p)
-        return err_set(err, EINVAL, "%s %.64s: expected unix seconds, such as 1700000000.5", name,
-                       v);
+        return err_set(err, EINVAL, "query \"%s\": %.64s is not unix seconds, such as 1700000000.5",
+                       name, v);
     for (int i = fdigits; i < 9; i++)
         frac *= 10;
     *ns = sec * 1000000000 + frac;

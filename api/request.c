@@ -60,6 +60,13 @@ api_req_query_seconds(const struct api_req *req, const char *name, double max, i
 int
 api_req_query_offset(const struct api_req *req, const char *name, int64_t *out, struct err *err)
 {
+    return api_req_query_count(req, name, "a byte offset", out, err);
+}
+
+int
+api_req_query_count(const struct api_req *req, const char *name, const char *what, int64_t *out,
+                    struct err *err)
+{
     const char *t = api_req_query(req, name);
     if (!t)
         return 0;
@@ -67,7 +74,7 @@ api_req_query_offset(const struct api_req *req, const char *name, int64_t *out, 
     errno = 0;
     long long v = strtoll(t, &end, 10);
     if (end == t || *end || v < 0 || t[0] == '-' || t[0] == '+' || t[0] == ' ')
-        return err_set(err, EINVAL, "query \"%s\": %.40s is not a byte offset", name, t);
+        return err_set(err, EINVAL, "query \"%s\": %.40s is not %s", name, t, what);
     if (errno == ERANGE)
         return err_set(err, EINVAL, "query \"%s\": %.40s is out of range (at most %lld)", name, t,
                        (long long)INT64_MAX);

@@ -144,13 +144,16 @@ const char *api_req_query(const struct api_req *req, const char *name);
  * untouched), or -EINVAL naming the argument and its value.
  * _seconds: a finite number from 0 to max, as milliseconds (nan, inf,
  * negative and trailing garbage are refused); _offset: a decimal byte
- * offset that fits int64 (an overflow is refused, not clamped); _flag:
- * present and not "0" or "false".
+ * offset that fits int64 (an overflow is refused, not clamped); _count:
+ * the same, where the value counts what (as "a number of lines" says it
+ * in the error); _flag: present and not "0" or "false".
  */
 int api_req_query_seconds(const struct api_req *req, const char *name, double max, int64_t *ms,
                           struct err *err);
 int api_req_query_offset(const struct api_req *req, const char *name, int64_t *out,
                          struct err *err);
+int api_req_query_count(const struct api_req *req, const char *name, const char *what, int64_t *out,
+                        struct err *err);
 bool api_req_query_flag(const struct api_req *req, const char *name, bool dflt);
 /* Request header by name (case-insensitive), or NULL. */
 const char *api_req_header(const struct api_req *req, const char *name);
@@ -215,6 +218,9 @@ void api_reply_text(struct api_req *req, unsigned status, const char *content_ty
 
 /* The HTTP status and error code string for an err code (the /v1 table). */
 unsigned api_err_status(int code, const char **code_str);
+/* The table's i-th status and code string, or 0 past its end (for the
+ * test that keeps openapi.yaml's list of codes true). */
+unsigned api_err_status_at(size_t i, const char **code_str);
 /* The /v1 error body: {"error": {"code": code, "message": msg}}. */
 json_object *api_v1_error_body(unsigned status, const char *code, const char *msg);
 

@@ -21,6 +21,10 @@ enum body_mode {
     BODY_NONE,   /* a body is refused with 400... or ignored when empty */
     BODY_JSON,   /* buffered, at most API_JSON_BODY_MAX bytes (413 past it) */
     BODY_STREAM, /* handed to the route's stream callbacks piece by piece */
+    /* Undecided until the first piece: the route's sniff callback looks
+     * at it and answers BODY_JSON or BODY_STREAM (POST /v1/images without
+     * a Content-Type that says, as curl -d and --data-binary send). */
+    BODY_SNIFF,
 };
 
 /* A handler either replies (api_reply_*) or suspends the request and
@@ -33,6 +37,9 @@ typedef void (*route_handler_fn)(struct api_req *req);
  * the body mode for this request and may reply early with an error.
  */
 typedef enum body_mode (*route_begin_fn)(struct api_req *req);
+/* For BODY_SNIFF: the body's first piece (len > 0); returns the mode and
+ * may reply early with an error (the rest of the body is then dropped). */
+typedef enum body_mode (*route_sniff_fn)(struct api_req *req, const char *data, size_t len);
 
 struct route {
     const char *method;
@@ -44,6 +51,10 @@ struct route {
      * included, up to the literal segments after it (none, or "/json" in
      * "/images/{name}/json"): image names such as docker.io/library/busybox:1. */
     bool rest;
+    /* The query parameters it takes (api/query.h), NULL-terminated, or
+     * NULL: none. Checked only where the front end asks (/v1). */
+    const char *const *query;
+    route_sniff_fn sniff; /* with a begin that may answer BODY_SNIFF */
 };
 
 struct route_match {

@@ -194,6 +194,7 @@ set(BERTH_WIN_SOURCES
     api/metrics.c
     api/peer_sweep.c
     api/processes.c
+    api/query.c
     api/reply.c
     api/request.c
     api/router.c

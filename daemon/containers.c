@@ -364,6 +364,7 @@ proc_set_exited(struct ctr_proc *pr, const struct rt_proc_status *st, int64_t at
     pr->signal = st->signal;
     snprintf(pr->error, sizeof(pr->error), "%s", st->error);
     pr->output_truncated = st->output_truncated;
+    pr->oom_killed = st->oom_killed;
     pr->finished_at = at;
     proc_stop_watch(pr);
 }
@@ -514,6 +515,7 @@ container_proc_add(struct container *c, const char *id, bool has_stdin,
         pr->signal = st->signal;
         snprintf(pr->error, sizeof(pr->error), "%s", st->error);
         pr->output_truncated = st->output_truncated;
+        pr->oom_killed = st->oom_killed;
         return pr;
     }
     const struct rt_driver *drv = c->reg->drv;

@@ -153,6 +153,7 @@ struct ctr_proc {
     int exit_code, signal;
     char error[256];
     bool output_truncated; /* its output reached --max-output-bytes: killed, the rest dropped */
+    bool oom_killed;       /* the OOM killer ended it (the container's memory limit) */
     uv_fs_event_t *watch;  /* while running */
     bool checking, recheck;
     struct ctr_listener *listeners;

@@ -145,21 +145,27 @@ import_work(void *ctx)
      * is read. */
     int volume_fd = -1;
     char fd_path[64];
+    char shown[512];
     const char *layout_dir = op->layout_dir;
     if (op->volume) {
         op->rc = volume_open_dir(op->d->store->volumes, op->volume, op->volume_path, &volume_fd,
                                  &op->err);
         if (op->rc < 0) {
-            err_wrap(&op->err, "source volume %s path %s", op->volume, op->volume_path);
+            err_wrap(&op->err, "source.volume %s path %s", op->volume, op->volume_path);
             if (op->progress)
                 bpipe_close_job(op->progress);
             return;
         }
         snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", volume_fd);
         layout_dir = fd_path;
+        /* Errors name the volume and the path the client gave, not the
+         * fd path the import reads it through. */
+        snprintf(shown, sizeof(shown), "source.volume %s path %s", op->volume,
+                 op->volume_path ? op->volume_path : "/");
     }
     struct import_request r = {
         .layout_dir = layout_dir,
+        .layout_shown = op->volume ? shown : NULL,
         .read = op->upload ? upload_read : NULL,
         .read_ctx = op->upload,
         .name = op->name,
@@ -170,8 +176,8 @@ import_work(void *ctx)
     op->rc = store_image_import(op->d->store, &r, &op->image, &op->created, &op->err);
     if (volume_fd >= 0) {
         close(volume_fd);
-        if (op->rc < 0 && op->err.code != ERR_INVALID_CONTENT)
-            err_wrap(&op->err, "source volume %s path %s", op->volume, op->volume_path);
+        if (op->rc < 0 && op->err.code != ERR_INVALID_CONTENT && !strstr(op->err.msg, shown))
+            err_wrap(&op->err, "source.volume %s path %s", op->volume, op->volume_path);
     }
     /* Stop the uploader: whatever still comes is not needed. */
     if (op->upload && op->rc < 0)

@@ -334,7 +334,9 @@ jsonutil_parse(const char *text, size_t len, json_object **out, struct jsonutil_
     if (ret == 0) {
         scan_ws(&sc);
         if (sc.pos < len)
-            ret = scan_fail(&sc, sc.pos, "trailing data after the value");
+            ret = scan_fail(&sc, sc.pos,
+                            scan_comment_here(&sc) ? "comment (JSON has none)"
+                                                   : "trailing data after the value");
     }
     if (ret < 0)
         return ret;

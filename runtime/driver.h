@@ -128,6 +128,9 @@ struct rt_proc_status {
     int signal;            /* the signal that ended it, or 0 */
     char error[256];       /* why it never ran, when it did not ("exec x: ...") */
     bool output_truncated; /* its output reached the cap: it was stopped, the rest dropped */
+    /* Killed by the kernel's OOM killer (its container's memory limit):
+     * the cgroup counted an OOM kill while it ran and it died of SIGKILL. */
+    bool oom_killed;
 };
 
 struct rt_stats {

@@ -45,7 +45,11 @@ typedef ssize_t (*import_read_fn)(void *ctx, void *buf, size_t len);
 
 struct import_request {
     const char *layout_dir; /* an OCI layout directory on the host, or NULL */
-    import_read_fn read;    /* or a tar stream */
+    /* How errors name the layout, in the client's terms (a volume's is
+     * "source.volume V path P", not the fd path it is read through);
+     * NULL: "source.layout <layout_dir>". */
+    const char *layout_shown;
+    import_read_fn read; /* or a tar stream */
     void *read_ctx;
     const char *name;                    /* names the image; NULL: the one in the archive */
     const struct oci_platform *platform; /* NULL: this host's */

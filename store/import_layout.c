@@ -18,6 +18,28 @@
 #include "store/import_int.h"
 #include "store/oci.h"
 
+#define LAYOUT_SHOWN_MAX 512
+
+/* How errors name the layout: the client's words for it (a volume and a
+ * path in it), never the /proc/self/fd path a volume's is read through. */
+static void
+layout_shown(const struct import *imp, char out[LAYOUT_SHOWN_MAX])
+{
+    if (imp->req->layout_shown)
+        snprintf(out, LAYOUT_SHOWN_MAX, "%s", imp->req->layout_shown);
+    else
+        snprintf(out, LAYOUT_SHOWN_MAX, "source.layout %s", imp->req->layout_dir);
+}
+
+/* An I/O error on rel inside the layout: "<layout>: open rel: why". */
+static int
+layout_errno(const struct import *imp, int code, const char *verb, const char *rel, struct err *err)
+{
+    char shown[LAYOUT_SHOWN_MAX];
+    layout_shown(imp, shown);
+    return err_errno(err, code, "%s: %s %s", shown, verb, rel);
+}
+
 /*
  * Opens rel ("blobs/sha256/<hex>", "index.json") inside the layout
  * directory without following a symlink in any component, so a layout
@@ -74,7 +96,7 @@ import_layout_blob_open(struct import *imp, const char *digest, struct err *err)
         if (fd == -EINVAL)
             return err_set(err, ERR_INVALID_CONTENT, "blob %s: %s is not a regular file", digest,
                            rel);
-        return err_errno(err, -fd, "open %s/%s", imp->req->layout_dir, rel);
+        return layout_errno(imp, -fd, "open", rel, err);
     }
     struct os_stat sb;
     if (osfs_fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
@@ -89,7 +111,6 @@ static int
 layout_read_small(struct import *imp, const char *rel, size_t max, char **out, size_t *len,
                   struct err *err)
 {
-    const char *dir = imp->req->layout_dir;
     cleanup_close int fd = layout_openat(imp, rel);
     if (fd == -ENOENT)
         return -ENOENT;
@@ -99,7 +120,7 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
     if (fd == -EINVAL)
         return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
     if (fd < 0)
-        return err_errno(err, -fd, "open %s/%s", dir, rel);
+        return layout_errno(imp, -fd, "open", rel, err);
     struct os_stat sb;
     if (osfs_fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
         return err_set(err, ERR_INVALID_CONTENT, "%s: not a regular file", rel);
@@ -116,7 +137,7 @@ layout_read_small(struct import *imp, const char *rel, size_t max, char **out, s
             continue;
         if (n <= 0) {
             free(buf);
-            return n < 0 ? err_errno(err, errno, "read %s/%s", dir, rel)
+            return n < 0 ? layout_errno(imp, errno, "read", rel, err)
                          : err_set(err, ERR_INVALID_CONTENT, "%s: shrank while read", rel);
         }
         got += (size_t)n;
@@ -165,24 +186,26 @@ int
 import_layout_read_index(struct import *imp, struct err *err)
 {
     const char *dir = imp->req->layout_dir;
+    char shown[LAYOUT_SHOWN_MAX];
+    layout_shown(imp, shown);
     struct os_stat sb;
     if (!os_path_is_absolute(dir))
-        return err_set(err, EINVAL, "source.layout %s: must be an absolute path", dir);
+        return err_set(err, EINVAL, "%s: must be an absolute path", shown);
     int r = osfs_stat(dir, &sb);
     if (r < 0)
-        return err_errno(err, -r, "source.layout %s", dir);
+        return err_errno(err, -r, "%s", shown);
     if (!S_ISDIR(sb.st_mode))
-        return err_set(err, EINVAL, "source.layout %s: not a directory", dir);
+        return err_set(err, EINVAL, "%s: not a directory", shown);
     cleanup_free char *buf = NULL;
     size_t len = 0;
     int rc = layout_read_small(imp, "oci-layout", 4096, &buf, &len, err);
     if (rc == -ENOENT)
-        return err_set(err, ERR_INVALID_CONTENT,
-                       "source.layout %s: not an OCI image layout (no oci-layout file)", dir);
+        return err_set(err, ERR_INVALID_CONTENT, "%s: not an OCI image layout (no oci-layout file)",
+                       shown);
     if (rc < 0 || (rc = oci_layout_check(buf, len, "oci-layout", err)) < 0)
         return rc;
     rc = layout_read_small(imp, "index.json", OCI_DOC_MAX, &imp->index_json, &imp->index_len, err);
     if (rc == -ENOENT)
-        return err_set(err, ERR_INVALID_CONTENT, "source.layout %s: no index.json", dir);
+        return err_set(err, ERR_INVALID_CONTENT, "%s: no index.json", shown);
     return rc;
 }

@@ -219,7 +219,11 @@ candidates(const char *ref, char *out[3])
     struct err ignored;
     if (image_ref_normalize(ref, &out[n], &ignored) == 0)
         n++;
-    if (image_ref_is_bare_tag(ref) && asprintf(&out[n], "localhost/%s:latest", ref) >= 0)
+    /* Only a valid name can have been stored: localhost/Nope:latest
+     * never was, and naming it to the client would only confuse. */
+    cleanup_free char *local = NULL;
+    if (image_ref_is_bare_tag(ref) && asprintf(&local, "localhost/%s:latest", ref) >= 0 &&
+        image_ref_normalize(local, &out[n], &ignored) == 0)
         n++;
     bool seen = false;
     for (size_t i = 0; i < n; i++)
@@ -257,11 +261,26 @@ image_ref_resolve(struct meta *m, const char *ref, char **stored, struct err *er
         }
     }
     if (ret == -ENOENT) {
+        /* What was looked up, in the client's words: the forms the name
+         * stands for, or why the text is no name at all. */
         char tried[400] = "";
         for (size_t i = 0; i < n; i++)
-            snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%s", i ? ", " : "",
-                     cand[i]);
-        err_set(err, ENOENT, "image %s: not found (tried %s)", ref, tried);
+            if (strcmp(cand[i], ref) != 0)
+                snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), "%s%s",
+                         tried[0] ? ", " : "", cand[i]);
+        struct err why = {0};
+        char *canon = NULL;
+        if (image_ref_normalize(ref, &canon, &why) < 0) {
+            const char *reason = strstr(why.msg, ": ");
+            err_set(err, ENOENT,
+                    "image %s: not found (no image has that name or ID; as a name it is "
+                    "invalid: %s)",
+                    ref, reason ? reason + 2 : why.msg);
+        } else if (tried[0])
+            err_set(err, ENOENT, "image %s: not found (tried %s)", ref, tried);
+        else
+            err_set(err, ENOENT, "image %s: not found", ref);
+        free(canon);
     }
     for (size_t i = 0; i < n; i++)
         free(cand[i]);

@@ -45,7 +45,7 @@ outer_read_cb(struct archive *a, void *data, const void **buf)
     ssize_t n = u->in->read(u->in->ctx, u->zbuf, UNPACK_BUF_SIZE);
     if (n < 0) {
         u->read_errno = (int)-n;
-        archive_set_error(a, (int)-n, "read layer blob: %s", strerror((int)-n));
+        archive_set_error(a, (int)-n, "read %s: %s", UNPACK_BLOB(u), strerror((int)-n));
         return ARCHIVE_FATAL;
     }
     if (!u->opts->no_digests)
@@ -91,14 +91,16 @@ inner_read_cb(struct archive *a, void *data, const void **buf)
 
 /* Turns a failure of the reading side into err: I/O or invalid content. */
 static int
-unpack_read_error(struct unpack *u, struct archive *a, const char *what)
+unpack_read_error(struct unpack *u, struct archive *a, const char *verb, const char *what)
 {
     if (u->read_errno)
-        return err_errno(u->err, u->read_errno, "read layer blob");
+        return err_errno(u->err, u->read_errno, "read %s", UNPACK_BLOB(u));
     if (u->decompress_failed)
-        return err_set(u->err, ERR_INVALID_CONTENT, "decompress layer: %s", u->decompress_msg);
+        return err_set(u->err, ERR_INVALID_CONTENT, "decompress %s: %s", UNPACK_BLOB(u),
+                       u->decompress_msg);
     const char *msg = archive_error_string(a);
-    return err_set(u->err, ERR_INVALID_CONTENT, "%s: %s", what, msg ? msg : "unknown error");
+    return err_set(u->err, ERR_INVALID_CONTENT, "%s %s: %s", verb, what,
+                   msg ? msg : "unknown error");
 }
 
 /* Checks the compression the bytes show against the media type, if any. */
@@ -110,9 +112,8 @@ unpack_check_filter(struct unpack *u)
     /* The last filter is the client's bytes as they are ("none"). */
     if (nfilters > 2 ||
         (code != ARCHIVE_FILTER_NONE && code != ARCHIVE_FILTER_GZIP && code != ARCHIVE_FILTER_ZSTD))
-        return err_set(u->err, ERR_INVALID_CONTENT,
-                       "layer blob: compression %s is not gzip, zstd or none",
-                       archive_filter_name(u->outer, 0));
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s: compression %s is not gzip, zstd or none",
+                       UNPACK_BLOB(u), archive_filter_name(u->outer, 0));
     const char *mt = u->in->media_type;
     if (!mt)
         return 0;
@@ -124,10 +125,20 @@ unpack_check_filter(struct unpack *u)
         want = ARCHIVE_FILTER_ZSTD;
     else if (len >= 4 && strcmp(mt + len - 4, ".tar") == 0)
         want = ARCHIVE_FILTER_NONE;
+    const char *got =
+        code == ARCHIVE_FILTER_NONE ? "uncompressed" : archive_filter_name(u->outer, 0);
+    /* An upload's media type is berth's reading of its Content-Encoding:
+     * the client knows the header, not the type. */
+    if (want >= 0 && want != code && u->opts->no_whiteouts)
+        return err_set(u->err, ERR_INVALID_CONTENT,
+                       "upload: Content-Encoding is %s but the bytes are %s",
+                       want == ARCHIVE_FILTER_GZIP   ? "gzip"
+                       : want == ARCHIVE_FILTER_ZSTD ? "zstd"
+                                                     : "none",
+                       got);
     if (want >= 0 && want != code)
-        return err_set(
-            u->err, ERR_INVALID_CONTENT, "layer blob: media type %s but the bytes are %s", mt,
-            code == ARCHIVE_FILTER_NONE ? "uncompressed" : archive_filter_name(u->outer, 0));
+        return err_set(u->err, ERR_INVALID_CONTENT,
+                       "layer blob: media type %s but the bytes are %s", mt, got);
     return 0;
 }
 
@@ -181,7 +192,7 @@ unpack_data_block(struct unpack *u, const char *rel, const void **buf, size_t *s
     if (r == ARCHIVE_EOF)
         return 0;
     if (r < ARCHIVE_WARN) {
-        unpack_read_error(u, u->inner, "read layer tar");
+        unpack_read_error(u, u->inner, "read", UNPACK_TAR(u));
         return err_wrap(u->err, "%s %.*s", UNPACK_ENTRY(u), UNPACK_QUOTE_MAX, rel);
     }
     *off = o;
@@ -307,18 +318,18 @@ static int
 unpack_run(struct unpack *u)
 {
     if (archive_read_open(u->outer, u, NULL, outer_read_cb, NULL) != ARCHIVE_OK)
-        return unpack_read_error(u, u->outer, "open layer blob");
+        return unpack_read_error(u, u->outer, "open", UNPACK_BLOB(u));
     struct archive_entry *oe;
     int r = archive_read_next_header(u->outer, &oe);
     if (r == ARCHIVE_EOF)
-        return err_set(u->err, ERR_INVALID_CONTENT, "layer blob is empty");
+        return err_set(u->err, ERR_INVALID_CONTENT, "%s is empty", UNPACK_BLOB(u));
     if (r < ARCHIVE_WARN)
-        return unpack_read_error(u, u->outer, "open layer blob");
+        return unpack_read_error(u, u->outer, "open", UNPACK_BLOB(u));
     r = unpack_check_filter(u);
     if (r < 0)
         return r;
     if (archive_read_open(u->inner, u, NULL, inner_read_cb, NULL) != ARCHIVE_OK)
-        return unpack_read_error(u, u->inner, "read layer tar");
+        return unpack_read_error(u, u->inner, "read", UNPACK_TAR(u));
 
     for (;;) {
         struct archive_entry *e;
@@ -326,7 +337,7 @@ unpack_run(struct unpack *u)
         if (r == ARCHIVE_EOF)
             break;
         if (r < ARCHIVE_WARN)
-            return unpack_read_error(u, u->inner, "read layer tar");
+            return unpack_read_error(u, u->inner, "read", UNPACK_TAR(u));
         u->res->entries++;
         r = entry_extract(u, e);
         if (r < 0)
@@ -340,11 +351,11 @@ unpack_run(struct unpack *u)
     while ((n = tar_pull(u)) > 0)
         ;
     if (n < 0)
-        return unpack_read_error(u, u->outer, "read layer blob");
+        return unpack_read_error(u, u->outer, "read", UNPACK_BLOB(u));
     while ((n = outer_read_cb(u->outer, u, &(const void *){NULL})) > 0)
         ;
     if (n < 0)
-        return unpack_read_error(u, u->outer, "read layer blob");
+        return unpack_read_error(u, u->outer, "read", UNPACK_BLOB(u));
 
     r = tree_finish(u);
     if (r < 0)

@@ -39,6 +39,10 @@ struct unpack_fixup {
  * plain tar's (volume and container uploads: no_whiteouts). */
 #define UNPACK_ENTRY(u) ((u)->opts->no_whiteouts ? "tar entry" : "layer entry")
 #define UNPACK_ARCHIVE(u) ((u)->opts->no_whiteouts ? "tar" : "layer")
+/* The bytes as the client sent them (perhaps compressed), and the tar
+ * stream inside: a layer's blob and tar, or a plain upload and its tar. */
+#define UNPACK_BLOB(u) ((u)->opts->no_whiteouts ? "upload" : "layer blob")
+#define UNPACK_TAR(u) ((u)->opts->no_whiteouts ? "tar" : "layer tar")
 
 struct unpack {
     const struct unpack_input *in;

@@ -220,3 +220,16 @@ rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err)
     out->cpu_ns = usec * 1000;
     return 0;
 }
+
+int
+rt_cgroup_oom_kills(pid_t pid, uint64_t *out, struct err *err)
+{
+    cleanup_free char *dir = NULL;
+    struct err ignored = {0};
+    if (rt_cgroup_dir(pid, "memory", &dir, &ignored) == 0)
+        return read_u64_file(dir, "memory.oom_control", "oom_kill", out, err);
+    int ret = rt_cgroup_dir(pid, NULL, &dir, err);
+    if (ret < 0)
+        return err_wrap(err, "OOM kills of pid %d", (int)pid);
+    return read_u64_file(dir, "memory.events", "oom_kill", out, err);
+}

@@ -9,6 +9,7 @@
 #ifndef BERTH_RUNTIME_OCI_CGROUP_H
 #define BERTH_RUNTIME_OCI_CGROUP_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/err.h"
@@ -29,6 +30,11 @@ int rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err
  * that is not an error. 0, or the first other failure.
  */
 int rt_cgroup_parent_remove(const char *parent, struct err *err);
+
+/* How many times the OOM killer killed in pid's memory cgroup: v1's
+ * memory.oom_control "oom_kill" (v1 wins on a hybrid host, as in stats),
+ * else v2's memory.events "oom_kill". */
+int rt_cgroup_oom_kills(pid_t pid, uint64_t *out, struct err *err);
 
 /* Memory and CPU usage of the cgroup that pid is in. */
 int rt_cgroup_stats(pid_t pid, struct rt_stats *out, struct err *err);

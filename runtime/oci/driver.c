@@ -425,6 +425,17 @@ oci_container_state(void *p, const char *handle, struct rt_container_state *out,
     return rt_runc_state(&ctx->runc, handle, out, err);
 }
 
+/* The OOM kill count of the container's cgroup (its init's). */
+static int
+oom_kills(void *p, const char *handle, uint64_t *out)
+{
+    struct rt_container_state st;
+    struct err ignored = {0};
+    if (oci_container_state(p, handle, &st, &ignored) < 0 || st.init_pid <= 0)
+        return -ENOENT;
+    return rt_cgroup_oom_kills(st.init_pid, out, &ignored);
+}
+
 static int
 oci_stats(void *p, const char *handle, struct rt_stats *out, struct err *err)
 {
@@ -506,9 +517,50 @@ oci_proc_spawn(void *p, const char *handle, const char *dir, const struct rt_pro
     struct rt_proc_spec s = *spec;
     if (!s.max_output_bytes)
         s.max_output_bytes = ctx->max_output_bytes;
+    /* The container's OOM kill count before the start: a kill counted
+     * after it, with the process dead of SIGKILL, was the OOM killer's. */
+    uint64_t kills = 0;
+    bool counted = oom_kills(p, handle, &kills) == 0;
     int ret = rt_proc_spawn(state, &s, OCI_SPAWN_TIMEOUT_MS, out, err);
     spawning_remove(ctx, key);
+    if (ret == 0 && counted) {
+        char text[32];
+        snprintf(text, sizeof(text), "%llu\n", (unsigned long long)kills);
+        struct err ignored = {0};
+        rt_proc_note_write(state, spec->id, "oom_base", text, &ignored);
+    }
     return ret;
+}
+
+/*
+ * Whether an exited process was the OOM killer's: it died of SIGKILL (or
+ * exited 137, as a shell does when its child died so) and its container's
+ * cgroup counted more OOM kills than when it started.
+ * Decided once, at the first look after the exit, and kept in the
+ * process's "oom" note, so a later kill of another process does not
+ * change it. A SIGKILL of ours (a signal, a delete) while another process
+ * of the same container is OOM-killed is counted too: the cgroup does not
+ * say whom it killed. Blocking (disk, /proc).
+ */
+static void
+oom_decide(void *p, const char *handle, const char *state, const char *id,
+           struct rt_proc_status *st)
+{
+    /* 137 without a signal: a shell whose pipeline's last command was
+     * killed ("dd | tail" with tail OOM-killed) exits with 128 + 9. */
+    if (!st->exited || (st->signal != SIGKILL && st->exit_code != 128 + SIGKILL) || st->oom_killed)
+        return;
+    char buf[64];
+    struct err ignored = {0};
+    if (rt_proc_note_read(state, id, "oom", buf, sizeof(buf), &ignored) == 0)
+        return; /* decided: "0" */
+    if (rt_proc_note_read(state, id, "oom_base", buf, sizeof(buf), &ignored) < 0)
+        return; /* started before this daemon counted: unknown */
+    uint64_t now = 0;
+    if (oom_kills(p, handle, &now) < 0)
+        return; /* the container is gone: ask again is pointless, but say nothing */
+    st->oom_killed = now > strtoull(buf, NULL, 10);
+    rt_proc_note_write(state, id, "oom", st->oom_killed ? "1\n" : "0\n", &ignored);
 }
 
 static int
@@ -530,6 +582,8 @@ oci_proc_status(void *p, const char *handle, const char *dir, const char *id,
     if (!state)
         return err_set(err, ENOMEM, "status in %s: out of memory", handle);
     int ret = rt_proc_status_read(state, id, out, err);
+    if (ret == 0)
+        oom_decide(p, handle, state, id, out);
     if (ret < 0 || out->started || out->exited)
         return ret;
     /* Never started, and no spawn of ours is under way: it never will be. */

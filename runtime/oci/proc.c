@@ -213,6 +213,8 @@ status_from_dir(int dfd, const char *id, struct rt_proc_status *out, struct err 
         return ret;
     }
     out->output_truncated = faccessat(dfd, "truncated", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    /* The driver's verdict, once it made one (runtime/oci/driver.c). */
+    out->oom_killed = read_record(dfd, "oom", buf, sizeof(buf), err) == 0 && buf[0] == '1';
     return 0;
 }
 
@@ -527,6 +529,26 @@ rt_proc_settle(const char *state_dir, const char *id, const char *why, struct er
     int n = snprintf(rec, sizeof(rec), "code 127\nerror %s\n", why);
     int ret = write_at(dfd, "exit", rec, (size_t)n, true, err);
     return ret < 0 ? err_wrap(err, "process %s", id) : 1;
+}
+
+int
+rt_proc_note_write(const char *state_dir, const char *id, const char *name, const char *text,
+                   struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    return write_at(dfd, name, text, strlen(text), false, err);
+}
+
+int
+rt_proc_note_read(const char *state_dir, const char *id, const char *name, char *buf, size_t len,
+                  struct err *err)
+{
+    cleanup_close int dfd = open_proc_dir(state_dir, id, err);
+    if (dfd < 0)
+        return dfd;
+    return read_record(dfd, name, buf, len, err);
 }
 
 int

@@ -53,6 +53,17 @@ int rt_proc_status_read(const char *state_dir, const char *id, struct rt_proc_st
  */
 int rt_proc_settle(const char *state_dir, const char *id, const char *why, struct err *err);
 
+/*
+ * A process's small daemon-side notes (the OOM kill count at its start,
+ * the OOM verdict at its end): written atomically into its directory,
+ * read back as text. _read: 0, -ENOENT when there is none (err untouched),
+ * or another -errno. Blocking (disk).
+ */
+int rt_proc_note_write(const char *state_dir, const char *id, const char *name, const char *text,
+                       struct err *err);
+int rt_proc_note_read(const char *state_dir, const char *id, const char *name, char *buf,
+                      size_t len, struct err *err);
+
 /* Waits up to timeout_ms (-1: forever) for the exit record. */
 int rt_proc_wait(const char *state_dir, const char *id, int timeout_ms, struct rt_proc_status *out,
                  struct err *err);

@@ -44,6 +44,56 @@ proc_record(const struct berthd *b, const char *handle, const char *id, struct h
     return r->json;
 }
 
+/* A process the OOM killer ended says so (oom_killed, as Docker's
+ * State.OOMKilled), beside its exit 137; one killed with SIGKILL by the
+ * client, one that exits, and one started after the OOM kill do not, and
+ * the verdict stays what it was. */
+START_TEST(a_process_killed_by_the_oom_killer_says_so)
+{
+    struct berthd b = {0};
+    start(&b, NULL);
+    char body[PATH_MAX + 256];
+    snprintf(body, sizeof(body),
+             "{\"handle\":\"c-oom\",\"rootfs\":\"%s\",\"limits\":{\"memory_bytes\":33554432}}",
+             ctr_busybox_raw());
+    struct hresp r;
+    ctr_create(&b, body, &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    /* A sleeper that lives through the OOM kill, killed by us later. */
+    proc_start(&b, "c-oom", "{\"id\":\"nap\",\"path\":\"sleep\",\"args\":[\"30\"]}");
+    /* tail keeps every line of an endless one: it grows past 32 MiB. */
+    int code = proc_run_sh(&b, "c-oom", "hog", "dd if=/dev/zero bs=1M 2>/dev/null | tail", NULL);
+    ck_assert_int_eq(code, 137);
+    json_object *rec = proc_record(&b, "c-oom", "hog", &r);
+    ck_assert_msg(json_object_get_boolean(json_at(rec, "oom_killed")), "%s", r.body);
+    ck_assert_int_eq(json_object_get_int(json_at(rec, "exit_code")), 137);
+    hresp_free(&r);
+
+    /* Killed by the client: SIGKILL too, but no OOM kill since it
+     * started... */
+    proc_start(&b, "c-oom", "{\"id\":\"late\",\"path\":\"sleep\",\"args\":[\"30\"]}");
+    http_post_json(&b, "/v1/containers/c-oom/processes/late/signal", "{\"signal\":\"KILL\"}", &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(proc_wait(&b, "c-oom", "late"), 137);
+    rec = proc_record(&b, "c-oom", "late", &r);
+    ck_assert_msg(!json_object_get_boolean(json_at(rec, "oom_killed")), "%s", r.body);
+    hresp_free(&r);
+    /* ...and an ordinary exit. */
+    ck_assert_int_eq(proc_run_sh(&b, "c-oom", "ok", "exit 3", NULL), 3);
+    rec = proc_record(&b, "c-oom", "ok", &r);
+    ck_assert_msg(!json_object_get_boolean(json_at(rec, "oom_killed")), "%s", r.body);
+    hresp_free(&r);
+    /* The hog's verdict is kept. */
+    rec = proc_record(&b, "c-oom", "hog", &r);
+    ck_assert_msg(json_object_get_boolean(json_at(rec, "oom_killed")), "%s", r.body);
+    hresp_free(&r);
+    ctr_delete(&b, "c-oom");
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(output_past_the_cap_is_cut_and_the_process_stopped)
 {
     struct berthd b = {0};
@@ -303,6 +353,7 @@ suite(void)
     tcase_set_timeout(out, 120);
     ctr_add_fixture(out);
     tcase_add_test(out, output_past_the_cap_is_cut_and_the_process_stopped);
+    tcase_add_test(out, a_process_killed_by_the_oom_killer_says_so);
     tcase_add_test(out, output_cap_counts_stdout_and_stderr_together);
     suite_add_tcase(s, out);
     TCase *disk = tcase_create("disk");

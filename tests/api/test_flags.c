@@ -3,6 +3,7 @@
  * errors with exit status 2 for bad values, BERTH_LISTEN and
  * BERTH_LOG_FORMAT=json from the environment.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,134 @@ START_TEST(help_prints_usage_and_exits_0)
     ck_assert_msg(strstr(out, "--listen") && strstr(out, "--root"), "stdout: %s", out);
     free(out);
     free(err);
+}
+END_TEST
+
+/* The flags and environment variables of one source: "--name ENV" per
+ * entry ("--name -" when it has none). */
+struct flagset {
+    char v[64][96];
+    size_t n;
+};
+
+static void
+flagset_add(struct flagset *f, const char *flag, size_t flen, const char *env, size_t elen)
+{
+    ck_assert_uint_lt(f->n, 64);
+    snprintf(f->v[f->n++], sizeof(f->v[0]), "--%.*s %.*s", (int)flen, flag, elen ? (int)elen : 1,
+             elen ? env : "-");
+}
+
+static bool
+flagset_has(const struct flagset *f, const char *s)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+static char *
+slurp_source(const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", BERTH_SOURCE_DIR, rel);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f, "open %s", path);
+    char *s = calloc(1, 1 << 20);
+    ck_assert_ptr_nonnull(s);
+    s[fread(s, 1, (1 << 20) - 1, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The next cell border of a Markdown table row at or after p: a '|' that
+ * is not escaped ("\\|" is a pipe inside a cell). */
+static const char *
+cell_end(const char *p)
+{
+    for (; *p && *p != '\n'; p++)
+        if (*p == '|' && p[-1] != '\\')
+            return p;
+    return NULL;
+}
+
+static void
+flagsets_equal(const struct flagset *a, const char *an, const struct flagset *b, const char *bn)
+{
+    for (size_t i = 0; i < a->n; i++)
+        ck_assert_msg(flagset_has(b, a->v[i]), "%s has \"%s\"; %s does not", an, a->v[i], bn);
+    for (size_t i = 0; i < b->n; i++)
+        ck_assert_msg(flagset_has(a, b->v[i]), "%s has \"%s\"; %s does not", bn, b->v[i], an);
+}
+
+/* README's flag table, berthd --help and daemon/config.c's option table
+ * list the same flags with the same environment variables. */
+START_TEST(readme_help_and_config_list_the_same_flags)
+{
+    struct flagset cfg = {0}, help = {0}, readme = {0};
+
+    /* config.c: {OPT_X, "name", "ENV" or NULL, ...} */
+    char *src = slurp_source("daemon/config.c");
+    const char *p = strstr(src, "option_descs[] = {");
+    ck_assert_ptr_nonnull(p);
+    const char *end = strstr(p, "};");
+    for (p = strstr(p, "{OPT_"); p && p < end; p = strstr(p + 1, "{OPT_")) {
+        const char *q1 = strchr(p, '"'), *q2 = q1 ? strchr(q1 + 1, '"') : NULL;
+        ck_assert_ptr_nonnull(q2);
+        const char *e = q2 + 1 + strspn(q2 + 1, ", ");
+        const char *e2 = *e == '"' ? strchr(e + 1, '"') : NULL;
+        flagset_add(&cfg, q1 + 1, (size_t)(q2 - q1 - 1), e2 ? e + 1 : "",
+                    e2 ? (size_t)(e2 - e - 1) : 0);
+    }
+    free(src);
+
+    /* --help: each flag at the start of a line ("  --name"), and the
+     * BERTH_ variable at the end of its entry, if any. */
+    char *out, *err;
+    int st = berthd_run((const char *[]){"--help", NULL}, NULL, 10000, &out, &err);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+    for (p = strstr(out, "\n  --"); p;) {
+        const char *name = p + 5;
+        size_t nlen = strspn(name, "abcdefghijklmnopqrstuvwxyz-");
+        const char *next = strstr(name, "\n  --");
+        const char *stop = next ? next : name + strlen(name);
+        const char *env = NULL;
+        for (const char *e = strstr(name, "BERTH_"); e && e < stop; e = strstr(e + 1, "BERTH_"))
+            env = e;
+        flagset_add(&help, name, nlen, env ? env : "",
+                    env ? strspn(env, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") : 0);
+        p = next;
+    }
+    free(out);
+    free(err);
+
+    /* README: "| `--name ...` | `ENV` ..." rows, and "`--version`, `--help`". */
+    char *doc = slurp_source("README.md");
+    const char *table = strstr(doc, "| flag | env | default |");
+    ck_assert_ptr_nonnull(table);
+    for (p = strstr(table, "\n| `--"); p; p = strstr(p + 1, "\n| `--")) {
+        const char *eol = strchr(p + 1, '\n');
+        const char *cell = cell_end(p + 2);
+        ck_assert_ptr_nonnull(cell);
+        /* Every `--name` in the first cell. */
+        for (const char *f = strstr(p, "`--"); f && f < cell; f = strstr(f + 1, "`--")) {
+            const char *name = f + 3;
+            size_t nlen = strspn(name, "abcdefghijklmnopqrstuvwxyz-");
+            const char *env = strstr(cell, "`BERTH_");
+            const char *envcell_end = cell_end(cell + 1);
+            bool has_env = env && env < envcell_end && (!eol || env < eol);
+            flagset_add(&readme, name, nlen, has_env ? env + 1 : "",
+                        has_env ? strspn(env + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") : 0);
+        }
+        if (!eol || eol[1] != '|')
+            break;
+    }
+    free(doc);
+
+    ck_assert_uint_gt(cfg.n, 20);
+    flagsets_equal(&cfg, "daemon/config.c", &help, "berthd --help");
+    flagsets_equal(&cfg, "daemon/config.c", &readme, "README's flag table");
 }
 END_TEST
 
@@ -274,6 +403,7 @@ flags_suite(void)
     TCase *tc = tcase_create("flags");
     tcase_add_test(tc, version_prints_version_and_exits_0);
     tcase_add_test(tc, help_prints_usage_and_exits_0);
+    tcase_add_test(tc, readme_help_and_config_list_the_same_flags);
     tcase_add_test(tc, bad_flag_values_print_one_line_and_exit_2);
     tcase_add_test(tc, a_registry_auth_file_berthd_cannot_use_is_one_line_and_exit_2);
     tcase_add_test(tc, listen_address_from_environment);

@@ -459,6 +459,52 @@ START_TEST(upload_with_unsupported_content_type_is_415)
 }
 END_TEST
 
+/* curl -d and --data-binary without -H send application/x-www-form-urlencoded:
+ * POST /v1/images then reads the body's first byte, as it does with no
+ * Content-Type at all: '{' is a JSON source, anything else an image tar.
+ * An empty body says what to send. */
+START_TEST(form_or_no_content_type_is_sniffed_from_the_first_byte)
+{
+    struct berthd b;
+    start(&b);
+    char cmd[PATH_MAX * 4];
+    /* JSON with curl -d, as a user types it. */
+    snprintf(cmd, sizeof(cmd),
+             "curl -s -o %s/body -w '%%{http_code}' -d '  {\"source\": {\"layout\": \"%s\"}}' "
+             "'%s/v1/images?name=sniffed:json' | grep -qx 201",
+             b.tmp, fx_path("base"), b.base_url);
+    ck_assert_msg(system(cmd) == 0, "curl -d JSON: %s", cmd);
+    /* A tar with curl --data-binary and no -H. */
+    snprintf(cmd, sizeof(cmd),
+             "curl -s -o %s/body -w '%%{http_code}' -H 'Expect:' --data-binary @%s "
+             "'%s/v1/images?name=sniffed:tar' | grep -qx 201",
+             b.tmp, fx_path("docker.tar"), b.base_url);
+    ck_assert_msg(system(cmd) == 0, "curl --data-binary tar: %s", cmd);
+    struct hresp r;
+    http_get(&b, "/v1/images/sniffed:json", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    http_get(&b, "/v1/images/sniffed:tar", &r);
+    ck_assert_int_eq(r.status, 200);
+    hresp_free(&r);
+    /* Malformed JSON sent so is named as JSON, not as a broken tar. */
+    struct fx_src bad = {.data = "{\"source\": ", .len = 11};
+    fx_post(&b, "/v1/images", "application/x-www-form-urlencoded", NULL, &bad, false, 10000, &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "malformed JSON");
+    hresp_free(&r);
+    /* Empty, with no Content-Type. */
+    http_do(
+        &b,
+        &(struct hreq){
+            .method = "POST", .path = "/v1/images", .body = "", .body_len = 0, .content_type = ""},
+        &r);
+    ck_assert_error_reply(&r, 400, "bad_request", "the body is empty");
+    hresp_free(&r);
+    ck_assert_int_eq(fx_image_count(&b), 2);
+    berthd_finish(&b);
+}
+END_TEST
+
 /* ---- names and lookup ---------------------------------------------------------------- */
 
 START_TEST(name_query_names_the_image_and_get_finds_it_by_name_digest_and_prefix)
@@ -1019,6 +1065,7 @@ images_suite(void)
     tcase_add_test(tc, upload_chunked_without_content_length_imports);
     tcase_add_test(tc, upload_docker_archive_imports_with_its_tag_and_shares_the_snapshot);
     tcase_add_test(tc, upload_with_unsupported_content_type_is_415);
+    tcase_add_test(tc, form_or_no_content_type_is_sniffed_from_the_first_byte);
     tcase_add_test(tc, name_query_names_the_image_and_get_finds_it_by_name_digest_and_prefix);
     tcase_add_test(tc, get_and_delete_find_an_image_by_a_name_with_slashes);
     tcase_add_test(tc, bad_name_or_platform_query_is_400);

@@ -134,6 +134,15 @@ START_TEST(invalid_references_are_400_and_unknown_ones_404_naming_the_forms_trie
         strstr(json_object_get_string(json_at(r.json, "error.message")), "localhost/nosuch:latest"),
         "%s", r.body);
     hresp_free(&r);
+    /* A ref that is no valid name is looked up as typed, and the reply
+     * says why it is no name, never naming a localhost/Nope:latest that
+     * could not have been stored. */
+    http_get(&b, "/v1/images/Nope", &r);
+    ck_assert_error_reply(&r, 404, "not_found",
+                          "image Nope: not found (no image has that name or ID; as a name it is "
+                          "invalid: a repository name must be lowercase)");
+    ck_assert_msg(!strstr(r.body, "localhost/"), "%s", r.body);
+    hresp_free(&r);
     berthd_finish(&b);
 }
 END_TEST

@@ -154,8 +154,26 @@ START_TEST(volume_source_errors_name_the_problem)
     post(&b, "/v1/images", "{\"source\": {\"layout\": \"/x\", \"path\": \"/y\"}}", 400,
          "source.path");
     post(&b, "/v1/images", "{\"source\": {\"volume\": 7}}", 400, "source.volume");
-    /* An empty volume is not a layout. */
-    post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\"}}", 422, "oci-layout");
+    /* An empty volume is not a layout: said of the volume and the path
+     * the client gave, never of the /proc/self/fd path it is read
+     * through. */
+    post(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\"}}", 422,
+         "\"source.volume v1 path /: not an OCI image layout (no oci-layout file)\"");
+    ck_assert_int_eq(
+        sh("mkdir -p %s/sub && echo '{\"imageLayoutVersion\": \"1.0.0\"}' > %s/sub/oci-layout",
+           b.tmp, b.tmp),
+        0);
+    ck_assert_int_eq(sh("tar -C %s/sub -cf - . | curl -sf -o /dev/null -X PUT -H 'Expect:' "
+                        "--data-binary @- '%s/v1/volumes/v1/files?path=/sub'",
+                        b.tmp, b.base_url),
+                     0);
+    struct hresp r;
+    http_post_json(&b, "/v1/images", "{\"source\": {\"volume\": \"v1\", \"path\": \"/sub\"}}", &r);
+    ck_assert_int_eq(r.status, 422);
+    ck_assert_msg(strstr(r.body, "\"source.volume v1 path /sub: no index.json\"") &&
+                      !strstr(r.body, "/proc/"),
+                  "%s", r.body);
+    hresp_free(&r);
     berthd_finish(&b);
 }
 END_TEST

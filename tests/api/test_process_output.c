@@ -159,13 +159,27 @@ START_TEST(output_gives_both_streams_in_the_order_written)
     free(out);
 
     struct hresp r;
-    const char *bad[] = {"?since=yesterday", "?until=1.0000000001", "?tail=-1",
-                         "?stdout=0&stderr=0", NULL};
-    for (const char *const *b2 = bad; *b2; b2++) {
+    /* Each bad query is 400 naming the parameter and what it takes, in
+     * the client's terms (tail counts lines, not bytes). */
+    static const struct {
+        const char *q, *msg;
+    } bad[] = {
+        {"?since=yesterday",
+         "query \\\"since\\\": yesterday is not unix seconds, such as 1700000000.5"},
+        {"?until=1.0000000001",
+         "query \\\"until\\\": 1.0000000001 has more than nine digits after the point"},
+        {"?until=99999999999999999999",
+         "query \\\"until\\\": 99999999999999999999 is out of range"},
+        {"?tail=-1", "query \\\"tail\\\": -1 is not a number of lines (or all)"},
+        {"?tail=abc", "query \\\"tail\\\": abc is not a number of lines (or all)"},
+        {"?stdout=0&stderr=0", "at least one stream is needed"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char path[256];
-        snprintf(path, sizeof(path), "/v1/containers/po-order/processes/t/output%s", *b2);
+        snprintf(path, sizeof(path), "/v1/containers/po-order/processes/t/output%s", bad[i].q);
         http_get(&b, path, &r);
-        ck_assert_msg(r.status == 400, "%s: %ld %s", *b2, r.status, r.body);
+        ck_assert_msg(r.status == 400 && strstr(r.body, bad[i].msg), "%s: %ld %s", bad[i].q,
+                      r.status, r.body);
         hresp_free(&r);
     }
     http_get(&b, "/v1/containers/po-order/processes/nosuch/output", &r);

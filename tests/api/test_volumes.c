@@ -279,6 +279,62 @@ START_TEST(truncated_tar_leaves_the_volume_unchanged)
 }
 END_TEST
 
+/* The whole of a small file, NUL-terminated, or NULL. Caller frees. */
+static char *
+read_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *s = calloc(1, 65536);
+    if (s)
+        s[fread(s, 1, 65535, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* A bad upload is 422 in the words of what the client sent (an upload
+ * and its tar, its Content-Encoding), never a layer's ("layer blob",
+ * "layer tar", a media type), and changes nothing. */
+START_TEST(bad_uploads_are_named_as_uploads_not_layers)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    create(&b, "{\"handle\": \"u\"}", 201);
+    ck_assert_int_eq(sh("cd %s && head -c 2048 /dev/zero | tr '\\0' x > junk && mkdir -p t && "
+                        "echo hi > t/a && tar -C t -cf ok.tar . && head -c 700 ok.tar > cut.tar && "
+                        ": > empty",
+                        b.tmp),
+                     0);
+    static const struct {
+        const char *file, *enc, *msg;
+    } bad[] = {
+        {"junk", NULL, "\"read tar: "},
+        {"cut.tar", NULL, "tar"},
+        {"ok.tar", "gzip", "\"upload: Content-Encoding is gzip but the bytes are uncompressed\""},
+        {"ok.tar", "zstd", "\"upload: Content-Encoding is zstd but the bytes are uncompressed\""},
+        {"junk", "gzip", "upload"},
+    };
+    char *before = fingerprint(&b, "u");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char f[PATH_MAX + 16], body[PATH_MAX + 16];
+        snprintf(f, sizeof(f), "%s/%s", b.tmp, bad[i].file);
+        ck_assert_int_eq(put_tar(&b, "u", "/", f, bad[i].enc), 422);
+        snprintf(body, sizeof(body), "%s/put.body", b.tmp);
+        char *text = read_text(body);
+        ck_assert_msg(text && strstr(text, bad[i].msg) && !strstr(text, "layer") &&
+                          !strstr(text, "media type"),
+                      "%s (%s): %s", bad[i].file, bad[i].enc ? bad[i].enc : "none", text);
+        free(text);
+    }
+    char *after = fingerprint(&b, "u");
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(client_disconnect_during_upload_and_download)
 {
     struct berthd b = {0};
@@ -532,6 +588,7 @@ main(void)
     tcase_add_test(tc, children_are_copy_on_write_both_ways);
     tcase_add_test(tc, hostile_tars_leave_the_volume_unchanged);
     tcase_add_test(tc, truncated_tar_leaves_the_volume_unchanged);
+    tcase_add_test(tc, bad_uploads_are_named_as_uploads_not_layers);
     tcase_add_test(tc, client_disconnect_during_upload_and_download);
     tcase_add_test(tc, ttl_expiry_deletes_the_volume);
     tcase_add_test(tc, restart_keeps_volumes_and_children);
