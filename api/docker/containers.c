@@ -119,7 +119,7 @@ state_json(const struct container *c)
     json_object_object_add(o, "Running", json_object_new_boolean(running));
     json_object_object_add(o, "Paused", json_object_new_boolean(false));
     json_object_object_add(o, "Restarting", json_object_new_boolean(false));
-    json_object_object_add(o, "OOMKilled", json_object_new_boolean(false));
+    json_object_object_add(o, "OOMKilled", json_object_new_boolean(pr && pr->oom_killed));
     json_object_object_add(o, "Dead", json_object_new_boolean(strcmp(status, "dead") == 0));
     json_object_object_add(o, "Pid", json_object_new_int(running && pr ? pr->pid : 0));
     json_object_object_add(o, "ExitCode", json_object_new_int(container_main_exit_code(c)));

@@ -241,6 +241,24 @@ START_TEST(docker_memory_and_pids_limits_reach_the_cgroup)
         char *stats = dk_ok(&b, cl, 0, "\"$D\" stats --no-stream --format '{{.MemUsage}}' %s", id);
         ck_assert_msg(dk_contains(stats, "64MiB"), "%s", stats);
         free(stats);
+        /* One the OOM killer ends says so in State.OOMKilled; the sleeper does not. */
+        char *hog = dk_ok(&b, cl, 0,
+                          "\"$D\" run -d --memory 32m busybox sh -c "
+                          "'dd if=/dev/zero bs=1M 2>/dev/null | tail'");
+        ctr_track(&b, hog);
+        char *code = dk_ok(&b, cl, 0, "\"$D\" wait %s", hog);
+        ck_assert_str_eq(code, "137");
+        free(code);
+        static const char st[] =
+            "\"$D\" inspect --format '{{.State.OOMKilled}} {{.State.ExitCode}}' %s";
+        char *oom = dk_ok(&b, cl, 0, st, hog);
+        ck_assert_str_eq(oom, "true 137");
+        free(oom);
+        oom = dk_ok(&b, cl, 0, st, id);
+        ck_assert_str_eq(oom, "false 0");
+        free(oom);
+        free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", hog));
+        free(hog);
         free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", id));
         free(id);
         berthd_finish(&b);
@@ -263,6 +281,13 @@ START_TEST(docker_run_of_a_missing_image_fails_with_the_pulls_message)
                 dk_contains(out, "Error response from daemon: pull "
                                  "127.0.0.1:1/nosuch/image:1: registry 127.0.0.1:1: "),
             "docker %s: %s", clis[i].version, out);
+        free(out);
+        /* A command berth does not serve says so, not "page not found". */
+        st = dk_run(&b, &clis[i], &out, "\"$D\" pause x");
+        ck_assert_int_ne(st, 0);
+        ck_assert_msg(dk_contains(out, "berth does not implement docker pause "
+                                       "(POST /containers/{id}/pause)"),
+                      "docker %s: %s", clis[i].version, out);
         free(out);
     }
     berthd_finish(&b);
