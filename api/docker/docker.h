@@ -133,4 +133,7 @@ void docker_events(struct api_req *req);
 void docker_networks_list(struct api_req *req);
 void docker_network_inspect(struct api_req *req);
 
+/* unserved.c: the engine's routes berth does not serve, answered 501 naming the command. */
+void docker_unserved(struct api_req *req);
+
 #endif

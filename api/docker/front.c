@@ -39,6 +39,7 @@ static const struct {
     {EALREADY, 304, "not_modified"},
     {ERR_UNAVAILABLE, 503, "unavailable"},
     {ECANCELED, 503, "unavailable"},
+    {ENOSYS, 501, "not_implemented"},
 };
 
 unsigned

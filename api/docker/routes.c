@@ -42,6 +42,29 @@ const struct route docker_routes[] = {
     {"DELETE", "/volumes/{name}", docker_volume_delete, BODY_NONE, NULL},
     {"GET", "/networks", docker_networks_list, BODY_NONE, NULL},
     {"GET", "/networks/{id}", docker_network_inspect, BODY_NONE, NULL},
+    /* The engine's routes berth answers 501 naming the command (unserved.c);
+     * those whose requests carry a JSON body take it first. */
+    {"GET", "/containers/{id}/top", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/rename", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/pause", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/unpause", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/containers/{id}/update", docker_unserved, BODY_JSON, NULL},
+    {"GET", "/containers/{id}/changes", docker_unserved, BODY_NONE, NULL},
+    {"GET", "/containers/{id}/export", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/containers/prune", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/commit", docker_unserved, BODY_JSON, NULL},
+    {"GET", "/images/get", docker_unserved, BODY_NONE, NULL},
+    {"GET", "/images/search", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/images/prune", docker_unserved, BODY_NONE, NULL},
+    {"GET", "/images/{name}/history", docker_unserved, BODY_NONE, NULL, .rest = true},
+    {"POST", "/images/{name}/push", docker_unserved, BODY_NONE, NULL, .rest = true},
+    {"POST", "/networks/create", docker_unserved, BODY_JSON, NULL},
+    {"DELETE", "/networks/{id}", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/networks/{id}/connect", docker_unserved, BODY_JSON, NULL},
+    {"POST", "/networks/{id}/disconnect", docker_unserved, BODY_JSON, NULL},
+    {"POST", "/networks/prune", docker_unserved, BODY_NONE, NULL},
+    {"GET", "/system/df", docker_unserved, BODY_NONE, NULL},
+    {"POST", "/auth", docker_unserved, BODY_JSON, NULL},
 };
 
 const size_t docker_routes_count = sizeof(docker_routes) / sizeof(docker_routes[0]);
