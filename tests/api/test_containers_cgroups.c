@@ -6,7 +6,8 @@
  * one a crash left half-made, kept an empty cgroup and so the parent, on
  * every root a CI run used. After a daemon's shutdown nothing of its own
  * is left unless a container still runs in it; a start on a root removes
- * what a killed predecessor left empty.
+ * what a killed predecessor left empty. And the harness, which removes a
+ * test's root, takes a container still running there with it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +18,6 @@
 
 #include "harness.h"
 #include "harness_containers.h"
-
-/* The daemon's cgroup parent for root: berth-<12 hex of sha256(root)>. */
-static void
-parent_name(const char *root, char *out, size_t len)
-{
-    snprintf(out, len, "berth-%.12s", ctr_sh_out("printf %%s '%s' | sha256sum", root));
-}
 
 /* Every directory named name in any hierarchy, space-separated (static). */
 static const char *
@@ -58,16 +52,18 @@ START_TEST(a_stopped_containers_cgroup_goes_at_the_daemons_shutdown)
     ctr_require_runtime();
     berthd_start(&b, NULL);
     char parent[64];
-    parent_name(b.root, parent, sizeof(parent));
+    harness_cgroup_parent_name(b.root, parent, sizeof(parent));
     ctr_create_raw(&b, "c-stopped");
     ctr_create_raw(&b, "c-deleted");
     ck_assert_msg(cgroup_dirs("c-stopped")[0] != '\0', "no cgroup of c-stopped while it runs");
     ck_assert_int_eq(ctr_sh("runc --root '%s/runtime/runc' kill c-stopped KILL", b.root), 0);
     ck_assert_msg(wait_stopped(&b, "c-stopped", 10000), "c-stopped's init did not end");
     ctr_delete(&b, "c-deleted");
-    berthd_finish(&b);
+    /* Looked at before the harness's own cleanup of the root. */
+    berthd_stop(&b);
     const char *left = cgroup_dirs(parent);
     ck_assert_msg(left[0] == '\0', "left behind after the shutdown: %s", left);
+    berthd_cleanup(&b);
 }
 END_TEST
 
@@ -80,7 +76,7 @@ START_TEST(a_start_removes_the_empty_cgroups_a_killed_predecessor_left)
     ctr_require_runtime();
     berthd_start(&b1, NULL);
     char parent[64];
-    parent_name(b1.root, parent, sizeof(parent));
+    harness_cgroup_parent_name(b1.root, parent, sizeof(parent));
     ctr_create_raw(&b1, "c-live");
     berthd_kill(&b1);
     char dirs[4096];
@@ -98,10 +94,69 @@ START_TEST(a_start_removes_the_empty_cgroups_a_killed_predecessor_left)
     ck_assert_msg(ctr_sh("for d in %s; do [ -d \"$d/c-live\" ] || exit 1; done", dirs) == 0,
                   "the running container lost a cgroup in %s", dirs);
     ctr_delete(&b2, "c-live");
-    berthd_finish(&b2);
+    berthd_stop(&b2);
     const char *left = cgroup_dirs(parent);
     ck_assert_msg(left[0] == '\0', "left behind after the shutdown: %s", left);
+    berthd_cleanup(&b2);
     berthd_cleanup(&b1);
+}
+END_TEST
+
+/* True once pid is gone or a zombie (its parent, init, has not reaped it yet). */
+static bool
+wait_gone(pid_t pid, int timeout_ms)
+{
+    double deadline = now_ms() + timeout_ms;
+    do {
+        char p[64], st[512] = "";
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            return true;
+        bool got = fgets(st, sizeof(st), f) != NULL;
+        fclose(f);
+        const char *close = got ? strrchr(st, ')') : NULL;
+        if (close && close[1] == ' ' && close[2] == 'Z')
+            return true;
+        sleep_ms(20);
+    } while (now_ms() < deadline);
+    return false;
+}
+
+/* A container keeps running across a stop of berthd by design: a test
+ * that ended with one (the Docker suites do) left its berth-init running,
+ * its mounts and its cgroups on the host for ever once the harness removed
+ * the root, runc's state with it. The harness's cleanup of a root now
+ * deletes what runc still knows there first. */
+START_TEST(a_container_left_running_goes_with_the_test_root)
+{
+    struct berthd b = {0};
+    ctr_require_runtime();
+    berthd_start(&b, NULL);
+    char parent[64];
+    harness_cgroup_parent_name(b.root, parent, sizeof(parent));
+    ctr_create_raw(&b, "c-left");
+    pid_t init = (pid_t)atoi(ctr_sh_out("runc --root '%s/runtime/runc' state c-left 2>/dev/null | "
+                                        "sed -n 's/^ *\"pid\": *\\([0-9]*\\).*/\\1/p'",
+                                        b.root));
+    ck_assert_msg(init > 0, "no pid of c-left's init in runc's state");
+    berthd_stop(&b);
+    ck_assert_msg(!wait_gone(init, 0), "c-left's init %d ended with the daemon", (int)init);
+    char dirs[32][PATH_MAX];
+    int n = 0;
+    harness_cgroup_parent_dirs(b.root, dirs, 32, &n);
+    ck_assert_msg(n > 0, "no %s while c-left runs", parent);
+    char tmp[PATH_MAX + 2];
+    snprintf(tmp, sizeof(tmp), "%s/", b.tmp);
+
+    berthd_cleanup(&b);
+    ck_assert_msg(wait_gone(init, 10000), "c-left's init %d still runs after the cleanup",
+                  (int)init);
+    const char *left = cgroup_dirs(parent);
+    ck_assert_msg(left[0] == '\0', "left behind by the cleanup: %s", left);
+    const char *mounts =
+        ctr_sh_out("cut -d' ' -f5 /proc/self/mountinfo | grep -F '%s' | head -1", tmp);
+    ck_assert_msg(mounts[0] == '\0', "a mount left below the removed root: %s", mounts);
 }
 END_TEST
 
@@ -114,6 +169,7 @@ cgroups_suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, a_stopped_containers_cgroup_goes_at_the_daemons_shutdown);
     tcase_add_test(tc, a_start_removes_the_empty_cgroups_a_killed_predecessor_left);
+    tcase_add_test(tc, a_container_left_running_goes_with_the_test_root);
     suite_add_tcase(s, tc);
     return s;
 }
