@@ -194,10 +194,25 @@ begin_request(struct api_req *req, const char *url, const char *version)
     }
     if (req->body_mode == BODY_JSON) {
         const char *cl = api_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > API_JSON_BODY_MAX)
+        uint64_t len = cl ? strtoull(cl, NULL, 10) : 0;
+        if (len <= API_JSON_BODY_MAX)
+            return;
+        const char *expect = api_req_header(req, MHD_HTTP_HEADER_EXPECT);
+        if (expect && strcasecmp(expect, "100-continue") == 0) {
+            /* The client waits for "100 Continue" and has sent nothing. */
             api_reply_error(req, 413, "payload_too_large",
                             "request body of %s bytes is over the limit of %d bytes for JSON", cl,
                             API_JSON_BODY_MAX);
+            return;
+        }
+        /* The client is sending the body already. A reply queued now makes
+         * MHD stop reading and close the connection once it is sent, with
+         * the unread body in the socket: the kernel answers with a reset
+         * that loses the 413 at the client, or fails its send first. The
+         * body is read and dropped (append_body keeps nothing past the
+         * limit, as for a chunked one), and dispatch() refuses it. */
+        req->body_too_large = true;
+        req->declared_len = len;
     }
 }
 
@@ -239,6 +254,10 @@ dispatch(struct api_req *req)
         if (req->body_mode == BODY_NONE)
             api_reply_fail(req, EINVAL, "%s %s takes no request body", req->method,
                            req->match.route->pattern);
+        else if (req->declared_len)
+            api_reply_error(req, 413, "payload_too_large",
+                            "request body of %llu bytes is over the limit of %d bytes for JSON",
+                            (unsigned long long)req->declared_len, API_JSON_BODY_MAX);
         else
             api_reply_error(req, 413, "payload_too_large",
                             "request body is over the limit of %d bytes for JSON",

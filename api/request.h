@@ -64,6 +64,7 @@ struct api_req {
     char *body;
     size_t body_len, body_cap;
     bool body_too_large;
+    uint64_t declared_len; /* a JSON body's Content-Length past the limit, for the 413 */
 
     /*
      * Streamed request bodies (BODY_STREAM): offered each piece of the

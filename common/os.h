@@ -98,7 +98,8 @@ long os_thread_id(void);
 long os_pid(void);
 
 /* Lowers the calling thread's scheduling priority (a pool thread that
- * runs long jobs): by nice on Linux, to below normal on Windows. */
+ * runs long jobs): on Linux to nice steps below the process's own (its
+ * main thread's) nice value, at most to 19; to below normal on Windows. */
 int os_thread_lower_priority(int nice);
 
 /* Gives the calling thread the process's own priority back (a lowered pool

@@ -51,7 +51,14 @@ os_pid(void)
 int
 os_thread_lower_priority(int nice)
 {
-    return setpriority(PRIO_PROCESS, (id_t)gettid(), nice) < 0 ? -errno : 0;
+    /* Relative to the main thread's nice (a daemon started under nice -n 5
+     * puts its pool 5 further down), clamped to the lowest, 19. */
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (base == -1 && errno)
+        return -errno;
+    int target = base + nice > 19 ? 19 : base + nice;
+    return setpriority(PRIO_PROCESS, (id_t)gettid(), target) < 0 ? -errno : 0;
 }
 
 int

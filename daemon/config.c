@@ -39,7 +39,7 @@ const char config_usage[] =
     "                                                                   BERTH_CONNECTION_TIMEOUT\n"
     "  --pool-threads N            worker threads for blocking jobs (default 8, at least 2)\n"
     "                                                                        BERTH_POOL_THREADS\n"
-    "  --pool-nice N               nice value of the pool threads, 0 to 19 (default 10)\n"
+    "  --pool-nice N               pool threads' nice: berthd's own plus N, 0 to 19 (default 10)\n"
     "                                                                           BERTH_POOL_NICE\n"
     "  --store-max-bytes N[KMGT]   prune least recently used unused images past this size\n"
     "                                                                     BERTH_STORE_MAX_BYTES\n"

@@ -53,7 +53,8 @@ int job_submit_prompt(struct job_queue *q, const char *name, job_work_fn work, j
 int job_submit_long(struct job_queue *q, const char *name, job_work_fn work, job_done_fn done,
                     void *ctx);
 
-/* The nice value pool threads run at unless a job is prompt (the default
+/* How many nice steps below the daemon's own nice value (at most to 19)
+ * pool threads run unless a job is prompt (the default
  * leaves the loop a core on a small machine; 0 leaves the pool at the
  * daemon's priority, which on a host busy with other work lets imports
  * compete as equals). Loop thread, before the first job is submitted. */

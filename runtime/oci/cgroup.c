@@ -4,10 +4,14 @@
  * hierarchy, /proc/self/mountinfo where that hierarchy is mounted (and
  * which part of it, for a namespaced or bind-mounted cgroupfs). This
  * works for whatever cgroupsPath the runtime turned into a directory.
- * Pool threads only (blocking reads).
+ * And the removal of the daemon's cgroup parent with the empty cgroups
+ * below it. Pool threads, or start-up and shutdown while the loop does
+ * not run (blocking reads).
  */
 #include "runtime/oci/cgroup.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +126,37 @@ rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err)
     return 0;
 }
 
+/*
+ * Removes dir and every cgroup below it that holds no process, deepest
+ * first (a cgroup's directory goes with rmdir alone: its files are the
+ * kernel's). One that still has a process, or a child that has one,
+ * stays: EBUSY. 0, or the first other failure.
+ */
+static int
+remove_empty_tree(const char *dir, int depth, struct err *err)
+{
+    int ret = 0;
+    DIR *d = depth < 8 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        cleanup_free char *child = fs_path_join(dir, e->d_name);
+        if (!child) {
+            ret = ret ? ret : err_set(err, ENOMEM, "cgroup parent: out of memory");
+            continue;
+        }
+        int r = remove_empty_tree(child, depth + 1, err);
+        if (r < 0 && ret == 0)
+            ret = r;
+    }
+    if (d)
+        closedir(d);
+    if (rmdir(dir) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY && ret == 0)
+        ret = err_errno(err, errno, "remove cgroup %s", dir);
+    return ret;
+}
+
 int
 rt_cgroup_parent_remove(const char *parent, struct err *err)
 {
@@ -155,8 +190,9 @@ rt_cgroup_parent_remove(const char *parent, struct err *err)
         cleanup_free char *path = fs_path_join(dir, parent);
         if (!path)
             return err_set(err, ENOMEM, "cgroup parent: out of memory");
-        if (rmdir(path) < 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY && ret == 0)
-            ret = err_errno(err, errno, "remove cgroup %s", path);
+        int r = remove_empty_tree(path, 0, err);
+        if (r < 0 && ret == 0)
+            ret = r;
     }
     return ret;
 }

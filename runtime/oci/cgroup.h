@@ -25,9 +25,11 @@ int rt_cgroup_dir(pid_t pid, const char *controller, char **out, struct err *err
 /*
  * Removes the directory parent (a relative cgroupsPath's first part, which
  * runc makes under its own, so this process's, cgroup in each hierarchy)
- * from every hierarchy this process is in, where it is empty. One that
- * still holds a container's cgroup stays: the kernel refuses (EBUSY), and
- * that is not an error. 0, or the first other failure.
+ * from every hierarchy this process is in (v1 and v2), with every cgroup
+ * below it that holds no process: those of containers that stopped and
+ * were never deleted, or whose delete a crash cut short. A running
+ * container's cgroup stays, and so does parent: the kernel refuses
+ * (EBUSY), and that is not an error. 0, or the first other failure.
  */
 int rt_cgroup_parent_remove(const char *parent, struct err *err);
 

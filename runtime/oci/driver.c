@@ -79,9 +79,10 @@ oci_close(void *p)
     if (!ctx)
         return;
     /* runc makes the parent of the containers' cgroups and removes only
-     * theirs: without this, every store root a daemon ran on left an empty
-     * directory in each hierarchy. Containers that keep running across a
-     * restart keep theirs (the kernel refuses to remove it). */
+     * theirs, at a delete: without this, every store root a daemon ran on
+     * left an empty directory in each hierarchy, and one more below it
+     * per container that stopped and was not deleted. Containers that
+     * keep running across a restart keep theirs (the kernel refuses). */
     struct err ignored = {0};
     if (ctx->usable && ctx->cgroup_parent &&
         rt_cgroup_parent_remove(ctx->cgroup_parent, &ignored) < 0)
@@ -142,6 +143,11 @@ oci_open(const struct rt_config *cfg, void **out, struct err *err)
     struct err ignored = {0};
     if (ctx->usable)
         rt_runc_wait_strays(&ctx->runc, OCI_STRAY_WAIT_MS, &ignored);
+    /* A predecessor killed on this root could not remove its empty
+     * cgroups at shutdown: this start does (running containers' stay). */
+    struct err cgerr = {0};
+    if (ctx->usable && rt_cgroup_parent_remove(ctx->cgroup_parent, &cgerr) < 0)
+        log_warn("oci runtime: %s", cgerr.msg);
     *out = ctx;
     return 0;
 }

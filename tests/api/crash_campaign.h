@@ -185,6 +185,11 @@ bool cc_tar_matches(const char *tar, size_t len, const struct cc_files *want, ch
 bool cc_check_leaks(const struct cc_campaign *c, const struct cc_names *containers,
                     const struct cc_names *volumes, const char *when, char *why, size_t len);
 
+/* After the daemon's clean shutdown with nothing listed: no cgroup of this
+ * root's parent is left in any hierarchy, the parent included (berthd
+ * removes it); false with the first one found in why. */
+bool cc_check_cgroups_gone(const struct cc_campaign *c, char *why, size_t len);
+
 /* ---- checks after a restart (crash_verify.c) ------------------------------------------------ */
 
 /*

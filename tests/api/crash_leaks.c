@@ -7,7 +7,7 @@
  * scratch image), cgroups under this root's cgroup parent in every
  * hierarchy, runc state, container, network and volume directories, staging
  * directories and temporaries, and processes of a dead daemon still at
- * work on the root.
+ * work on the root; and that a clean shutdown leaves no cgroup parent.
  *
  * Runs on the campaign's threads; no state of its own.
  */
@@ -366,6 +366,17 @@ check_cgroups(struct lctx *v, const char *when)
             return false;
     }
     return true;
+}
+
+bool
+cc_check_cgroups_gone(const struct cc_campaign *c, char *why, size_t len)
+{
+    struct cc_names parents;
+    cgroup_parents(c, &parents);
+    if (parents.n)
+        snprintf(why, len, "after the shutdown: cgroup parent %s left (%d hierarchies)",
+                 parents.v[0], parents.n);
+    return parents.n == 0;
 }
 
 /* A process other than the daemon whose command line names the root: a

@@ -116,6 +116,10 @@ forget(struct berthd *b)
 static void
 kill_all_at_exit(void)
 {
+    /* All first: a second daemon may run on the root of the first. */
+    for (int i = 0; i < MAX_DAEMONS; i++)
+        if (started[i])
+            berthd_kill(started[i]);
     for (int i = 0; i < MAX_DAEMONS; i++)
         if (started[i])
             berthd_cleanup(started[i]);
@@ -483,6 +487,10 @@ berthd_cleanup(struct berthd *b)
     berthd_kill(b);
     if (b->immutable[0])
         harness_set_immutable(b, b->immutable, false);
+    /* A root outside tmp is the test's, or another daemon's still at work. */
+    size_t tl = strlen(b->tmp);
+    if (tl && strncmp(b->root, b->tmp, tl) == 0 && b->root[tl] == '/')
+        harness_remove_leftovers(b->root);
     if (b->mount[0]) {
         umount2(b->mount, MNT_DETACH);
         b->mount[0] = '\0';
@@ -492,7 +500,7 @@ berthd_cleanup(struct berthd *b)
 }
 
 void
-berthd_finish(struct berthd *b)
+berthd_stop(struct berthd *b)
 {
     int status = berthd_term(b, is_sanitized() ? 30000 : 10000);
     char *log = berthd_log(b);
@@ -505,6 +513,12 @@ berthd_finish(struct berthd *b)
                   WIFSIGNALED(status) ? WTERMSIG(status) : 0, log);
     ck_assert_msg(strstr(log, "stopped"), "berthd's log does not say it stopped:\n%s", log);
     free(log);
+}
+
+void
+berthd_finish(struct berthd *b)
+{
+    berthd_stop(b);
     berthd_cleanup(b);
 }
 
@@ -1070,8 +1084,12 @@ harness_run_suite(Suite *s)
     while (d && (de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
             continue;
-        char path[PATH_MAX];
+        char path[PATH_MAX], root[PATH_MAX + 8];
         snprintf(path, sizeof(path), "%s/%s", tmpdir, de->d_name);
+        /* Its daemon got SIGKILL with the test (PR_SET_PDEATHSIG): what
+         * it left running or mounted there, and its cgroups, go too. */
+        snprintf(root, sizeof(root), "%s/root", path);
+        harness_remove_leftovers(root);
         nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
     }
     if (d)

@@ -109,13 +109,35 @@ const char *berthd_sanitizer_report(const struct berthd *b);
 bool berthd_wait_log(struct berthd *b, const char *needle, int timeout_ms);
 
 /*
- * The normal end of a test: SIGTERM, then asserts that the daemon exited 0
- * within 10 s, logged "stopped", and that the log holds no sanitizer
- * report; removes the temporary directory.
+ * SIGTERM, then asserts that the daemon exited 0 within 10 s, logged
+ * "stopped", and that the log holds no sanitizer report. Leaves the
+ * temporary directory, to look at what the daemon left on the host.
  */
+void berthd_stop(struct berthd *b);
+/* The normal end of a test: berthd_stop, then berthd_cleanup. */
 void berthd_finish(struct berthd *b);
-/* Kills the daemon if still running and removes its temporary directory. */
+/*
+ * Kills the daemon if still running and removes its temporary directory.
+ * When the store root lies in it, first what the daemon leaves on the host
+ * by design or after a kill (harness_remove_leftovers).
+ */
 void berthd_cleanup(struct berthd *b);
+
+/*
+ * What a dead daemon on root leaves that removing root would not
+ * (harness_leftovers.c): containers still known to runc under
+ * root/runtime/runc (runc delete --force), mounts below root, and the
+ * empty cgroups of root's cgroup parent in every hierarchy. Only what lies
+ * under root or is named after it is touched. The caller makes sure no
+ * daemon runs on root.
+ */
+void harness_remove_leftovers(const char *root);
+/* The runtime's cgroup parent for root: berth-<12 hex of sha256(root)>. */
+void harness_cgroup_parent_name(const char *root, char *out, size_t len);
+/* Every directory named after root's cgroup parent, in each hierarchy below
+ * this process's cgroup (where runc makes it: berthd's is this one's);
+ * at most max in out, *n of them. */
+void harness_cgroup_parent_dirs(const char *root, char (*out)[PATH_MAX], int max, int *n);
 
 /* A reply as libcurl saw it. */
 struct hresp {

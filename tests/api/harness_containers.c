@@ -122,8 +122,11 @@ fixture_teardown(void)
         if (sscanf(line, "%d %4095s %159s", &pid, root, handle) != 3)
             continue;
         const char *slash = strrchr(root, '/');
-        if (slash && strcmp(slash, "/root") == 0 && strstr(root, "/berth-api-"))
+        if (slash && strcmp(slash, "/root") == 0 && strstr(root, "/berth-api-")) {
+            /* Its daemons are dead: what else they left, cgroups included. */
+            harness_remove_leftovers(root);
             ctr_sh("d='%s'; grep -q \" $d/\" /proc/self/mountinfo || rm -rf \"${d%%/root}\"", root);
+        }
     }
     if (f)
         fclose(f);

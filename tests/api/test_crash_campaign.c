@@ -261,16 +261,11 @@ START_TEST(kill9_at_random_moments_of_a_mixed_workload_loses_nothing_acknowledge
     ck_assert_msg(c->kills_in_flight * 2 >= c->rounds_done,
                   "only %d of %d kills found a request in flight", c->kills_in_flight,
                   c->rounds_done);
-    berthd_finish(&c->b);
-    /* runc made this root's cgroup parent (berth-<hex>) in every hierarchy
-     * and nothing removes it: empty now, it goes with the root. */
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd),
-             "find /sys/fs/cgroup -maxdepth 4 -type d -name '%s' -exec rmdir {} + 2>/dev/null",
-             c->cgroup_name);
-    if (system(cmd) != 0) {
-        /* Hygiene only. */
-    }
+    /* Looked at before the harness's cleanup, which removes what is left. */
+    berthd_stop(&c->b);
+    if (!cc_check_cgroups_gone(c, why, sizeof(why)))
+        campaign_fail(c, "the last shutdown", why);
+    berthd_cleanup(&c->b);
 }
 END_TEST
 

@@ -150,6 +150,33 @@ START_TEST(json_body_over_1mib_with_content_length_is_413)
 }
 END_TEST
 
+/* The refusal comes before the body has been read: the daemon must not
+ * close the connection under a client still sending (a reset that loses
+ * the 413, or hits the client's send first). Many rounds, bodies just
+ * over the limit and several times it, each answered with the message. */
+START_TEST(json_body_over_1mib_is_413_every_time)
+{
+    struct berthd b = {0};
+    berthd_start(&b, NULL);
+    const char *route = json_route_or_skip(&b, "json_body_over_1mib_is_413_every_time");
+    static const size_t sizes[] = {1024 * 1024 + 1, 3 * 1024 * 1024, 8 * 1024 * 1024};
+    for (int i = 0; route && i < 120; i++) {
+        size_t len = sizes[i % 3];
+        char *body = big_json(len);
+        struct hresp r;
+        http_do(&b, &(struct hreq){.method = "POST", .path = route, .body = body, .body_len = len},
+                &r);
+        char why[1024];
+        ck_assert_msg(
+            error_body_ok(&r, 413, "payload_too_large", "over the limit", why, sizeof(why)),
+            "round %d, %zu bytes: curl %d: %s", i, len, r.curl_code, why);
+        hresp_free(&r);
+        free(body);
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
 START_TEST(json_body_over_1mib_chunked_is_413)
 {
     struct berthd b = {0};
@@ -566,6 +593,7 @@ errors_suite(void)
     tcase_add_test(tc, wrong_method_is_405_with_allow_header);
     tcase_add_test(tc, json_body_over_1mib_with_content_length_is_413);
     tcase_add_test(tc, json_body_over_1mib_chunked_is_413);
+    tcase_add_test(tc, json_body_over_1mib_is_413_every_time);
     tcase_add_test(tc, malformed_json_is_400_naming_the_problem);
     tcase_add_test(tc, wrong_field_type_is_400_naming_the_field);
     tcase_add_test(tc, json_bodies_are_parsed_strictly);

@@ -1,8 +1,11 @@
 /*
  * berthd's command line and environment: --version, --help, one-line
  * errors with exit status 2 for bad values, BERTH_LISTEN and
- * BERTH_LOG_FORMAT=json from the environment.
+ * BERTH_LOG_FORMAT=json from the environment; --pool-nice relative to
+ * the nice berthd was started with (read from /proc/<pid>/task/<tid>/stat).
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,9 @@ START_TEST(help_prints_usage_and_exits_0)
     ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
     ck_assert_msg(strstr(out, "usage: berthd"), "stdout: %s", out);
     ck_assert_msg(strstr(out, "--listen") && strstr(out, "--root"), "stdout: %s", out);
+    ck_assert_msg(
+        strstr(out, "--pool-nice N               pool threads' nice: berthd's own plus N"),
+        "stdout: %s", out);
     free(out);
     free(err);
 }
@@ -370,6 +376,113 @@ START_TEST(a_low_open_files_limit_is_raised_for_the_connections)
 }
 END_TEST
 
+/* The nice value (field 19 of /proc/<pid>/task/<tid>/stat) of pid's
+ * main thread in *main_nice; returns the highest nice of its other threads. */
+static int
+thread_nices(pid_t pid, int *main_nice)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int highest = -21;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[128], buf[1024];
+        snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* a thread that ended */
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* After "pid (comm) " come fields 3, 4, ...: the nice value is field 19. */
+        char *p = strrchr(buf, ')');
+        ck_assert_ptr_nonnull(p);
+        char *save = NULL, *tok = strtok_r(p + 1, " ", &save);
+        for (int field = 3; tok && field < 19; field++)
+            tok = strtok_r(NULL, " ", &save);
+        ck_assert_ptr_nonnull(tok);
+        int nice = atoi(tok);
+        if (atoi(e->d_name) == (int)pid)
+            *main_nice = nice;
+        else if (nice > highest)
+            highest = nice;
+    }
+    closedir(d);
+    return highest;
+}
+
+/* Starts berthd under nice start_nice with --pool-nice pool_nice, runs a
+ * long hash job and returns the lowest priority (highest nice) a pool
+ * thread had while it ran; *main_nice: the daemon's main thread's. */
+static int
+pool_nice_under(int start_nice, const char *pool_nice, int *main_nice)
+{
+    errno = 0;
+    int old = getpriority(PRIO_PROCESS, 0);
+    ck_assert_int_eq(errno, 0);
+    ck_assert_int_eq(setpriority(PRIO_PROCESS, 0, start_nice), 0);
+    struct berthd b = {0};
+    berthd_start(&b,
+                 &(struct berthd_opts){.args = {"--runtime", "host", "--pool-nice", pool_nice}});
+    setpriority(PRIO_PROCESS, 0, old); /* root may go back up; others stay */
+    struct hresp r;
+    http_post_json(&b, "/v1/debug/hash", "{", &r);
+    bool have = r.status == 400;
+    hresp_free(&r);
+    if (!have) {
+        fprintf(stderr, "SKIP pool nice: needs POST /v1/debug/hash (-DBERTH_BENCH_ROUTES=ON)\n");
+        berthd_finish(&b);
+        return -100;
+    }
+    ck_assert(wait_health_int(&b, "jobs.running", 0, 10000));
+    struct bg_req job;
+    bg_start(&job, &b,
+             &(struct hreq){.method = "POST",
+                            .path = "/v1/debug/hash",
+                            .body = "{\"bytes\": 1073741824}",
+                            .timeout_ms = 120000});
+    ck_assert_msg(wait_health_int(&b, "jobs.running", 1, 5000), "the job never ran");
+    int highest = -21;
+    *main_nice = -21;
+    for (int i = 0; i < 50; i++) {
+        int h = thread_nices(b.pid, main_nice);
+        if (h > highest)
+            highest = h;
+        sleep_ms(10);
+    }
+    bg_join(&job);
+    ck_assert_msg(job.resp.status == 200, "%ld %s", job.resp.status, job.resp.body);
+    hresp_free(&job.resp);
+    berthd_finish(&b);
+    return highest;
+}
+
+START_TEST(pool_nice_is_relative_to_the_daemons_own_nice)
+{
+    int main_nice;
+    int pool = pool_nice_under(5, "5", &main_nice);
+    if (pool == -100)
+        return;
+    ck_assert_int_eq(main_nice, 5);
+    ck_assert_msg(pool == 10, "a pool thread under nice 5 with --pool-nice 5 ran at %d", pool);
+}
+END_TEST
+
+START_TEST(pool_nice_past_19_is_clamped_to_19)
+{
+    int main_nice;
+    int pool = pool_nice_under(15, "10", &main_nice);
+    if (pool == -100)
+        return;
+    ck_assert_int_eq(main_nice, 15);
+    ck_assert_msg(pool == 19, "a pool thread under nice 15 with --pool-nice 10 ran at %d", pool);
+}
+END_TEST
+
 START_TEST(second_daemon_on_a_taken_port_fails_to_start)
 {
     struct berthd b = {0};
@@ -411,6 +524,8 @@ flags_suite(void)
     tcase_add_test(tc, json_log_format_one_object_per_line_and_per_request);
     tcase_add_test(tc, second_daemon_on_a_taken_port_fails_to_start);
     tcase_add_test(tc, a_low_open_files_limit_is_raised_for_the_connections);
+    tcase_add_test(tc, pool_nice_is_relative_to_the_daemons_own_nice);
+    tcase_add_test(tc, pool_nice_past_19_is_clamped_to_19);
     suite_add_tcase(s, tc);
     return s;
 }
