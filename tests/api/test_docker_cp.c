@@ -590,7 +590,7 @@ START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
               "> \"$V/.berth-cp-fedcba9876543210.journal\"; "
               "echo mine > \"$V/sub/kept\"; echo mine > \"$V/.berth-cp-mine\"; "
               "mkdir -p '%s/cp-pending'; "
-              "printf 'berth-cp-pending 1\\0pdead\\0mount\\0%%s\\0/sub\\0"
+              "printf 'berth-cp-pending 2\\0pdead\\0mount\\0%%s\\0/sub\\0"
               ".berth-cp-0123456789abcdef\\0' \"$V\" "
               "> '%s/cp-pending/pdead-.berth-cp-0123456789abcdef'; "
               "sed -i -E 's/\"state\" *: *\"[a-z]+\"/\"state\":\"deleting\"/' '%s/container.json'; "
