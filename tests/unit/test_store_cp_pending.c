@@ -275,7 +275,7 @@ START_TEST(the_note_names_the_directory_the_staging_is_in_while_a_symlink_flips)
     ck_assert_int_eq(pthread_create(&th, NULL, flip, &f), 0);
     struct seen s = {0};
     struct err err = {0};
-    for (int i = 0; i < 400 && s.wrong == 0; i++) {
+    for (int i = 0; i < 300 && s.wrong == 0; i++) {
         int r = import_at("/l", note_names_the_staging_dir, &s, &err);
         /* The flip may swap the target between the staging and the merge. */
         ck_assert_msg(r == 0 || r == -ERR_CONFLICT || r == -ENOENT, "import: %d %s", r, err.msg);
