@@ -179,14 +179,21 @@ note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
     }
     if (rfd < 0)
         return err_errno(err, -rfd, "open %s", n->root);
+    /* The note names the directory as read from its descriptor, with no
+     * symlink in it: one on the way now is the container's, and following
+     * it would replay berth's journal (as root) and remove a staging
+     * directory in another directory of the container's choosing. */
     const char *rel = n->target + strspn(n->target, "/");
-    int tfd = rootdir_open_dir_in_root(rfd, rel);
+    int tfd = rootdir_open_dir(rfd, rel);
     rootdir_close(rfd);
     if (tfd == -ENOENT) {
         log_warn("upload into %s%s: the directory is missing, the note waits for it", n->root,
                  n->target);
         return 0;
     }
+    if (tfd == -ELOOP || tfd == -ENOTDIR)
+        return err_set(err, -tfd, "open %s in %s: %s on the way (the container changed it)",
+                       n->target, n->root, tfd == -ELOOP ? "a symlink" : "not a directory");
     if (tfd < 0)
         return err_errno(err, -tfd, "open %s in %s", n->target, n->root);
     struct os_stat st;

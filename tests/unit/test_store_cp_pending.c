@@ -225,6 +225,38 @@ START_TEST(a_bad_note_is_set_aside_and_holds_up_nothing)
 }
 END_TEST
 
+/* After the crash the container moves its target away and puts a symlink
+ * there to another directory of its own, holding a staging directory of
+ * the same name: the note names the directory as it was read from its
+ * descriptor (no symlink in it), so a symlink on the way now is the
+ * container's doing. The recovery must not follow it: followed, it would
+ * remove the container's own files there and restore, as root, the old
+ * target's owner and mode on that other directory. The note is set aside
+ * and the other directory left as it is. */
+START_TEST(a_recovery_does_not_follow_a_symlink_put_in_the_target_path)
+{
+    ck_assert_int_eq(tu_sh("cd %s && mv t t.real && mkdir -m 0755 u && mkdir u/%s && "
+                           "echo mine > u/%s/mine && ln -s u t",
+                           rootfs, STAGING, STAGING),
+                     0);
+    dead_note(STAGING, "mount", rootfs, "/t");
+    /* berth's journal of that upload: the target's old mode was 0700. */
+    ck_assert_int_eq(
+        tu_sh("printf 'berth-volume-merge 1\\nS %s\\nB -\\nD - 700 0 0 0 0 0 0\\nE\\n' "
+              "> '%s/pdead-%s.journal'",
+              STAGING_HEX, notes, STAGING),
+        0);
+    struct err err = {0};
+    ck_assert_int_eq(cp_pending_recover(notes, &err), 0);
+    ck_assert_int_eq(tu_sh("cd %s && test \"$(stat -c %%a u)\" = 755 && grep -q mine u/%s/mine && "
+                           "test \"$(ls -A %s | tr '\\n' ' ')\" = '%s ' && "
+                           "test \"$(ls -A %s/%s | tr '\\n' ' ')\" = 'pdead-%s pdead-%s.journal '",
+                           rootfs, STAGING, notes, CP_PENDING_ASIDE, notes, CP_PENDING_ASIDE,
+                           STAGING, STAGING),
+                     0);
+}
+END_TEST
+
 /* ---- the note names where the staging is ----------------------------------- */
 
 struct flipper {
@@ -301,6 +333,7 @@ cp_pending_suite(void)
     tcase_add_test(tc, a_journal_forged_in_the_target_is_not_replayed);
     tcase_add_test(tc, a_note_waits_while_its_root_is_missing);
     tcase_add_test(tc, a_bad_note_is_set_aside_and_holds_up_nothing);
+    tcase_add_test(tc, a_recovery_does_not_follow_a_symlink_put_in_the_target_path);
     tcase_add_test(tc, the_note_names_the_directory_the_staging_is_in_while_a_symlink_flips);
     suite_add_tcase(s, tc);
     return s;
