@@ -99,6 +99,16 @@ int rootdir_open_dir_in_root(int root, const char *rel);
 ssize_t rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len);
 
 /*
+ * Where fd (a descriptor opened below root, e.g. by
+ * rootdir_open_dir_in_root) is inside root, as rootdir_resolve_in_root
+ * gives it: read from the descriptor, so the path is that of the very
+ * directory fd holds, whatever symlinks of the path changed since it was
+ * opened. -EXDEV when fd is not below root (moved out since), -ENOTSUP
+ * on Windows.
+ */
+ssize_t rootdir_fd_path_in_root(int root, int fd, char *buf, size_t len);
+
+/*
  * Opens, for reading, the regular file that pathfd (a descriptor opened
  * with O_PATH, which never runs the file's open) refers to, or -EINVAL
  * when it is anything else. A tree a container can write holds whatever

@@ -297,13 +297,20 @@ rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len)
     long fd = openat2_retrying(root, rel[0] ? rel : ".", &how);
     if (fd < 0)
         return neg_errno();
+    ssize_t n = rootdir_fd_path_in_root(root, (int)fd, buf, len);
+    close((int)fd);
+    return n;
+}
+
+ssize_t
+rootdir_fd_path_in_root(int root, int fd, char *buf, size_t len)
+{
     char top[PATH_MAX], at[PATH_MAX];
     ssize_t tn = fd_path(root, top, sizeof(top));
-    ssize_t an = tn < 0 ? tn : fd_path((int)fd, at, sizeof(at));
-    close((int)fd);
+    ssize_t an = tn < 0 ? tn : fd_path(fd, at, sizeof(at));
     if (tn < 0 || an < 0)
         return tn < 0 ? tn : an;
-    /* RESOLVE_IN_ROOT kept it below root: at is top, or top + "/...". */
+    /* Opened below root: at is top, or top + "/..." (unless it moved out). */
     if (strncmp(at, top, (size_t)tn) != 0 || (at[tn] != '/' && at[tn] != '\0'))
         return -EXDEV;
     const char *inside = strcmp(top, "/") == 0 ? at : at + tn;

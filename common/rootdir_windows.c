@@ -323,6 +323,16 @@ rootdir_resolve_in_root(int root, const char *rel, char *buf, size_t len)
     return -ENOTSUP;
 }
 
+ssize_t
+rootdir_fd_path_in_root(int root, int fd, char *buf, size_t len)
+{
+    (void)root;
+    (void)fd;
+    (void)buf;
+    (void)len;
+    return -ENOTSUP;
+}
+
 int
 rootdir_create_file(int dir, const char *name, mode_t mode)
 {

@@ -1,6 +1,7 @@
 /*
  * Notes of a container's archive uploads in flight (store/cp_pending.h):
- * one small file per upload, "<process token>-<staging name>", holding
+ * one small file per upload, "<process token>-<staging name>" (its merge
+ * journal beside it, the same name + VOLUME_JOURNAL_SUFFIX), holding
  * NUL-separated fields: a magic line, the token, "rootfs" or "mount",
  * the root, the target directory in it and the staging name. The token
  * is random, made once per process, so a note is known to be of a dead
@@ -23,7 +24,10 @@
 #include "common/rootdir.h"
 #include "store/volume_merge.h"
 
-#define NOTE_MAGIC "berth-cp-pending 1"
+/* 2: the merge journal is in the notes' directory. A note of 1 had it in
+ * the target, where the container could have written it: set aside. */
+#define NOTE_MAGIC "berth-cp-pending 2"
+#define ASIDE_DIR CP_PENDING_ASIDE
 #define NOTE_MAX (3 * 4096 + 256)
 
 static pthread_once_t token_once = PTHREAD_ONCE_INIT;
@@ -75,6 +79,7 @@ cp_pending_add(const char *dir, const char *root, bool rootfs, const char *targe
     const char *t = own_token();
     if (snprintf(note->name, sizeof(note->name), "%s-%s", t, staging) >= (int)sizeof(note->name))
         return err_set(err, ENAMETOOLONG, "upload note: staging name %s too long", staging);
+    snprintf(note->journal, sizeof(note->journal), "%s%s", note->name, VOLUME_JOURNAL_SUFFIX);
     const char *kind = rootfs ? "rootfs" : "mount";
     size_t len = strlen(NOTE_MAGIC) + strlen(t) + strlen(kind) + strlen(root) + strlen(target) +
                  strlen(staging) + 6;
@@ -155,33 +160,47 @@ root_mounted(const char *root)
 }
 
 /*
- * Replays one note: 1 when it is done with (the note may go), 0 when it
- * must wait (the root filesystem is not mounted), or a negative errno.
+ * Replays one note (its journal, if any, journal in nfd): 1 when it is
+ * done with (the note may go), 0 when it must wait (the root filesystem
+ * is not mounted, or the root or the target is missing: it may be a
+ * filesystem not mounted yet, and the note is the only record of what is
+ * in it), or a negative errno (a bad note, set aside).
  */
 static int
-note_replay(const struct note *n, struct err *err)
+note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
 {
     if (n->rootfs && !root_mounted(n->root))
         return 0;
     int rfd = rootdir_open(n->root);
-    if (rfd == -ENOENT)
-        return 1; /* its container or volume is gone, and the staging with it */
+    if (rfd == -ENOENT) {
+        log_warn("upload into %s%s: %s is missing, the note waits for it", n->root, n->target,
+                 n->root);
+        return 0;
+    }
     if (rfd < 0)
         return err_errno(err, -rfd, "open %s", n->root);
+    /* The note names the directory as read from its descriptor, with no
+     * symlink in it: one on the way now is the container's, and following
+     * it would replay berth's journal (as root) and remove a staging
+     * directory in another directory of the container's choosing. */
     const char *rel = n->target + strspn(n->target, "/");
-    int tfd = rootdir_open_dir_in_root(rfd, rel);
+    int tfd = rootdir_open_dir(rfd, rel);
     rootdir_close(rfd);
-    if (tfd == -ENOENT || tfd == -ENOTDIR)
-        return 1; /* the target went, the staging inside it too */
+    if (tfd == -ENOENT) {
+        log_warn("upload into %s%s: the directory is missing, the note waits for it", n->root,
+                 n->target);
+        return 0;
+    }
+    if (tfd == -ELOOP || tfd == -ENOTDIR)
+        return err_set(err, -tfd, "open %s in %s: %s on the way (the container changed it)",
+                       n->target, n->root, tfd == -ELOOP ? "a symlink" : "not a directory");
     if (tfd < 0)
         return err_errno(err, -tfd, "open %s in %s", n->target, n->root);
-    char journal[128];
-    snprintf(journal, sizeof(journal), "%s%s", n->staging, VOLUME_JOURNAL_SUFFIX);
     struct os_stat st;
     int ret = 1;
-    if (rootdir_stat(tfd, journal, &st) == 0) {
+    if (rootdir_stat(nfd, journal, &st) == 0) {
         /* ERR_INVALID_CONTENT: a journal cut short, so no step ran (it is removed). */
-        int r = volume_merge_recover(tfd, journal, err);
+        int r = volume_merge_recover_at(tfd, nfd, journal, err);
         if (r < 0 && r != -ERR_INVALID_CONTENT)
             ret = err_wrap(err, "upload into %s%s", n->root, n->target);
         else
@@ -193,6 +212,35 @@ note_replay(const struct note *n, struct err *err)
         ret = err_set(err, rerr.code, "%s", rerr.msg);
     rootdir_close(tfd);
     return ret;
+}
+
+/* Moves a bad note (and its journal) to aside/, out of every later replay's way. */
+static void
+note_set_aside(int fd, const char *dir, const char *name, const char *journal, const char *why)
+{
+    bool made = false;
+    int afd = rootdir_open_or_make_dir(fd, ASIDE_DIR, 0700, &made);
+    int r = afd < 0 ? afd : rootdir_replace(fd, name, afd, name);
+    if (r == 0 && journal[0] && (r = rootdir_replace(fd, journal, afd, journal)) == -ENOENT)
+        r = 0;
+    if (afd >= 0) {
+        osfs_fsync(afd);
+        rootdir_close(afd);
+    }
+    if (r < 0)
+        log_error("upload note %s/%s: %s; setting it aside failed: %s", dir, name, why,
+                  strerror(-r));
+    else
+        log_error("upload note %s/%s: %s; set aside in %s/%s (what it names is left as it is)", dir,
+                  name, why, dir, ASIDE_DIR);
+}
+
+/* Whether name ends in suffix. */
+static bool
+ends_with(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && strcmp(name + n - k, suffix) == 0;
 }
 
 int
@@ -216,8 +264,17 @@ cp_pending_recover(const char *dir, struct err *err)
         if (note_is_own(name))
             continue; /* an upload of this process, under way */
         if (name[0] == '.') {
-            /* A note a dead process was writing: nothing was staged yet. */
+            /* A note or journal a dead process was writing: before the
+             * staging directory, or before the merge's first step. */
             removed |= rootdir_remove(fd, name, false) == 0;
+            continue;
+        }
+        if (strcmp(name, ASIDE_DIR) == 0 || ends_with(name, VOLUME_JOURNAL_SUFFIX))
+            continue; /* a journal goes with its note */
+        char journal[sizeof(((struct cp_note *)0)->journal)];
+        if (snprintf(journal, sizeof(journal), "%s%s", name, VOLUME_JOURNAL_SUFFIX) >=
+            (int)sizeof(journal)) {
+            note_set_aside(fd, dir, name, "", "not an upload note (name too long)");
             continue;
         }
         cleanup_free char *text = NULL;
@@ -228,17 +285,17 @@ cp_pending_recover(const char *dir, struct err *err)
         if (r == -ENOENT)
             continue; /* replayed meanwhile */
         if (r == 0 && note_parse(text, len, &n) < 0)
-            r = err_set(&e, ERR_INVALID_CONTENT, "not an upload note");
+            r = err_set(&e, ERR_INVALID_CONTENT, "not an upload note of this version");
         if (r == 0)
-            r = note_replay(&n, &e);
-        if (r == 1 || r == -ERR_INVALID_CONTENT) {
+            r = note_replay(&n, fd, journal, &e);
+        if (r == 1) {
+            removed |= rootdir_remove(fd, journal, false) == 0;
             removed |= rootdir_remove(fd, name, false) == 0;
-            continue;
-        }
-        if (r < 0) {
-            log_error("upload note %s/%s: %s", dir, name, e.msg);
-            if (ret == 0)
-                ret = err_set(err, e.code, "upload note %s: %s", name, e.msg);
+        } else if (r < 0) {
+            /* One bad note (what it names changed under it, or it is not
+             * ours) must not hold up every later upload into the
+             * container: reported, kept aside for a look, and skipped. */
+            note_set_aside(fd, dir, name, journal, e.msg);
         }
     }
     if (removed)

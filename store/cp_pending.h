@@ -1,14 +1,18 @@
 /*
  * Notes of a container's archive uploads in flight (docker cp into a
  * container, store/rootfs_tar.c), so that a daemon killed mid-way is
- * cleaned up after: the upload's staging directory and its merge journal
- * live in the target directory, inside the container's root filesystem
- * (or a mount's source), where nothing else looks for them. Each note is
- * a file in <container dir>/cp-pending/, written (durably) before the
- * staging directory is made and removed once it is gone; it names the
- * process that wrote it, so that cp_pending_recover replays the notes of
- * dead processes only: it undoes a merge its journal says was cut short
- * (volume_merge_recover), removes the staging directory, then the note.
+ * cleaned up after. Only the upload's staging directory (the data being
+ * extracted) is in the target directory, inside the container's root
+ * filesystem or a mount's source; the note and the merge's journal are
+ * in <container dir>/cp-pending/, the daemon's, out of the container's
+ * reach: a container can write anything in its own tree while berth
+ * works there, and a journal is replayed as root, so nothing berth reads
+ * back is kept where the container could forge, swap or read it. The
+ * note is written (durably) before the staging directory is made and
+ * removed once it is gone; it names the process that wrote it, so that
+ * cp_pending_recover replays the notes of dead processes only: it undoes
+ * a merge its journal says was cut short (volume_merge_recover_at),
+ * removes the staging directory, then the journal and the note.
  *
  * Blocking (disk): pool threads, and main at start-up. Thread-safe: the
  * replays of one process are serialised.
@@ -25,9 +29,14 @@
 /* The staging directories' names in the target: the prefix and 16 hex digits. */
 #define CP_STAGING_PREFIX ".berth-cp-"
 
-/* One upload's note: its file name in the notes' directory. */
+/* The notes that could not be replayed, kept for a look (cp_pending_recover). */
+#define CP_PENDING_ASIDE "aside"
+
+/* One upload's note: its file name in the notes' directory, and its
+ * merge journal's there (for volume_merge_at). */
 struct cp_note {
     char name[64];
+    char journal[80];
 };
 
 /*
@@ -47,10 +56,15 @@ void cp_pending_remove(const char *dir, const struct cp_note *note);
 
 /*
  * Replays every note in dir that a process other than this one wrote
- * (one that died: a store root has one daemon), and removes it. A note
- * whose root filesystem is not mounted, or whose journal cannot be undone,
- * stays for a later call. 0 when none is left of a dead process, else the
- * first error. A missing dir is none.
+ * (one that died: a store root has one daemon), and removes it with its
+ * journal. A note whose root filesystem is not mounted, or whose root or
+ * target directory is missing (it may be on a filesystem not mounted
+ * yet), stays for a later call. A note that cannot be replayed (not one
+ * of this version, its journal cannot be undone, what it names was
+ * changed into something else) is logged and moved to dir/aside/ with its
+ * journal, what it names left as it is: one bad note never holds up the
+ * uploads after it. 0, or the error of reading dir itself. A missing dir
+ * is none.
  */
 int cp_pending_recover(const char *dir, struct err *err);
 

@@ -258,6 +258,8 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
                   const struct rootfs_tar_in_opts *o, struct volume_tar_in_result *res,
                   struct err *err)
 {
+    if (!o || !o->notes)
+        return err_set(err, EINVAL, "upload: no directory for its note and journal");
     struct cpath cp;
     int ret = cpath_parse(path, &cp, err);
     int rfd = ret < 0 ? -1 : rootfs_open(rootfs, err);
@@ -270,8 +272,12 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
         ret = err_set(err, EINVAL, "path %s: extraction point is not a directory", path);
     else if (ret == 0 && tfd < 0)
         ret = path_fail(tfd, path, err);
+    /* The note names the directory tfd holds, read from tfd itself: a
+     * second resolution of the path could land elsewhere (a container
+     * swapping a symlink on the way meanwhile), and the note would then
+     * send the recovery to a directory the staging is not in. */
     char resolved[PATH_MAX];
-    ssize_t n = ret == 0 ? rootdir_resolve_in_root(rfd, cp.rel, resolved, sizeof(resolved)) : 0;
+    ssize_t n = ret == 0 ? rootdir_fd_path_in_root(rfd, tfd, resolved, sizeof(resolved)) : 0;
     if (ret == 0 && n < 0)
         ret = path_fail((int)n, path, err);
     cleanup_free char *shown = NULL;
@@ -279,19 +285,23 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
         shown = NULL;
         ret = err_set(err, ENOMEM, "upload: out of memory");
     }
-    char hex[17] = "", staging[64], journal[80];
+    char hex[17] = "", staging[64];
     if (ret == 0 && randid_hex(hex, 8, NULL) < 0)
         ret = err_set(err, EIO, "upload: no random name");
     snprintf(staging, sizeof(staging), "%s%s", CP_STAGING_PREFIX, hex);
-    snprintf(journal, sizeof(journal), "%s%s", staging, VOLUME_JOURNAL_SUFFIX);
     /* The note first: from the staging directory's creation on, a crash
-     * leaves something inside the container that only the note finds. */
+     * leaves something inside the container that only the note finds. The
+     * merge's journal goes beside the note, in the daemon's directory:
+     * only the staged data is in the container's tree. */
     struct cp_note note;
     bool noted = false;
-    if (ret == 0 && o && o->notes) {
+    if (ret == 0) {
         ret = cp_pending_add(o->notes, rootfs, o->root_is_rootfs, resolved, staging, &note, err);
         noted = ret == 0;
     }
+    int nfd = noted ? rootdir_open(o->notes) : -1;
+    if (noted && nfd < 0)
+        ret = err_errno(err, -nfd, "open %s", o->notes);
     int r = ret == 0 ? rootdir_mkdir(tfd, staging, 0700) : 0;
     if (r < 0)
         ret = path_fail(r, path, err);
@@ -303,16 +313,16 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
         .shown_dir = shown, .target_fd = tfd, .refuse_device_nodes = true};
     if (ret == 0)
         ret = volume_tar_stage(in, sfd, &so, res, err);
-    if (ret == 0 && o && o->chown)
+    if (ret == 0 && o->chown)
         ret = chown_tree(sfd, o->uid, o->gid, 0, err);
     rootdir_close(sfd);
     if (ret == 0 && (r = rootdir_fd_sync_fs(tfd)) < 0)
         ret = err_errno(err, -r, "sync the upload");
     if (ret == 0 &&
-        (ret = volume_merge_opts(tfd, staging, "", journal, o && o->no_dir_nondir, err)) < 0)
+        (ret = volume_merge_at(tfd, staging, "", nfd, note.journal, o->no_dir_nondir, err)) < 0)
         err_wrap(err, "extract into %s", path);
     struct err rerr = {0};
-    bool kept = made && volume_merge_journal_left(tfd, journal);
+    bool kept = made && volume_merge_journal_left(nfd, note.journal);
     if (kept) {
         /* The undo failed: the staging holds the entries it must put back. */
         log_error("upload into %s: kept %s and its journal for recovery", path, staging);
@@ -322,6 +332,7 @@ rootfs_tar_import(const char *rootfs, const char *path, const struct volume_tar_
     }
     if (noted && !kept)
         cp_pending_remove(o->notes, &note);
+    rootdir_close(nfd);
     rootdir_close(tfd);
     rootdir_close(rfd);
     cpath_clear(&cp);

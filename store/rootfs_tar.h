@@ -16,7 +16,9 @@
  * names, "..", a parent that is a symlink, hard links out, long paths:
  * ERR_INVALID_CONTENT) and device nodes and FIFOs refused, into a hidden
  * directory inside the target directory, then moved in by volume_merge:
- * a refused or cut upload leaves the target as it was.
+ * a refused or cut upload leaves the target as it was. The staged data is
+ * the only thing of berth's in the container's tree: the note and the
+ * merge's journal are in the daemon's directory (o->notes).
  *
  * Blocking (disk, the stream's callbacks): pool threads only. Linux: on
  * Windows every call is ENOTSUP (common/rootdir.h has no RESOLVE_IN_ROOT
@@ -86,9 +88,10 @@ struct rootfs_tar_in_opts {
      * container with a User); else the tar's owners are kept. */
     bool chown;
     uint32_t uid, gid;
-    /* Where the upload's note goes while it runs (store/cp_pending.h:
-     * <container dir>/cp-pending), NULL for none; root_is_rootfs: rootfs
-     * is the container's root filesystem, not a mount's source. */
+    /* Where the upload's note and merge journal go while it runs
+     * (store/cp_pending.h: <container dir>/cp-pending, the daemon's, never
+     * inside rootfs; required); root_is_rootfs: rootfs is the container's
+     * root filesystem, not a mount's source. */
     const char *notes;
     bool root_is_rootfs;
 };

@@ -102,11 +102,11 @@ is_staging(const char *name)
  * journals), then removes the staging directories left in fs by uploads
  * that died (at open no upload of this process is under way); all of it
  * stays when a journal could not be undone (the next start tries again).
- * Only fs/ is read, which no container can write: a docker cp stages and
- * journals in its target directory inside data/, where a container could
- * forge a journal (whose replay, run as root, sets owners, modes and
- * xattrs) or plant names; its container's note in the daemon's own
- * directory finds it instead (store/cp_pending.h, daemon/containers_open.c).
+ * Only fs/ is read, which no container can write: a docker cp stages in
+ * its target directory inside data/, where a container can plant any
+ * name, so nothing there is taken for berth's; its container's note, and
+ * its journal, in the daemon's own directory find it instead
+ * (store/cp_pending.h, daemon/containers_open.c).
  */
 static void
 clean_staging(const char *fs)

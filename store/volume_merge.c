@@ -566,6 +566,13 @@ int
 volume_merge_opts(int fs_fd, const char *src, const char *base, const char *journal,
                   bool no_dir_nondir, struct err *err)
 {
+    return volume_merge_at(fs_fd, src, base, fs_fd, journal, no_dir_nondir, err);
+}
+
+int
+volume_merge_at(int fs_fd, const char *src, const char *base, int jfd, const char *journal,
+                bool no_dir_nondir, struct err *err)
+{
     struct plan p = {.src = -1, .base = -1, .no_dir_nondir = no_dir_nondir, .err = err};
     p.src = rootdir_open_dir(fs_fd, src);
     p.base = rootdir_open_dir(fs_fd, base);
@@ -575,7 +582,7 @@ volume_merge_opts(int fs_fd, const char *src, const char *base, const char *jour
     if (ret == 0)
         ret = plan_dir(&p, p.src, p.base, "", 0);
     if (ret == 0)
-        ret = journal_write(fs_fd, journal, src, base, &p, err);
+        ret = journal_write(jfd, journal, src, base, &p, err);
     size_t done = 0;
     while (ret == 0 && done < p.n) {
         test_kill_point(done);
@@ -592,7 +599,7 @@ volume_merge_opts(int fs_fd, const char *src, const char *base, const char *jour
         test_kill_point(p.n);
         int r = rootdir_fd_sync_fs(p.base);
         if (r == 0)
-            r = journal_remove(fs_fd, journal);
+            r = journal_remove(jfd, journal);
         if (r < 0)
             ret = err_errno(err, -r, "commit the upload");
         else
@@ -601,11 +608,11 @@ volume_merge_opts(int fs_fd, const char *src, const char *base, const char *jour
     if (ret < 0 && done > 0) {
         /* A step or the commit failed: back to the old tree. */
         if (undo_all(&p, done) == 0)
-            journal_remove(fs_fd, journal);
+            journal_remove(jfd, journal);
         else
             log_error("volume merge: left journal %s for the next start", journal);
     } else if (ret < 0) {
-        journal_remove(fs_fd, journal);
+        journal_remove(jfd, journal);
     }
     rootdir_close(p.src);
     rootdir_close(p.base);
@@ -623,9 +630,15 @@ volume_merge_journal_left(int fs_fd, const char *journal)
 int
 volume_merge_recover(int fs_fd, const char *journal, struct err *err)
 {
+    return volume_merge_recover_at(fs_fd, fs_fd, journal, err);
+}
+
+int
+volume_merge_recover_at(int fs_fd, int jfd, const char *journal, struct err *err)
+{
     struct plan p = {.src = -1, .base = -1, .err = err};
     char *src = NULL, *base = NULL;
-    int ret = journal_read(fs_fd, journal, &p, &src, &base, err);
+    int ret = journal_read(jfd, journal, &p, &src, &base, err);
     if (ret == 0) {
         p.src = rootdir_open_dir(fs_fd, src);
         p.base = rootdir_open_dir(fs_fd, base);
@@ -637,7 +650,7 @@ volume_merge_recover(int fs_fd, const char *journal, struct err *err)
         ret = err_set(err, EIO, "journal %s: some steps could not be undone", journal);
     if (ret == 0 || ret == -ERR_INVALID_CONTENT) {
         /* Undone, or a journal that was never complete: no step ran. */
-        int r = journal_remove(fs_fd, journal);
+        int r = journal_remove(jfd, journal);
         if (r < 0 && ret == 0)
             ret = err_errno(err, -r, "remove journal %s", journal);
         if (ret == 0)

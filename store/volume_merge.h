@@ -49,6 +49,15 @@ int volume_merge_opts(int fs_fd, const char *src, const char *base, const char *
                       bool no_dir_nondir, struct err *err);
 
 /*
+ * As volume_merge_opts, with the journal in another directory, jfd (on
+ * any filesystem): a container's archive upload keeps it in the daemon's
+ * own directory, out of the container's reach (store/rootfs_tar.c), as
+ * the tree it merges into is the container's to write.
+ */
+int volume_merge_at(int fs_fd, const char *src, const char *base, int jfd, const char *journal,
+                    bool no_dir_nondir, struct err *err);
+
+/*
  * Whether journal (a name in fs_fd) is there: after a failed merge, that
  * its undo failed and the journal was left for volume_merge_recover,
  * which needs the staging tree (it holds what the steps replaced): the
@@ -62,5 +71,8 @@ bool volume_merge_journal_left(int fs_fd, const char *journal);
  * directories are removed.
  */
 int volume_merge_recover(int fs_fd, const char *journal, struct err *err);
+
+/* As volume_merge_recover, the journal a name in jfd (volume_merge_at). */
+int volume_merge_recover_at(int fs_fd, int jfd, const char *journal, struct err *err);
 
 #endif

@@ -559,6 +559,81 @@ START_TEST(docker_cp_killed_in_its_merge_is_old_or_new_after_restart)
 }
 END_TEST
 
+/* The container's side of docker_cp_killed_with_a_hostile_container_*:
+ * its old /t, then for ever: every staging directory of berth's it sees
+ * gets a forged journal beside it (replayed as root, it would chmod /t
+ * 0777), and every journal of berth's it can read is logged in /seen. */
+static const char hostile_sh[] =
+    "mkdir -p /t && cd /t && chmod 755 /t && echo old a > a && echo old b > b && touch /ready\n"
+    "while :; do\n"
+    "  for s in .berth-cp-*; do\n"
+    "    case \"$s\" in\n"
+    "    *.journal*) if grep -q '^[MX] ' \"$s\" 2>/dev/null; then echo \"$s\" >> /seen; fi ;;\n"
+    "    *) [ -d \"$s\" ] || continue\n"
+    "       h=$(printf %s \"$s\" | od -An -tx1 | tr -d ' \\n')\n"
+    "       printf 'berth-volume-merge 1\\nS %s\\nB -\\nD - 777 0 0 0 0 0 0\\nE\\n' \"$h\" "
+    "> \"$s.journal.new\" && mv \"$s.journal.new\" \"$s.journal\" ;;\n"
+    "    esac\n"
+    "  done\n"
+    "done\n";
+
+/* berthd killed (SIGKILL) in the middle of a docker cp's merge while the
+ * container forges journals beside the staging and reads what berth
+ * writes: nothing berth reads back is in the container's tree, so the
+ * forged journal is not replayed (/t keeps its mode), the restart puts
+ * the old files back from berth's own journal, and the target then holds
+ * only what the container put there. */
+START_TEST(docker_cp_killed_with_a_hostile_container_leaves_it_only_its_own_files)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    char script[PATH_MAX], tar[PATH_MAX + 16];
+    snprintf(script, sizeof(script), "%s/hostile.sh", b.tmp);
+    snprintf(tar, sizeof(tar), "%s/new.tar", b.tmp);
+    FILE *f = fopen(script, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(hostile_sh, f);
+    fclose(f);
+    char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name hj busybox sh -c \"$(cat '%s')\"", script);
+    ctr_track(&b, id);
+    char root[PATH_MAX], rfs[PATH_MAX + 128], notes[PATH_MAX + 128];
+    snprintf(root, sizeof(root), "%s", b.root);
+    snprintf(rfs, sizeof(rfs), "%s/containers/%s/rootfs", root, id);
+    snprintf(notes, sizeof(notes), "%s/containers/%s/cp-pending", root, id);
+    free(dk_ok(&b, cl, 0,
+               "set -e; for i in $(seq 100); do test -f '%s/ready' && break; sleep 0.1; done; "
+               "test -f '%s/ready'; rm -rf '%s/new'; mkdir -p '%s/new'; cd '%s/new'; "
+               "echo new a > a; echo new c > c; mkdir d; echo new e > d/e; tar -cf '%s' .",
+               rfs, rfs, b.tmp, b.tmp, b.tmp, tar));
+    ck_assert_int_eq(berthd_term(&b, 10000), 0);
+    cp_start(&b, root, "BERTH_TEST_MERGE_KILL=1");
+    char *out = NULL;
+    dk_run(&b, cl, &out,
+           CURL "-o /dev/null -w '%%{http_code}' -X PUT --data-binary @'%s' "
+                "'http://d/containers/hj/archive?path=/t'",
+           tar);
+    free(out);
+    bool killed = false;
+    for (int i = 0; i < 100 && !(killed = !berthd_alive(&b)); i++)
+        sleep_ms(50);
+    ck_assert_msg(killed, "berthd was not killed in the merge");
+    sleep_ms(500); /* the container's loop has seen the staging by now */
+    cp_start(&b, root, NULL);
+    free(dk_ok(&b, cl, 0,
+               "set -e; cd '%s/t'; ls -A; ls -A | grep -q '^\\.berth-cp-[0-9a-f]*\\.journal$'; "
+               "test \"$(stat -c %%a .)\" = 755; "
+               "grep -q 'old a' a; grep -q 'old b' b; ! test -e c; ! test -e d; "
+               "test \"$(ls -A | grep -v '^\\.berth-cp-[0-9a-f]*\\.journal\\(\\.new\\)\\?$' | "
+               "tr '\\n' ' ')\" = 'a b '; ! test -s '%s/seen'; test -z \"$(ls -A '%s')\"",
+               rfs, rfs, notes));
+    free(dk_ok(&b, cl, 0, "\"$D\" rm -f hj"));
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 /* The leftovers of a docker cp into a volume mount that a crash cut
  * short go at the next start when a note names them: one in a directory
  * of the volume, found by the note of a container that start-up deletes
@@ -590,7 +665,7 @@ START_TEST(docker_cp_leftovers_in_a_volume_go_with_a_deleted_container)
               "> \"$V/.berth-cp-fedcba9876543210.journal\"; "
               "echo mine > \"$V/sub/kept\"; echo mine > \"$V/.berth-cp-mine\"; "
               "mkdir -p '%s/cp-pending'; "
-              "printf 'berth-cp-pending 1\\0pdead\\0mount\\0%%s\\0/sub\\0"
+              "printf 'berth-cp-pending 2\\0pdead\\0mount\\0%%s\\0/sub\\0"
               ".berth-cp-0123456789abcdef\\0' \"$V\" "
               "> '%s/cp-pending/pdead-.berth-cp-0123456789abcdef'; "
               "sed -i -E 's/\"state\" *: *\"[a-z]+\"/\"state\":\"deleting\"/' '%s/container.json'; "
@@ -637,6 +712,7 @@ docker_cp_suite(void)
     tcase_add_unchecked_fixture(crash, setup, NULL);
     ctr_add_fixture(crash);
     tcase_add_test(crash, docker_cp_killed_in_its_merge_is_old_or_new_after_restart);
+    tcase_add_test(crash, docker_cp_killed_with_a_hostile_container_leaves_it_only_its_own_files);
     suite_add_tcase(s, crash);
     TCase *left = tcase_create("crash_volume");
     tcase_set_timeout(left, 300);

@@ -141,8 +141,10 @@ import(const char *mk, const char *path, bool nodir, struct err *err)
     struct file_in f = {.fd = open(tar, O_RDONLY)};
     ck_assert_int_ge(f.fd, 0);
     struct volume_tar_in in = {.read = file_read, .ctx = &f};
-    struct rootfs_tar_in_opts o = {.no_dir_nondir = nodir};
+    char *notes = fs_path_join(base, "notes");
+    struct rootfs_tar_in_opts o = {.no_dir_nondir = nodir, .notes = notes};
     int r = rootfs_tar_import(rootfs, path, &in, &o, NULL, err);
+    free(notes);
     close(f.fd);
     free(tar);
     return r;
