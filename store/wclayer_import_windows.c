@@ -6,6 +6,7 @@
  * threads.
  */
 #include "store/wclayer_import.h"
+#include "store/wclayer_reparse.h"
 
 #include <windows.h>
 
@@ -155,6 +156,39 @@ apply_meta(const struct wcl_entry *e, const unsigned char *sd, const wchar_t *p,
     return 0;
 }
 
+/*
+ * A junction: a directory, then its mount point reparse data (go-winio's
+ * encoding, wcl_reparse_encode) set with FSCTL_SET_REPARSE_POINT, then
+ * its times, descriptor and attributes on the reparse point itself.
+ */
+static int
+junction_make(const struct wcl_entry *e, const wchar_t *p, struct err *err)
+{
+    unsigned char buf[WCL_REPARSE_MAX];
+    size_t len = 0;
+    int rc = wcl_reparse_encode(e->target, true, buf, sizeof(buf), &len, err);
+    if (rc < 0)
+        return err_wrap(err, "windows layer: junction %.300s", e->path);
+    if (!CreateDirectoryW(p, NULL))
+        return win_fail(err, GetLastError(), "create the junction", e->path);
+    HANDLE h = CreateFileW(p, GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+                           FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+    if (h == INVALID_HANDLE_VALUE) {
+        rc = win_fail(err, GetLastError(), "open the junction", e->path);
+        RemoveDirectoryW(p);
+        return rc;
+    }
+    DWORD got = 0;
+    BOOL ok = DeviceIoControl(h, FSCTL_SET_REPARSE_POINT, buf, (DWORD)len, NULL, 0, &got, NULL);
+    DWORD le = GetLastError();
+    CloseHandle(h);
+    if (!ok) {
+        RemoveDirectoryW(p);
+        return win_fail(err, le, "set the reparse point of junction", e->path);
+    }
+    return apply_meta(e, e->sd, p, NULL, err);
+}
+
 static int
 sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
 {
@@ -223,9 +257,9 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
     }
     case WCL_SYMLINK: {
         if (e->mount_point) {
+            rc = junction_make(e, p, err);
             free(p);
-            return err_set(err, ENOTSUP, "windows layer: junction %.300s: not written yet",
-                           e->path);
+            return rc;
         }
         wchar_t *t = wide(e->target);
         for (wchar_t *c = t; c && *c; c++)
