@@ -31,6 +31,8 @@
     X(HcnDeleteNetwork)                                                                            \
     X(HcnOpenNetwork)                                                                              \
     X(HcnCloseNetwork)                                                                             \
+    X(HcnEnumerateEndpoints)                                                                       \
+    X(HcnOpenEndpoint)                                                                             \
     X(HcnCreateEndpoint)                                                                           \
     X(HcnDeleteEndpoint)                                                                           \
     X(HcnCloseEndpoint)                                                                            \
@@ -430,4 +432,128 @@ hcn_container_detach(struct hcn_api *api, const struct hcn_attachment *a, struct
     if (r == 0)
         r = endpoint_delete(api, a->endpoint_id, err);
     return r;
+}
+
+/* ---- the endpoints on a network (the start-up's sweep) ---- */
+
+/* The string field k of o as a GUID in canonical form into out ("" when absent); false if bad. */
+static bool
+guid_field(json_object *o, const char *k, char out[HCS_GUID_SIZE])
+{
+    json_object *v;
+    out[0] = '\0';
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
+        return true;
+    struct hcs_guid g;
+    struct err e = {0};
+    const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    if (!t || !t[0])
+        return t != NULL;
+    if (!hcs_guid_valid(t) || hcs_guid_parse(t, &g, &e) < 0)
+        return false;
+    hcs_guid_format(&g, out);
+    return true;
+}
+
+/* The properties of endpoint id into info; *gone when HNS no longer has it. */
+static int
+endpoint_info(struct hcn_api *api, const char *id, struct hcn_endpoint_info *info, bool *gone_out,
+              struct err *err)
+{
+    GUID g;
+    *gone_out = false;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    HCN_ENDPOINT eh = NULL;
+    PWSTR props = NULL, record = NULL;
+    HRESULT hr = api->HcnOpenEndpoint(&g, &eh, &record);
+    if (SUCCEEDED(hr)) {
+        hr = api->HcnQueryEndpointProperties(eh, L"{}", &props, &record);
+        api->HcnCloseEndpoint(eh);
+    }
+    if (FAILED(hr) && gone(hr)) {
+        *gone_out = true;
+        if (record)
+            CoTaskMemFree(record);
+        return 0;
+    }
+    if (FAILED(hr))
+        return fail(err, hr, record, "query hcn endpoint", id);
+    char *text = take(props);
+    json_object *o = text ? json_tokener_parse(text) : NULL, *v;
+    free(text);
+    memset(info, 0, sizeof(*info));
+    snprintf(info->id, sizeof(info->id), "%s", id);
+    if (o && json_object_object_get_ex(o, "Name", &v) && json_object_is_type(v, json_type_string))
+        snprintf(info->name, sizeof(info->name), "%s", json_object_get_string(v));
+    r = o && guid_field(o, "HostComputeNamespace", info->namespace_id)
+            ? 0
+            : err_set(err, EIO, "hcn endpoint %s: its properties are not an endpoint's", id);
+    json_object_put(o);
+    return r;
+}
+
+int
+hcn_network_endpoints(struct hcn_api *api, const char *network_id, struct hcn_endpoint_info **out,
+                      size_t *n, struct err *err)
+{
+    *out = NULL;
+    *n = 0;
+    json_object *query = hcn_doc_query_network_endpoints(network_id, err);
+    if (!query)
+        return -EINVAL;
+    wchar_t *wq = doc_wide(query);
+    if (!wq)
+        return err_set(err, ENOMEM, "hcn endpoints of %s: out of memory", network_id);
+    PWSTR list = NULL, record = NULL;
+    HRESULT hr = api->HcnEnumerateEndpoints(wq, &list, &record);
+    free(wq);
+    if (FAILED(hr))
+        return fail(err, hr, record, "list the hcn endpoints of network", network_id);
+    char *l = take(list);
+    json_object *a = l ? json_tokener_parse(l) : NULL;
+    int r = 0;
+    if (l && (!a || !json_object_is_type(a, json_type_array)))
+        r = err_set(err, EIO, "hcn endpoints of %s: HNS answered %.200s, not a list of ids",
+                    network_id, l);
+    free(l);
+    size_t len = r == 0 && a ? json_object_array_length(a) : 0;
+    struct hcn_endpoint_info *v = len ? calloc(len, sizeof(*v)) : NULL;
+    if (len && !v)
+        r = err_set(err, ENOMEM, "hcn endpoints of %s: out of memory", network_id);
+    for (size_t i = 0; r == 0 && i < len; i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(a, i));
+        struct hcs_guid g;
+        char canon[HCS_GUID_SIZE];
+        if (!id || !hcs_guid_valid(id) || hcs_guid_parse(id, &g, err) < 0) {
+            r = err_set(err, EIO, "hcn endpoints of %s: HNS answered an id that is not a GUID",
+                        network_id);
+            break;
+        }
+        hcs_guid_format(&g, canon);
+        bool went = false;
+        r = endpoint_info(api, canon, &v[*n], &went, err);
+        if (r == 0 && !went)
+            (*n)++;
+    }
+    json_object_put(a);
+    if (r < 0) {
+        free(v);
+        *n = 0;
+        return r;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+hcn_endpoint_release(struct hcn_api *api, const struct hcn_endpoint_info *ep, struct err *err)
+{
+    if (!ep->namespace_id[0])
+        return endpoint_delete(api, ep->id, err);
+    struct hcn_attachment a = {0};
+    snprintf(a.endpoint_id, sizeof(a.endpoint_id), "%s", ep->id);
+    snprintf(a.namespace_id, sizeof(a.namespace_id), "%s", ep->namespace_id);
+    return hcn_container_detach(api, &a, err);
 }

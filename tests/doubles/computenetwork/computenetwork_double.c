@@ -7,7 +7,10 @@
  * service outlives its clients. HcnDoubleCounts (the double's own export)
  * says how many of each exist. HcnQueryEndpointProperties answers an
  * endpoint's ID and its MacAddress, 00-15-5D (Hyper-V's prefix) and the
- * first three bytes of its id, as HNS assigns one from its pool.
+ * first three bytes of its id, as HNS assigns one from its pool, with its
+ * Name, HostComputeNetwork and HostComputeNamespace (the namespace it was
+ * added to, "" if none); HcnEnumerateEndpoints takes hcsshim's
+ * {"VirtualNetwork": id} filter and lists that network's endpoints.
  *
  * Controlled through the environment, read at every call:
  *
@@ -324,6 +327,9 @@ HcnCreateEndpoint(HCN_NETWORK Network, REFGUID Id, PCWSTR Settings, PHCN_ENDPOIN
     else {
         struct object *o = add(endpoints, Id);
         o->network = *(GUID *)Network;
+        json_object *n;
+        if (json_object_object_get_ex(s, "Name", &n))
+            snprintf(o->name, sizeof(o->name), "%s", json_object_get_string(n));
         *Endpoint = handle(Id);
     }
     json_object_put(s);
@@ -346,13 +352,75 @@ HcnQueryEndpointProperties(HCN_ENDPOINT Endpoint, PCWSTR Query, PWSTR *Propertie
     else if (!id || !find(endpoints, id))
         hr = error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
     else {
-        char ids[40], buf[160];
+        struct object *o = find(endpoints, id);
+        char ids[40], net[40], ns[40] = "", buf[512];
         guid_text(id, ids);
-        snprintf(buf, sizeof(buf), "{\"ID\":\"%s\",\"MacAddress\":\"00-15-5D-%02X-%02X-%02X\"}",
-                 ids, (unsigned)(id->Data1 >> 24) & 0xff, (unsigned)(id->Data1 >> 16) & 0xff,
-                 (unsigned)(id->Data1 >> 8) & 0xff);
+        guid_text(&o->network, net);
+        for (int i = 0; i < MAXN && !ns[0]; i++)
+            for (int k = 0; namespaces[i].used && k < namespaces[i].nmembers; k++)
+                if (IsEqualGUID(&namespaces[i].members[k], id))
+                    guid_text(&namespaces[i].id, ns);
+        snprintf(buf, sizeof(buf),
+                 "{\"ID\":\"%s\",\"Name\":\"%s\",\"HostComputeNetwork\":\"%s\","
+                 "\"HostComputeNamespace\":\"%s\",\"MacAddress\":\"00-15-5D-%02X-%02X-%02X\"}",
+                 ids, o->name, net, ns, (unsigned)(id->Data1 >> 24) & 0xff,
+                 (unsigned)(id->Data1 >> 16) & 0xff, (unsigned)(id->Data1 >> 8) & 0xff);
         *Properties = co_wide(buf);
     }
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+/* The ids of the endpoints on the network the filter's VirtualNetwork names (hcsshim's query). */
+HRESULT WINAPI
+HcnEnumerateEndpoints(PCWSTR Query, PWSTR *Endpoints, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *q = settings_parse(Query, "Filter", doc, sizeof(doc));
+    record("HcnEnumerateEndpoints", NULL, doc);
+    HRESULT hr = S_OK;
+    json_object *filter = NULL, *f, *vn = NULL;
+    if (q && json_object_object_get_ex(q, "Filter", &f))
+        filter = json_tokener_parse(json_object_get_string(f));
+    GUID net;
+    unsigned d1, d2, d3, b[8];
+    if (!filter || !json_object_object_get_ex(filter, "VirtualNetwork", &vn) ||
+        sscanf(json_object_get_string(vn), "%8x-%4x-%4x-%2x%2x-%2x%2x%2x%2x%2x%2x", &d1, &d2, &d3,
+               &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7]) != 11) {
+        hr = error(E_INVALIDARG, "The query has no VirtualNetwork filter", ErrorRecord);
+    } else {
+        net.Data1 = d1, net.Data2 = (WORD)d2, net.Data3 = (WORD)d3;
+        for (int i = 0; i < 8; i++)
+            net.Data4[i] = (BYTE)b[i];
+        json_object *list = json_object_new_array();
+        for (int i = 0; i < MAXN; i++) {
+            if (endpoints[i].used && IsEqualGUID(&endpoints[i].network, &net)) {
+                char id[40];
+                guid_text(&endpoints[i].id, id);
+                json_object_array_add(list, json_object_new_string(id));
+            }
+        }
+        *Endpoints = co_wide(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN));
+        json_object_put(list);
+    }
+    json_object_put(filter);
+    json_object_put(q);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnOpenEndpoint(REFGUID Id, PHCN_ENDPOINT Endpoint, PWSTR *ErrorRecord)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record("HcnOpenEndpoint", Id, NULL);
+    HRESULT hr =
+        find(endpoints, Id) ? S_OK : error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
+    if (hr == S_OK)
+        *Endpoint = handle(Id);
     ReleaseSRWLockExclusive(&lock);
     return hr;
 }
