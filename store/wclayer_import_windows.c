@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "common/winutil.h"
 #include "store/wclayer_base.h"
 #include "store/wclayer_blob.h"
 #include "store/wclayer_uvm.h"
@@ -32,23 +33,11 @@ struct writer {
     struct strbuf tombstones; /* "\<path>\n" per whiteout under Files */
 };
 
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    return w;
-}
-
 /* The \\?\ absolute form of path, without a trailing separator. */
 static wchar_t *
 long_path(const char *path)
 {
-    wchar_t *w = wide(path);
+    wchar_t *w = win_wide(path);
     if (!w)
         return NULL;
     for (wchar_t *c = w; *c; c++)
@@ -78,7 +67,7 @@ long_path(const char *path)
 static wchar_t *
 under(const wchar_t *root, const char *rel)
 {
-    wchar_t *r = wide(rel);
+    wchar_t *r = win_wide(rel);
     if (!r)
         return NULL;
     size_t a = wcslen(root), b = wcslen(r);
@@ -261,10 +250,7 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
             free(p);
             return rc;
         }
-        wchar_t *t = wide(e->target);
-        for (wchar_t *c = t; c && *c; c++)
-            if (*c == L'/')
-                *c = L'\\';
+        wchar_t *t = win_wide_sep(e->target);
         DWORD flags = 0x2 /* SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE */;
         if (e->has_attributes && (e->attributes & WCL_ATTR_DIRECTORY))
             flags |= SYMBOLIC_LINK_FLAG_DIRECTORY;

@@ -327,6 +327,22 @@ hcn_doc_namespace_endpoint(const char *request, const char *endpoint_id, struct 
     return o;
 }
 
+/* An HcnEnumerate* query whose filter is {key: value}. */
+static json_object *
+query_one(const char *key, const char *value)
+{
+    json_object *o = doc_new();
+    json_object_object_add(o, "Flags", json_object_new_int(0));
+    /* HNS takes the filter as a string holding JSON. */
+    json_object *f = json_object_new_object();
+    add_str(f, key, value);
+    add_str(
+        o, "Filter",
+        json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(f);
+    return o;
+}
+
 bool
 hcn_owner_valid(const char *s)
 {
@@ -361,16 +377,8 @@ hcn_doc_query_network_endpoints(const char *network_id, struct err *err)
                 network_id ? network_id : "(null)");
         return NULL;
     }
-    json_object *o = doc_new();
-    json_object_object_add(o, "Flags", json_object_new_int(0));
     /* As hcsshim's ListEndpointsOfNetwork: HNS filters endpoints by "VirtualNetwork". */
-    json_object *f = json_object_new_object();
-    add_str(f, "VirtualNetwork", network_id);
-    add_str(
-        o, "Filter",
-        json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(f);
-    return o;
+    return query_one("VirtualNetwork", network_id);
 }
 
 json_object *
@@ -381,14 +389,5 @@ hcn_doc_query_name(const char *name, struct err *err)
                 name ? name : "(null)");
         return NULL;
     }
-    json_object *o = doc_new();
-    json_object_object_add(o, "Flags", json_object_new_int(0));
-    /* HNS takes the filter as a string holding JSON. */
-    json_object *f = json_object_new_object();
-    add_str(f, "Name", name);
-    add_str(
-        o, "Filter",
-        json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(f);
-    return o;
+    return query_one("Name", name);
 }

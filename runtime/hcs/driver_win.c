@@ -32,6 +32,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/strv.h"
+#include "common/winutil.h"
 #include "runtime/hcs/doc_nic.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/doc_system.h"
@@ -211,7 +212,7 @@ static void
 record_remove(struct hcs_drv *drv, const char *handle)
 {
     cleanup_free char *path = record_path(drv, handle);
-    cleanup_free wchar_t *wp = path ? hcs_wide(path) : NULL;
+    cleanup_free wchar_t *wp = path ? win_wide(path) : NULL;
     if (wp)
         DeleteFileW(wp);
 }
@@ -549,8 +550,8 @@ uvm_scratch_make(const char *handle, const char *base, const char *dir, const ch
         snprintf(vmdir, sizeof(vmdir), "%s\\vm", dir) >= (int)sizeof(vmdir))
         return err_set(err, EINVAL, "container %s: base layer path too long", handle);
     int ret = hcs_mkdir(vmdir, err);
-    cleanup_free wchar_t *wt = hcs_wide(tmpl);
-    cleanup_free wchar_t *wv = hcs_wide(vhd);
+    cleanup_free wchar_t *wt = win_wide(tmpl);
+    cleanup_free wchar_t *wv = win_wide(vhd);
     if (ret == 0 && (!wt || !wv))
         ret = err_set(err, ENOMEM, "container %s: out of memory", handle);
     if (ret == 0 && !CopyFileW(wt, wv, FALSE)) {

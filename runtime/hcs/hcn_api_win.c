@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/windll.h"
+#include "common/winutil.h"
 #include "runtime/hcs/hresult.h"
 
 /* HNS's own HRESULTs (Microsoft's HCN reference), absent from mingw-w64's headers. */
@@ -51,18 +52,6 @@ struct hcn_api {
 };
 
 /* ---- text ---- */
-
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    return w;
-}
 
 /* A string HNS allocated (CoTaskMemFree), as UTF-8 (caller frees), and freed. */
 static char *
@@ -118,7 +107,7 @@ doc_wide(json_object *doc)
 {
     const char *s = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
-    wchar_t *w = s ? wide(s) : NULL;
+    wchar_t *w = s ? win_wide(s) : NULL;
     json_object_put(doc);
     return w;
 }
