@@ -174,24 +174,38 @@ first_id(const char *list, char id[HCS_GUID_SIZE], bool *found, struct err *err)
     return 0;
 }
 
+/* An HcnEnumerate* call (fn) with the query doc (taken): the list it answered into *out
+ * (caller frees; NULL when HNS gave none). what and name are for the messages. */
+static int
+enumerate(__typeof__(&HcnEnumerateNetworks) fn, json_object *query, const char *what,
+          const char *name, char **out, struct err *err)
+{
+    *out = NULL;
+    if (!query)
+        return -EINVAL;
+    wchar_t *wq = doc_wide(query);
+    if (!wq)
+        return err_set(err, ENOMEM, "%s %s: out of memory", what, name);
+    PWSTR list = NULL, record = NULL;
+    HRESULT hr = fn(wq, &list, &record);
+    free(wq);
+    if (FAILED(hr))
+        return fail(err, hr, record, what, name);
+    *out = take(list);
+    return 0;
+}
+
 /* HcnEnumerateNetworks for name: the first id into id, *found whether there was one. */
 static int
 network_query(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], bool *found,
               struct err *err)
 {
-    json_object *query = hcn_doc_query_name(name, err);
-    if (!query)
-        return -EINVAL;
-    wchar_t *wq = doc_wide(query);
-    if (!wq)
-        return err_set(err, ENOMEM, "hcn network %s: out of memory", name);
-    PWSTR list = NULL, record = NULL;
-    HRESULT hr = api->HcnEnumerateNetworks(wq, &list, &record);
-    free(wq);
-    if (FAILED(hr))
-        return fail(err, hr, record, "find hcn network", name);
-    char *l = take(list);
-    int r = first_id(l, id, found, err);
+    char *l = NULL;
+    int r = enumerate(api->HcnEnumerateNetworks, hcn_doc_query_name(name, err), "find hcn network",
+                      name, &l, err);
+    if (r < 0)
+        return r;
+    r = first_id(l, id, found, err);
     free(l);
     return r;
 }
@@ -489,20 +503,12 @@ hcn_network_endpoints(struct hcn_api *api, const char *network_id, struct hcn_en
 {
     *out = NULL;
     *n = 0;
-    json_object *query = hcn_doc_query_network_endpoints(network_id, err);
-    if (!query)
-        return -EINVAL;
-    wchar_t *wq = doc_wide(query);
-    if (!wq)
-        return err_set(err, ENOMEM, "hcn endpoints of %s: out of memory", network_id);
-    PWSTR list = NULL, record = NULL;
-    HRESULT hr = api->HcnEnumerateEndpoints(wq, &list, &record);
-    free(wq);
-    if (FAILED(hr))
-        return fail(err, hr, record, "list the hcn endpoints of network", network_id);
-    char *l = take(list);
+    char *l = NULL;
+    int r = enumerate(api->HcnEnumerateEndpoints, hcn_doc_query_network_endpoints(network_id, err),
+                      "list the hcn endpoints of network", network_id, &l, err);
+    if (r < 0)
+        return r;
     json_object *a = l ? json_tokener_parse(l) : NULL;
-    int r = 0;
     if (l && (!a || !json_object_is_type(a, json_type_array)))
         r = err_set(err, EIO, "hcn endpoints of %s: HNS answered %.200s, not a list of ids",
                     network_id, l);
