@@ -137,6 +137,7 @@ set(BERTH_WIN_SOURCES
     store/wclayer_base_windows.c
     store/wclayer_blob.c
     store/wclayer_import_windows.c
+    store/wclayer_reparse.c
     store/wclayer_uvm_windows.c
     store/wcstorage_doc.c
     store/wcstorage_windows.c

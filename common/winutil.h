@@ -3,7 +3,9 @@
  * osfs_windows.c, rootdir_windows.c, sock_windows.c) share: UTF-8 and
  * wide strings, paths in their \\?\ form, Windows and NT errors as
  * errno values, HANDLEs inside C runtime descriptors, and struct
- * os_stat from a handle. Windows only; not for code outside the seam.
+ * os_stat from a handle. Windows only. The strings (win_wide, win_wide_sep, win_utf8)
+ * serve every Windows file (the drivers and store backends had four
+ * copies of win_wide); the rest is for the seam only.
  * Any thread.
  */
 #ifndef BERTH_COMMON_WINUTIL_H
@@ -20,6 +22,8 @@
 
 /* A new wide copy of UTF-8 s (caller frees), NULL for bad UTF-8 or OOM. */
 wchar_t *win_wide(const char *s);
+/* win_wide with every '/' made '\\' (a path as a tar or a record names it). */
+wchar_t *win_wide_sep(const char *s);
 /* A new UTF-8 copy of wide w (caller frees), NULL on OOM. */
 char *win_utf8(const wchar_t *w);
 

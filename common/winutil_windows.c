@@ -24,6 +24,16 @@ win_wide(const char *s)
     return w;
 }
 
+wchar_t *
+win_wide_sep(const char *s)
+{
+    wchar_t *w = win_wide(s);
+    for (wchar_t *c = w; c && *c; c++)
+        if (*c == L'/')
+            *c = L'\\';
+    return w;
+}
+
 char *
 win_utf8(const wchar_t *w)
 {

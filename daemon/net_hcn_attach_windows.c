@@ -27,6 +27,7 @@ struct hcn_waiter {
     struct hcn_api *api;
     char *rec_dir;
     char network_id[HCS_GUID_SIZE];
+    char owner[HCN_OWNER_LEN + 1];
     char *const *dns;
     size_t ndns;
     struct hcn_rec rec;
@@ -109,8 +110,8 @@ static void
 attach_work(void *ctx)
 {
     struct hcn_waiter *w = ctx;
-    w->rc = hcn_step_attach(w->api, w->rec_dir, w->network_id, (const char *const *)w->dns, w->ndns,
-                            &w->rec, &w->err);
+    w->rc = hcn_step_attach(w->api, w->rec_dir, w->network_id, w->owner,
+                            (const char *const *)w->dns, w->ndns, &w->rec, &w->err);
 }
 
 static void
@@ -150,6 +151,7 @@ attach_begin(struct hcn_waiter *w)
     struct net *n = w->n;
     w->api = n->api;
     memcpy(w->network_id, n->network_id, sizeof(w->network_id));
+    memcpy(w->owner, n->owner, sizeof(w->owner));
     w->dns = n->dns;
     w->ndns = n->ndns;
     struct err err = {0};

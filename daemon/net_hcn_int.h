@@ -68,6 +68,8 @@ struct net {
      * (its calls are thread-safe) once it is set. */
     struct hcn_api *api;
     char network_id[HCS_GUID_SIZE];
+    /* This root's tag in its endpoints' names (<rec_dir>/.owner), set by the first setup. */
+    char owner[HCN_OWNER_LEN + 1];
     enum hcn_setup_state setup;
     struct err setup_err;
     bool reconciling;
@@ -111,10 +113,22 @@ int hcn_rec_remove(const char *dir, const char *handle, struct err *err);
  * removed; when that delete fails too, the record stays for the next
  * start. A disabled r is only recorded.
  */
-int hcn_step_attach(struct hcn_api *api, const char *dir, const char *network_id,
+int hcn_step_attach(struct hcn_api *api, const char *dir, const char *network_id, const char *owner,
                     const char *const *dns, size_t ndns, struct hcn_rec *r, struct err *err);
 /* The detach's: the endpoint and namespace deleted, then the record. */
 int hcn_step_detach(struct hcn_api *api, const char *dir, const struct hcn_rec *r, struct err *err);
+
+/* This root's owner tag, <dir>/.owner, made (random, durably) when missing. */
+int hcn_owner_load(const char *dir, char owner[HCN_OWNER_LEN + 1], struct err *err);
+
+/*
+ * Deletes the endpoints on network_id that this root's tag names
+ * ("<handle>-ep-<owner>") but no record in dir does, with their
+ * namespaces: what a daemon left in HNS without a record. Other roots'
+ * and other owners' endpoints are left alone. *removed counts them.
+ */
+int hcn_step_sweep(struct hcn_api *api, const char *dir, const char *network_id, const char *owner,
+                   unsigned *removed, struct err *err);
 
 /* The records in dir, parsed (an unreadable one is logged and skipped). Caller frees *out. */
 int hcn_rec_list(const char *dir, struct hcn_rec **out, size_t *n, struct err *err);

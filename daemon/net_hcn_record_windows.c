@@ -228,6 +228,89 @@ hcn_rec_list(const char *dir, struct hcn_rec **out, size_t *n, struct err *err)
     return 0;
 }
 
+/* ---- the owner tag and the sweep ------------------------------------------------------ */
+
+int
+hcn_owner_load(const char *dir, char owner[HCN_OWNER_LEN + 1], struct err *err)
+{
+    cleanup_free char *path = fs_path_join(dir, ".owner");
+    if (!path)
+        return err_set(err, ENOMEM, "network owner tag: out of memory");
+    char *text = NULL;
+    size_t len = 0;
+    struct err e = {0};
+    int rc = fs_read_file(path, 64, &text, &len, &e);
+    if (rc == 0) {
+        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+            text[--len] = '\0';
+        bool ok = hcn_owner_valid(text);
+        if (ok)
+            memcpy(owner, text, HCN_OWNER_LEN + 1);
+        free(text);
+        if (!ok)
+            return err_set(err, EINVAL, "network owner tag %s: not %d hex digits", path,
+                           HCN_OWNER_LEN);
+        return 0;
+    }
+    if (rc != -ENOENT)
+        return err_errno(err, -rc, "network owner tag %s", path);
+    struct hcs_guid g;
+    if ((rc = hcs_guid_random(&g, err)) < 0)
+        return rc;
+    char guid[HCS_GUID_SIZE], line[HCN_OWNER_LEN + 2];
+    hcs_guid_format(&g, guid);
+    snprintf(line, sizeof(line), "%.*s\n", HCN_OWNER_LEN, guid);
+    if ((rc = fs_write_file_atomic(path, line, strlen(line), 0600, err)) < 0)
+        return rc;
+    memcpy(owner, line, HCN_OWNER_LEN);
+    owner[HCN_OWNER_LEN] = '\0';
+    return 0;
+}
+
+static bool
+recorded(const struct hcn_rec *recs, size_t n, const char *endpoint_id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!recs[i].disabled && strcmp(recs[i].ids.endpoint_id, endpoint_id) == 0)
+            return true;
+    return false;
+}
+
+int
+hcn_step_sweep(struct hcn_api *api, const char *dir, const char *network_id, const char *owner,
+               unsigned *removed, struct err *err)
+{
+    struct hcn_endpoint_info *eps = NULL;
+    size_t neps = 0;
+    int rc = hcn_network_endpoints(api, network_id, &eps, &neps, err);
+    if (rc < 0)
+        return rc;
+    struct hcn_rec *recs = NULL;
+    size_t nrecs = 0;
+    /* The records as they are now (after the reconciliation's releases). */
+    if ((rc = hcn_rec_list(dir, &recs, &nrecs, err)) < 0) {
+        free(eps);
+        return rc;
+    }
+    for (size_t i = 0; i < neps; i++) {
+        const struct hcn_endpoint_info *ep = &eps[i];
+        if (!hcn_endpoint_name_owned(ep->name, owner) || recorded(recs, nrecs, ep->id))
+            continue;
+        struct err e = {0};
+        if (hcn_endpoint_release(api, ep, &e) < 0) {
+            log_warn("net: the endpoint %s (%s) no record names: %s; left for the next start",
+                     ep->name, ep->id, e.msg);
+            continue;
+        }
+        log_info("net: deleted the endpoint %s (%s)%s%s, which no record names", ep->name, ep->id,
+                 ep->namespace_id[0] ? " and its namespace " : "", ep->namespace_id);
+        (*removed)++;
+    }
+    free(recs);
+    free(eps);
+    return 0;
+}
+
 /* ---- the jobs' steps --------------------------------------------------------------- */
 
 /* api, or a computenetwork.dll of the step's own in *own (freed by the caller). */
@@ -241,7 +324,7 @@ api_get(struct hcn_api *api, struct hcn_api **own, struct err *err)
 }
 
 int
-hcn_step_attach(struct hcn_api *api, const char *dir, const char *network_id,
+hcn_step_attach(struct hcn_api *api, const char *dir, const char *network_id, const char *owner,
                 const char *const *dns, size_t ndns, struct hcn_rec *r, struct err *err)
 {
     r->attached = r->disabled;
@@ -271,6 +354,7 @@ hcn_step_attach(struct hcn_api *api, const char *dir, const char *network_id,
                                      .host_port = r->ports[i].host,
                                      .container_port = r->ports[i].container};
     struct hcn_endpoint_doc ep = {.container = r->handle,
+                                  .owner = owner && owner[0] ? owner : NULL,
                                   .network_id = network_id,
                                   .ip = r->ip,
                                   .prefix_len = r->prefix,

@@ -194,6 +194,7 @@ struct setup_job {
     size_t ndns;
     char *rec_dir;
     char network_id[HCS_GUID_SIZE];
+    char owner[HCN_OWNER_LEN + 1];
     bool created;
     int rc;
     struct err err;
@@ -261,6 +262,8 @@ setup_work(void *ctx)
 {
     struct setup_job *j = ctx;
     j->rc = fs_mkdir_p(j->rec_dir, 0700, &j->err);
+    if (j->rc == 0 && (j->rc = hcn_owner_load(j->rec_dir, j->owner, &j->err)) < 0)
+        err_wrap(&j->err, "network %s", j->name);
     if (j->rc == 0 && !j->disabled) {
         if (!j->api && (j->rc = hcn_api_open(NULL, &j->own, &j->err)) == 0)
             j->api = j->own;
@@ -277,6 +280,11 @@ setup_work(void *ctx)
     }
     if (j->reconcile)
         reconcile_records(j);
+    /* Then what HNS has of ours that no record names (a record lost, or a crash's leftovers). */
+    struct err e = {0};
+    if (j->reconcile && j->rc == 0 && !j->disabled &&
+        hcn_step_sweep(j->api, j->rec_dir, j->network_id, j->owner, &j->st.orphans, &e) < 0)
+        log_warn("net: start-up sweep of network %s: %s", j->name, e.msg);
 }
 
 static void
@@ -309,6 +317,7 @@ setup_done(void *ctx, bool cancelled)
         log_error("net: %s", j->err.msg);
     } else {
         memset(&n->setup_err, 0, sizeof(n->setup_err));
+        memcpy(n->owner, j->owner, sizeof(n->owner));
         if (!j->disabled) {
             memcpy(n->network_id, j->network_id, sizeof(n->network_id));
             log_info("net: hcn network %s (%s, gateway %s): %s %s", j->name, j->pool, j->gw,
@@ -320,7 +329,9 @@ setup_done(void *ctx, bool cancelled)
             if (!hcn_entry_find(n, j->keep[i].handle) &&
                 !hcn_entry_add(n, &j->keep[i], HE_ATTACHED))
                 log_error("net: the network of %s: out of memory", j->keep[i].handle);
-        log_info("net: start-up: %u networks kept, %u released", j->st.kept, j->st.released);
+        log_info("net: start-up: %u networks kept, %u released, %u endpoints without a record "
+                 "deleted",
+                 j->st.kept, j->st.released, j->st.orphans);
         n->reconciling = false;
     }
     hcn_waiters_resume(n);

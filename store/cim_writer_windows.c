@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/winutil.h"
 #include "store/cimfs_api.h"
 
 #define REPARSE_TAG_SYMLINK 0xA000000Cu
@@ -32,22 +33,6 @@ struct cimw {
     char cur[WCL_PATH_MAX + 1];
     bool hives_dir; /* the layer made Hives\ */
 };
-
-/* UTF-8 to UTF-16, '/' to '\'; caller frees; NULL when not UTF-8 or out of memory. */
-static wchar_t *
-wpath(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        return NULL;
-    }
-    for (wchar_t *c = w; c && *c; c++)
-        if (*c == L'/')
-            *c = L'\\';
-    return w;
-}
 
 static int
 fail(struct err *err, HRESULT hr, const char *what, const char *path)
@@ -72,7 +57,7 @@ filetime(int64_t sec, uint32_t nsec)
 static unsigned char *
 reparse_buffer(const struct wcl_entry *e, uint32_t *len)
 {
-    wchar_t *t = wpath(e->target);
+    wchar_t *t = win_wide_sep(e->target);
     if (!t)
         return NULL;
     bool drive = ((t[0] >= L'A' && t[0] <= L'Z') || (t[0] >= L'a' && t[0] <= L'z')) && t[1] == L':';
@@ -133,7 +118,7 @@ create_file(struct cimw *w, const struct wcl_entry *e, const wchar_t *path, stru
         md.SecurityDescriptorSize = (UINT32)e->sd_len;
     } else if (e->sddl) {
         /* MSWINDOWS.sd, the older SDDL form: CimFS takes the binary one. */
-        wchar_t *s = wpath(e->sddl);
+        wchar_t *s = win_wide_sep(e->sddl);
         ULONG n = 0;
         BOOL ok = s && ConvertStringSecurityDescriptorToSecurityDescriptorW(s, SDDL_REVISION_1,
                                                                             &legacy, &n);
@@ -179,7 +164,7 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
     close_stream(w);
     snprintf(w->cur, sizeof(w->cur), "%s", e->path);
     w->path = w->cur;
-    wchar_t *path = wpath(e->path);
+    wchar_t *path = win_wide_sep(e->path);
     if (!path)
         return err_set(err, ENOMEM, "cim layer: %.300s: out of memory", e->path);
     int r = 0;
@@ -200,7 +185,7 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
         }
         break;
     case WCL_HARDLINK: {
-        wchar_t *target = wpath(e->target);
+        wchar_t *target = win_wide_sep(e->target);
         hr = target ? w->api->CimCreateHardLink(w->img, path, target) : E_OUTOFMEMORY;
         free(target);
         if (FAILED(hr))
@@ -370,7 +355,8 @@ cim_layer_write(struct cimfs_api *api, const char *dir, const char *parent, cons
     if (!cim_name_valid(name) || (parent && !cim_name_valid(parent)))
         return err_set(err, EINVAL, "cim layer: bad image name %.200s (or parent %.200s)",
                        name ? name : "(null)", parent ? parent : "(none)");
-    wchar_t *wdir = wpath(dir), *wname = wpath(name), *wparent = parent ? wpath(parent) : NULL;
+    wchar_t *wdir = win_wide_sep(dir), *wname = win_wide_sep(name),
+            *wparent = parent ? win_wide_sep(parent) : NULL;
     struct names before = {0};
     struct cimw w = {.api = api, .path = name};
     int r = 0;

@@ -159,17 +159,8 @@ layer_cimfs_undo(const struct mj_entry *e, struct err *err)
         free(ld);
         wcs_api_free(wcs);
     }
-    if (r == 0 && at >= step_index("attach")) {
-        struct vdisk_api *vd = NULL;
-        void *h = NULL;
-        r = vdisk_api_open(NULL, &vd, err);
-        if (r == 0 && (r = vdisk_open(vd, vhd, &h, err)) == -ENOENT)
-            r = 0; /* no disk, nothing attached */
-        else if (r == 0)
-            r = vdisk_detach(vd, h, err);
-        vdisk_close(h);
-        vdisk_api_free(vd);
-    }
+    if (r == 0 && at >= step_index("attach"))
+        r = vdisk_detach_path(vhd, err);
     if (r == 0 && at >= step_index("cim"))
         r = dismount(e->name, guid, err);
     return r < 0 ? err_wrap(err, "undo cimfs mount %s", e->name) : 0;

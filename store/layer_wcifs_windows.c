@@ -109,23 +109,15 @@ layer_wcifs_undo(const struct mj_entry *e, struct err *err)
     if (!step_at_least(step, "attach") || (vm && strcmp(vm, "1") == 0))
         return 0; /* nothing was attached on the host */
     struct wcs_api *wcs = NULL;
-    struct vdisk_api *vd = NULL;
     int r = 0;
     if (volume && step_at_least(step, "filter")) {
         r = wcs_api_open(NULL, &wcs, err);
         if (r == 0 && (r = wcs_detach_filter(wcs, volume, err)) == -ENOENT)
             r = 0; /* never attached, or detached before a crash */
     }
-    void *h = NULL;
-    if (r == 0)
-        r = vdisk_api_open(NULL, &vd, err);
-    if (r == 0 && (r = vdisk_open(vd, vhd, &h, err)) == -ENOENT)
-        r = 0; /* no disk, nothing attached */
-    else if (r == 0)
-        r = vdisk_detach(vd, h, err);
-    vdisk_close(h);
-    vdisk_api_free(vd);
     wcs_api_free(wcs);
+    if (r == 0)
+        r = vdisk_detach_path(vhd, err);
     return r < 0 ? err_wrap(err, "undo wcifs mount %s", e->name) : 0;
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/strv.h"
+#include "common/winutil.h"
 
 /* A Win32 error as a negative errno: what the journal's messages need. */
 static int
@@ -58,12 +59,7 @@ wpath(const char *dir, const char *name)
     for (char *c = p; *c; c++)
         if (*c == '/')
             *c = '\\';
-    int wn = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, p, -1, NULL, 0);
-    wchar_t *w = wn > 0 ? malloc((size_t)wn * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, p, -1, w, wn) != wn) {
-        free(w);
-        w = NULL;
-    }
+    wchar_t *w = win_wide(p);
     free(p);
     return w;
 }

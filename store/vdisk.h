@@ -35,6 +35,9 @@ int vdisk_open(struct vdisk_api *api, const char *path, void **h, struct err *er
 int vdisk_attach(struct vdisk_api *api, void *h, struct err *err);
 /* Detaches it; one not attached is success. */
 int vdisk_detach(struct vdisk_api *api, void *h, struct err *err);
+/* Opens the VHDX at path, detaches it and closes it (the undo of a mount,
+ * store/layer_*_windows.c): no disk there, or one not attached, is success. */
+int vdisk_detach_path(const char *path, struct err *err);
 /* Closes h; NULL is a no-op. */
 void vdisk_close(void *h);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/windll.h"
+#include "common/winutil.h"
 
 #define VD_FUNCS(X)                                                                                \
     X(CreateVirtualDisk)                                                                           \
@@ -37,21 +38,6 @@ static const struct windll_export vd_exports[] = {
 /* VIRTUAL_STORAGE_TYPE_VENDOR_MICROSOFT, spelled out: not every mingw-w64 defines it. */
 static const GUID vendor_microsoft = {
     0xec984aec, 0xa0f9, 0x47e9, {0x90, 0x1f, 0x71, 0x41, 0x5a, 0x66, 0x34, 0x5b}};
-
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    for (wchar_t *c = w; c && *c; c++)
-        if (*c == L'/')
-            *c = L'\\';
-    return w;
-}
 
 static int
 vd_fail(struct err *err, DWORD e, const char *what, const char *path)
@@ -94,7 +80,7 @@ vdisk_api_free(struct vdisk_api *api)
 int
 vdisk_create(struct vdisk_api *api, const char *path, uint64_t size, void **h, struct err *err)
 {
-    wchar_t *w = wide(path);
+    wchar_t *w = win_wide_sep(path);
     if (!w)
         return err_set(err, EINVAL, "create vhdx %.300s: not UTF-8", path);
     VIRTUAL_STORAGE_TYPE type = {VIRTUAL_STORAGE_TYPE_DEVICE_VHDX, vendor_microsoft};
@@ -114,7 +100,7 @@ vdisk_create(struct vdisk_api *api, const char *path, uint64_t size, void **h, s
 int
 vdisk_create_diff(struct vdisk_api *api, const char *path, const char *parent, struct err *err)
 {
-    wchar_t *w = wide(path), *wp = wide(parent);
+    wchar_t *w = win_wide_sep(path), *wp = win_wide_sep(parent);
     if (!w || !wp) {
         free(w);
         free(wp);
@@ -138,7 +124,7 @@ vdisk_create_diff(struct vdisk_api *api, const char *path, const char *parent, s
 int
 vdisk_open(struct vdisk_api *api, const char *path, void **h, struct err *err)
 {
-    wchar_t *w = wide(path);
+    wchar_t *w = win_wide_sep(path);
     if (!w)
         return err_set(err, EINVAL, "open vhdx %.300s: not UTF-8", path);
     VIRTUAL_STORAGE_TYPE type = {VIRTUAL_STORAGE_TYPE_DEVICE_VHDX, vendor_microsoft};
@@ -174,6 +160,21 @@ vdisk_detach(struct vdisk_api *api, void *h, struct err *err)
     if (e == ERROR_SUCCESS || e == ERROR_NOT_READY || e == ERROR_DEV_NOT_EXIST)
         return 0;
     return vd_fail(err, e, "detach vhdx", NULL);
+}
+
+int
+vdisk_detach_path(const char *path, struct err *err)
+{
+    struct vdisk_api *vd = NULL;
+    void *h = NULL;
+    int r = vdisk_api_open(NULL, &vd, err);
+    if (r == 0 && (r = vdisk_open(vd, path, &h, err)) == -ENOENT)
+        r = 0; /* no disk, nothing attached */
+    else if (r == 0)
+        r = vdisk_detach(vd, h, err);
+    vdisk_close(h);
+    vdisk_api_free(vd);
+    return r;
 }
 
 void

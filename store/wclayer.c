@@ -6,6 +6,7 @@
  * replace one another. Runs on the caller's thread (a pool thread).
  */
 #include "store/wclayer.h"
+#include "store/wclayer_reparse.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -669,6 +670,9 @@ link_check(struct import *im, const struct wtar_entry *e, struct wcl_entry *w, s
         if (!utf8_valid((const unsigned char *)e->linkname, n))
             return err_set(err, ERR_INVALID_CONTENT,
                            "windows layer: symlink %.300s has a target that is not UTF-8", e->name);
+        int rc = wcl_reparse_check(w->path, w->root, e->linkname, w->mount_point, err);
+        if (rc < 0)
+            return rc;
         w->target = e->linkname;
         return 0;
     }

@@ -17,7 +17,8 @@
  * - "name:stream" as the alternate data stream of the entry just before
  *   it (the only place a ':' may be);
  * - regular files, directories, symlinks (reparse points; with
- *   MSWINDOWS.mountpoint a junction) and hard links to a file listed
+ *   MSWINDOWS.mountpoint a junction), their targets inside the layer's
+ *   Files/ or UtilityVM/Files/ (wclayer_reparse.h), and hard links to a file listed
  *   earlier in the same layer; ".wh.<name>" under Files/ as a whiteout of
  *   a lower layer's entry (the opaque marker is refused: Windows layers
  *   have none); Hives/ holds only the registry deltas

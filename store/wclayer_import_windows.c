@@ -6,6 +6,7 @@
  * threads.
  */
 #include "store/wclayer_import.h"
+#include "store/wclayer_reparse.h"
 
 #include <windows.h>
 
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "common/winutil.h"
 #include "store/wclayer_base.h"
 #include "store/wclayer_blob.h"
 #include "store/wclayer_uvm.h"
@@ -31,23 +33,11 @@ struct writer {
     struct strbuf tombstones; /* "\<path>\n" per whiteout under Files */
 };
 
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    return w;
-}
-
 /* The \\?\ absolute form of path, without a trailing separator. */
 static wchar_t *
 long_path(const char *path)
 {
-    wchar_t *w = wide(path);
+    wchar_t *w = win_wide(path);
     if (!w)
         return NULL;
     for (wchar_t *c = w; *c; c++)
@@ -77,7 +67,7 @@ long_path(const char *path)
 static wchar_t *
 under(const wchar_t *root, const char *rel)
 {
-    wchar_t *r = wide(rel);
+    wchar_t *r = win_wide(rel);
     if (!r)
         return NULL;
     size_t a = wcslen(root), b = wcslen(r);
@@ -155,6 +145,39 @@ apply_meta(const struct wcl_entry *e, const unsigned char *sd, const wchar_t *p,
     return 0;
 }
 
+/*
+ * A junction: a directory, then its mount point reparse data (go-winio's
+ * encoding, wcl_reparse_encode) set with FSCTL_SET_REPARSE_POINT, then
+ * its times, descriptor and attributes on the reparse point itself.
+ */
+static int
+junction_make(const struct wcl_entry *e, const wchar_t *p, struct err *err)
+{
+    unsigned char buf[WCL_REPARSE_MAX];
+    size_t len = 0;
+    int rc = wcl_reparse_encode(e->target, true, buf, sizeof(buf), &len, err);
+    if (rc < 0)
+        return err_wrap(err, "windows layer: junction %.300s", e->path);
+    if (!CreateDirectoryW(p, NULL))
+        return win_fail(err, GetLastError(), "create the junction", e->path);
+    HANDLE h = CreateFileW(p, GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+                           FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+    if (h == INVALID_HANDLE_VALUE) {
+        rc = win_fail(err, GetLastError(), "open the junction", e->path);
+        RemoveDirectoryW(p);
+        return rc;
+    }
+    DWORD got = 0;
+    BOOL ok = DeviceIoControl(h, FSCTL_SET_REPARSE_POINT, buf, (DWORD)len, NULL, 0, &got, NULL);
+    DWORD le = GetLastError();
+    CloseHandle(h);
+    if (!ok) {
+        RemoveDirectoryW(p);
+        return win_fail(err, le, "set the reparse point of junction", e->path);
+    }
+    return apply_meta(e, e->sd, p, NULL, err);
+}
+
 static int
 sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
 {
@@ -223,14 +246,11 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
     }
     case WCL_SYMLINK: {
         if (e->mount_point) {
+            rc = junction_make(e, p, err);
             free(p);
-            return err_set(err, ENOTSUP, "windows layer: junction %.300s: not written yet",
-                           e->path);
+            return rc;
         }
-        wchar_t *t = wide(e->target);
-        for (wchar_t *c = t; c && *c; c++)
-            if (*c == L'/')
-                *c = L'\\';
+        wchar_t *t = win_wide_sep(e->target);
         DWORD flags = 0x2 /* SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE */;
         if (e->has_attributes && (e->attributes & WCL_ATTR_DIRECTORY))
             flags |= SYMBOLIC_LINK_FLAG_DIRECTORY;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/windll.h"
+#include "common/winutil.h"
 
 #define WCS_FUNCS(X)                                                                               \
     X(HcsImportLayer)                                                                              \
@@ -44,18 +45,6 @@ static const struct windll_export wcs_exports[] = {
     WCS_FUNCS(WCS_EXPORT)
 #undef WCS_EXPORT
 };
-
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    return w;
-}
 
 static char *
 narrow(const wchar_t *w)
@@ -122,7 +111,7 @@ widen(const char *a, const char *b, const char *c, wchar_t *w[3])
     const char *s[3] = {a, b, c};
     bool ok = true;
     for (int i = 0; i < 3; i++) {
-        w[i] = s[i] ? wide(s[i]) : NULL;
+        w[i] = s[i] ? win_wide(s[i]) : NULL;
         ok = ok && (!s[i] || w[i]);
     }
     return ok;

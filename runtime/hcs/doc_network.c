@@ -257,9 +257,15 @@ hcn_doc_endpoint(const struct hcn_endpoint_doc *e, struct err *err)
             }
         }
     }
+    if (e->owner && !hcn_owner_valid(e->owner)) {
+        err_set(err, EINVAL, "hcn endpoint %s-ep: owner %.64s is not %d hex digits", e->container,
+                e->owner, HCN_OWNER_LEN);
+        return NULL;
+    }
     json_object *o = doc_new();
     char name[160];
-    snprintf(name, sizeof(name), "%s-ep", e->container);
+    snprintf(name, sizeof(name), "%s-ep%s%s", e->container, e->owner ? "-" : "",
+             e->owner ? e->owner : "");
     add_str(o, "Name", name);
     add_str(o, "HostComputeNetwork", e->network_id);
     if (e->ip) {
@@ -321,6 +327,60 @@ hcn_doc_namespace_endpoint(const char *request, const char *endpoint_id, struct 
     return o;
 }
 
+/* An HcnEnumerate* query whose filter is {key: value}. */
+static json_object *
+query_one(const char *key, const char *value)
+{
+    json_object *o = doc_new();
+    json_object_object_add(o, "Flags", json_object_new_int(0));
+    /* HNS takes the filter as a string holding JSON. */
+    json_object *f = json_object_new_object();
+    add_str(f, key, value);
+    add_str(
+        o, "Filter",
+        json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(f);
+    return o;
+}
+
+bool
+hcn_owner_valid(const char *s)
+{
+    if (!s || strlen(s) != HCN_OWNER_LEN)
+        return false;
+    for (size_t i = 0; i < HCN_OWNER_LEN; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+bool
+hcn_endpoint_name_owned(const char *name, const char *owner)
+{
+    static const char mid[] = "-ep-";
+    size_t n = name ? strlen(name) : 0, tail = sizeof(mid) - 1 + HCN_OWNER_LEN;
+    if (!hcn_owner_valid(owner) || n <= tail || n - tail > 128 ||
+        memcmp(name + n - tail, mid, sizeof(mid) - 1) != 0 ||
+        strcmp(name + n - HCN_OWNER_LEN, owner) != 0)
+        return false;
+    char handle[129];
+    memcpy(handle, name, n - tail);
+    handle[n - tail] = '\0';
+    return handle_valid(handle);
+}
+
+json_object *
+hcn_doc_query_network_endpoints(const char *network_id, struct err *err)
+{
+    if (!network_id || !hcs_guid_valid(network_id)) {
+        err_set(err, EINVAL, "hcn query: network id %.64s is not a GUID",
+                network_id ? network_id : "(null)");
+        return NULL;
+    }
+    /* As hcsshim's ListEndpointsOfNetwork: HNS filters endpoints by "VirtualNetwork". */
+    return query_one("VirtualNetwork", network_id);
+}
+
 json_object *
 hcn_doc_query_name(const char *name, struct err *err)
 {
@@ -329,14 +389,5 @@ hcn_doc_query_name(const char *name, struct err *err)
                 name ? name : "(null)");
         return NULL;
     }
-    json_object *o = doc_new();
-    json_object_object_add(o, "Flags", json_object_new_int(0));
-    /* HNS takes the filter as a string holding JSON. */
-    json_object *f = json_object_new_object();
-    add_str(f, "Name", name);
-    add_str(
-        o, "Filter",
-        json_object_to_json_string_ext(f, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(f);
-    return o;
+    return query_one("Name", name);
 }

@@ -16,6 +16,7 @@
 #define BERTH_RUNTIME_HCS_DOC_NETWORK_H
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,8 +44,14 @@ struct hcn_port {
     const char *host_ip;
 };
 
+/* A store root's owner tag: 8 lowercase hex digits, random, kept in the root. */
+#define HCN_OWNER_LEN 8
+
 struct hcn_endpoint_doc {
-    const char *container;  /* the container's handle: the endpoint is "<handle>-ep" */
+    const char *container; /* the container's handle: the endpoint is "<handle>-ep-<owner>" */
+    /* The root's tag (HCN_OWNER_LEN hex digits), so that a start-up can tell
+     * its own endpoints from other roots' on a shared network; NULL: "<handle>-ep". */
+    const char *owner;
     const char *network_id; /* the network's GUID */
     const char *ip;         /* the container's address; NULL: HNS picks one from the pool */
     unsigned prefix_len;    /* with ip: the pool's prefix */
@@ -56,6 +63,15 @@ struct hcn_endpoint_doc {
 };
 
 json_object *hcn_doc_endpoint(const struct hcn_endpoint_doc *e, struct err *err);
+
+/* Is s an owner tag (HCN_OWNER_LEN lowercase hex digits)? */
+bool hcn_owner_valid(const char *s);
+
+/* Is name an endpoint of owner's, "<valid handle>-ep-<owner>"? */
+bool hcn_endpoint_name_owned(const char *name, const char *owner);
+
+/* The HcnEnumerateEndpoints query for the endpoints on network_id (a GUID). */
+json_object *hcn_doc_query_network_endpoints(const char *network_id, struct err *err);
 
 /* A host namespace (process isolation; hyperv adds it to the utility VM too). */
 json_object *hcn_doc_namespace(void);

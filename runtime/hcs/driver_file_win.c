@@ -13,19 +13,8 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "common/winutil.h"
 #include "runtime/hcs/driver_int.h"
-
-wchar_t *
-hcs_wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        return NULL;
-    }
-    return w;
-}
 
 static int
 win_err(struct err *err, const char *what, const char *path)
@@ -45,7 +34,7 @@ hcs_file_replace(const char *path, const char *text, struct err *err)
     if (!tmp)
         return err_set(err, ENOMEM, "write %s: out of memory", path);
     sprintf(tmp, "%s.tmp", path);
-    cleanup_free wchar_t *wt = hcs_wide(tmp), *wp = hcs_wide(path);
+    cleanup_free wchar_t *wt = win_wide(tmp), *wp = win_wide(path);
     if (!wt || !wp)
         return err_set(err, EINVAL, "write %s: not a valid path", path);
     HANDLE h = CreateFileW(wt, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
@@ -65,7 +54,7 @@ hcs_file_replace(const char *path, const char *text, struct err *err)
 int
 hcs_file_read(const char *path, size_t max, char **out, struct err *err)
 {
-    cleanup_free wchar_t *wp = hcs_wide(path);
+    cleanup_free wchar_t *wp = win_wide(path);
     if (!wp)
         return err_set(err, EINVAL, "read %s: not a valid path", path);
     HANDLE h = CreateFileW(wp, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
@@ -89,7 +78,7 @@ hcs_file_read(const char *path, size_t max, char **out, struct err *err)
 int
 hcs_mkdir(const char *path, struct err *err)
 {
-    cleanup_free wchar_t *wp = hcs_wide(path);
+    cleanup_free wchar_t *wp = win_wide(path);
     if (!wp)
         return err_set(err, EINVAL, "mkdir %s: not a valid path", path);
     if (!CreateDirectoryW(wp, NULL) && GetLastError() != ERROR_ALREADY_EXISTS)
@@ -104,7 +93,7 @@ hcs_rmdir_files(const char *path, struct err *err)
     cleanup_free char *pat = malloc(n0);
     if (pat)
         snprintf(pat, n0, "%s\\*", path);
-    cleanup_free wchar_t *wpat = pat ? hcs_wide(pat) : NULL, *wp = hcs_wide(path);
+    cleanup_free wchar_t *wpat = pat ? win_wide(pat) : NULL, *wp = win_wide(path);
     if (!wpat || !wp)
         return err_set(err, ENOMEM, "remove %s: out of memory", path);
     WIN32_FIND_DATAW fd;

@@ -101,8 +101,6 @@ void hcs_dctr_put(struct hcs_drv *drv, struct hcs_dctr *c);
 
 /* ---- driver_file_win.c ---- */
 
-/* UTF-8 to a new UTF-16 string (free), NULL on bad text or no memory. */
-wchar_t *hcs_wide(const char *s);
 /* Writes text to path whole, through a temporary file renamed over it. */
 int hcs_file_replace(const char *path, const char *text, struct err *err);
 /* Reads up to max bytes of path into a new NUL-terminated string. ENOENT when absent. */

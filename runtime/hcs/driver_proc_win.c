@@ -31,6 +31,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/strv.h"
+#include "common/winutil.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/driver_int.h"
 #include "runtime/hcs/winpath.h"
@@ -74,14 +75,14 @@ proc_file(const char *dir, const char *id, const char *name)
 static bool
 file_exists(const char *path)
 {
-    cleanup_free wchar_t *w = hcs_wide(path);
+    cleanup_free wchar_t *w = win_wide(path);
     return w && GetFileAttributesW(w) != INVALID_FILE_ATTRIBUTES;
 }
 
 static HANDLE
 file_append(const char *path)
 {
-    cleanup_free wchar_t *w = hcs_wide(path);
+    cleanup_free wchar_t *w = win_wide(path);
     if (!w)
         return INVALID_HANDLE_VALUE;
     return CreateFileW(w, FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
@@ -515,7 +516,7 @@ hcs_dproc_reattach(struct hcs_drv *drv, struct hcs_dctr *c)
         /* What the files hold counts against the cap. */
         for (int i = 0; i < 2; i++) {
             cleanup_free char *path = proc_file(c->dir, id, i ? "stderr" : "stdout");
-            cleanup_free wchar_t *w = path ? hcs_wide(path) : NULL;
+            cleanup_free wchar_t *w = path ? win_wide(path) : NULL;
             WIN32_FILE_ATTRIBUTE_DATA a;
             if (w && GetFileAttributesExW(w, GetFileExInfoStandard, &a))
                 p->written += ((uint64_t)a.nFileSizeHigh << 32) | a.nFileSizeLow;
@@ -611,7 +612,7 @@ hcs_proc_output_open(void *ctx, const char *handle, const char *dir, const char 
     (void)ctx;
     (void)handle;
     cleanup_free char *path = proc_file(dir, id, which ? "stderr" : "stdout");
-    cleanup_free wchar_t *w = path ? hcs_wide(path) : NULL;
+    cleanup_free wchar_t *w = path ? win_wide(path) : NULL;
     if (!w)
         return err_set(err, ENOMEM, "output of %s: out of memory", id);
     HANDLE h = CreateFileW(w, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,

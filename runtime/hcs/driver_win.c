@@ -32,6 +32,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/strv.h"
+#include "common/winutil.h"
 #include "runtime/hcs/doc_nic.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/doc_system.h"
@@ -146,13 +147,30 @@ record_write(struct hcs_drv *drv, const struct hcs_dctr *c, struct err *err)
     cleanup_free char *path = record_path(drv, c->handle);
     if (!path)
         return err_set(err, ENOMEM, "record of %s: out of memory", c->handle);
-    size_t n = strlen(c->dir) + 2 * HCS_SYSTEM_ID_MAX + 64;
+    size_t n = strlen(c->dir) + 2 * HCS_SYSTEM_ID_MAX + 64 + 2 * HCS_GUID_SIZE + 24;
     cleanup_free char *text = malloc(n);
     if (!text)
         return err_set(err, ENOMEM, "record of %s: out of memory", c->handle);
-    snprintf(text, n, "%s\n%s\n%s\n%s\n", c->sys_id, c->vm_id[0] ? c->vm_id : "-",
-             c->hyperv ? "hyperv" : "process", c->dir);
+    int len = snprintf(text, n, "%s\n%s\n%s\n%s\n", c->sys_id, c->vm_id[0] ? c->vm_id : "-",
+                       c->hyperv ? "hyperv" : "process", c->dir);
+    /* The utility VM's adapter, once it is being given one: a successor removes it. */
+    if (c->nic_ep[0])
+        snprintf(text + len, n - (size_t)len, "nic %s %s %s\n", c->nic_ep, c->nic_ns, c->nic_mac);
     return hcs_file_replace(path, text, err);
+}
+
+/* "nic <endpoint> <namespace> <mac>": the adapter given to c's utility VM. */
+static bool
+nic_parse(const char *line, struct hcs_dctr *c)
+{
+    char ep[40], ns[40], mac[20], end;
+    if (sscanf(line, "nic %39s %39s %19s %c", ep, ns, mac, &end) != 3 || !hcs_guid_valid(ep) ||
+        !hcs_guid_valid(ns) || strlen(mac) != sizeof(c->nic_mac) - 1)
+        return false;
+    snprintf(c->nic_ep, sizeof(c->nic_ep), "%s", ep);
+    snprintf(c->nic_ns, sizeof(c->nic_ns), "%s", ns);
+    snprintf(c->nic_mac, sizeof(c->nic_mac), "%s", mac);
+    return true;
 }
 
 static int
@@ -165,9 +183,9 @@ record_read(struct hcs_drv *drv, const char *handle, struct hcs_dctr **out, stru
     int ret = hcs_file_read(path, 4 * 4096, &text, err);
     if (ret < 0)
         return ret;
-    char *line[4] = {0};
+    char *line[5] = {0};
     char *save = NULL, *s = text;
-    for (int i = 0; i < 4; i++, s = NULL)
+    for (int i = 0; i < 5; i++, s = NULL)
         line[i] = strtok_r(s, "\r\n", &save);
     if (!line[3] || strlen(line[0]) >= HCS_SYSTEM_ID_MAX || strlen(line[1]) >= HCS_SYSTEM_ID_MAX)
         return err_set(err, EIO, "record of %s: not a record of the hcs driver", handle);
@@ -181,6 +199,9 @@ record_read(struct hcs_drv *drv, const char *handle, struct hcs_dctr **out, stru
     snprintf(c->sys_id, sizeof(c->sys_id), "%s", line[0]);
     snprintf(c->vm_id, sizeof(c->vm_id), "%s", strcmp(line[1], "-") == 0 ? "" : line[1]);
     c->hyperv = strcmp(line[2], "hyperv") == 0;
+    if (line[4] && !nic_parse(line[4], c))
+        log_warn("hcs: record of %s: %.80s: not the utility vm's adapter; ignored", handle,
+                 line[4]);
     c->drv = drv;
     c->refs = 1;
     *out = c;
@@ -191,7 +212,7 @@ static void
 record_remove(struct hcs_drv *drv, const char *handle)
 {
     cleanup_free char *path = record_path(drv, handle);
-    cleanup_free wchar_t *wp = path ? hcs_wide(path) : NULL;
+    cleanup_free wchar_t *wp = path ? win_wide(path) : NULL;
     if (wp)
         DeleteFileW(wp);
 }
@@ -529,8 +550,8 @@ uvm_scratch_make(const char *handle, const char *base, const char *dir, const ch
         snprintf(vmdir, sizeof(vmdir), "%s\\vm", dir) >= (int)sizeof(vmdir))
         return err_set(err, EINVAL, "container %s: base layer path too long", handle);
     int ret = hcs_mkdir(vmdir, err);
-    cleanup_free wchar_t *wt = hcs_wide(tmpl);
-    cleanup_free wchar_t *wv = hcs_wide(vhd);
+    cleanup_free wchar_t *wt = win_wide(tmpl);
+    cleanup_free wchar_t *wv = win_wide(vhd);
     if (ret == 0 && (!wt || !wv))
         ret = err_set(err, ENOMEM, "container %s: out of memory", handle);
     if (ret == 0 && !CopyFileW(wt, wv, FALSE)) {
@@ -566,16 +587,22 @@ vm_nic_add(struct hcs_dctr *c, const struct rt_container_spec *spec, struct hcs_
                         .ip = a->ip,
                         .prefix = a->prefix,
                         .gateway = a->gateway};
-    int ret = vm_modify(c, hcs_req_netns_add(&n, err), err);
+    /* Recorded before the VM has any of it: a daemon killed from here on
+     * leaves a record its successor's delete removes the adapter by. */
+    snprintf(c->nic_ep, sizeof(c->nic_ep), "%s", a->endpoint_id);
+    snprintf(c->nic_ns, sizeof(c->nic_ns), "%s", spec->netns_path);
+    snprintf(c->nic_mac, sizeof(c->nic_mac), "%s", a->mac);
+    int ret = record_write(c->drv, c, err);
+    if (ret == 0)
+        ret = vm_modify(c, hcs_req_netns_add(&n, err), err);
     if (ret == 0)
         ret = vm_modify(c, hcs_req_nic_preadd(&n, err), err);
     if (ret == 0)
         ret = vm_modify(c, hcs_req_nic_add(&n, err), err);
-    if (ret < 0)
+    if (ret < 0) {
+        c->nic_ep[0] = '\0'; /* the undo terminates the VM, adapter and all */
         return err_wrap(err, "container %s: the utility vm's network adapter", spec->handle);
-    snprintf(c->nic_ep, sizeof(c->nic_ep), "%s", a->endpoint_id);
-    snprintf(c->nic_ns, sizeof(c->nic_ns), "%s", spec->netns_path);
-    snprintf(c->nic_mac, sizeof(c->nic_mac), "%s", a->mac);
+    }
     d->network_namespace = spec->netns_path;
     return 0;
 }

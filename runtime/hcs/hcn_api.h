@@ -75,4 +75,22 @@ int hcn_container_attach(struct hcn_api *api, const struct hcn_endpoint_doc *ep,
  */
 int hcn_container_detach(struct hcn_api *api, const struct hcn_attachment *a, struct err *err);
 
+/* An endpoint HNS has, as its properties say. */
+struct hcn_endpoint_info {
+    char id[HCS_GUID_SIZE];
+    char name[192];
+    char namespace_id[HCS_GUID_SIZE]; /* HostComputeNamespace, "" when in none */
+};
+
+/*
+ * The endpoints on network_id (HcnEnumerateEndpoints, then each one's
+ * properties, as hcsshim's ListEndpointsOfNetwork). One that went away
+ * in between is left out. Caller frees *out.
+ */
+int hcn_network_endpoints(struct hcn_api *api, const char *network_id,
+                          struct hcn_endpoint_info **out, size_t *n, struct err *err);
+
+/* Deletes ep and the namespace it is in (removed from it first); what is gone is success. */
+int hcn_endpoint_release(struct hcn_api *api, const struct hcn_endpoint_info *ep, struct err *err);
+
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/windll.h"
+#include "common/winutil.h"
 #include "runtime/hcs/hresult.h"
 
 /* HNS's own HRESULTs (Microsoft's HCN reference), absent from mingw-w64's headers. */
@@ -31,6 +32,8 @@
     X(HcnDeleteNetwork)                                                                            \
     X(HcnOpenNetwork)                                                                              \
     X(HcnCloseNetwork)                                                                             \
+    X(HcnEnumerateEndpoints)                                                                       \
+    X(HcnOpenEndpoint)                                                                             \
     X(HcnCreateEndpoint)                                                                           \
     X(HcnDeleteEndpoint)                                                                           \
     X(HcnCloseEndpoint)                                                                            \
@@ -49,18 +52,6 @@ struct hcn_api {
 };
 
 /* ---- text ---- */
-
-static wchar_t *
-wide(const char *s)
-{
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (w && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        w = NULL;
-    }
-    return w;
-}
 
 /* A string HNS allocated (CoTaskMemFree), as UTF-8 (caller frees), and freed. */
 static char *
@@ -116,7 +107,7 @@ doc_wide(json_object *doc)
 {
     const char *s = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
-    wchar_t *w = s ? wide(s) : NULL;
+    wchar_t *w = s ? win_wide(s) : NULL;
     json_object_put(doc);
     return w;
 }
@@ -183,24 +174,38 @@ first_id(const char *list, char id[HCS_GUID_SIZE], bool *found, struct err *err)
     return 0;
 }
 
+/* An HcnEnumerate* call (fn) with the query doc (taken): the list it answered into *out
+ * (caller frees; NULL when HNS gave none). what and name are for the messages. */
+static int
+enumerate(__typeof__(&HcnEnumerateNetworks) fn, json_object *query, const char *what,
+          const char *name, char **out, struct err *err)
+{
+    *out = NULL;
+    if (!query)
+        return -EINVAL;
+    wchar_t *wq = doc_wide(query);
+    if (!wq)
+        return err_set(err, ENOMEM, "%s %s: out of memory", what, name);
+    PWSTR list = NULL, record = NULL;
+    HRESULT hr = fn(wq, &list, &record);
+    free(wq);
+    if (FAILED(hr))
+        return fail(err, hr, record, what, name);
+    *out = take(list);
+    return 0;
+}
+
 /* HcnEnumerateNetworks for name: the first id into id, *found whether there was one. */
 static int
 network_query(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], bool *found,
               struct err *err)
 {
-    json_object *query = hcn_doc_query_name(name, err);
-    if (!query)
-        return -EINVAL;
-    wchar_t *wq = doc_wide(query);
-    if (!wq)
-        return err_set(err, ENOMEM, "hcn network %s: out of memory", name);
-    PWSTR list = NULL, record = NULL;
-    HRESULT hr = api->HcnEnumerateNetworks(wq, &list, &record);
-    free(wq);
-    if (FAILED(hr))
-        return fail(err, hr, record, "find hcn network", name);
-    char *l = take(list);
-    int r = first_id(l, id, found, err);
+    char *l = NULL;
+    int r = enumerate(api->HcnEnumerateNetworks, hcn_doc_query_name(name, err), "find hcn network",
+                      name, &l, err);
+    if (r < 0)
+        return r;
+    r = first_id(l, id, found, err);
     free(l);
     return r;
 }
@@ -430,4 +435,120 @@ hcn_container_detach(struct hcn_api *api, const struct hcn_attachment *a, struct
     if (r == 0)
         r = endpoint_delete(api, a->endpoint_id, err);
     return r;
+}
+
+/* ---- the endpoints on a network (the start-up's sweep) ---- */
+
+/* The string field k of o as a GUID in canonical form into out ("" when absent); false if bad. */
+static bool
+guid_field(json_object *o, const char *k, char out[HCS_GUID_SIZE])
+{
+    json_object *v;
+    out[0] = '\0';
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
+        return true;
+    struct hcs_guid g;
+    struct err e = {0};
+    const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    if (!t || !t[0])
+        return t != NULL;
+    if (!hcs_guid_valid(t) || hcs_guid_parse(t, &g, &e) < 0)
+        return false;
+    hcs_guid_format(&g, out);
+    return true;
+}
+
+/* The properties of endpoint id into info; *gone when HNS no longer has it. */
+static int
+endpoint_info(struct hcn_api *api, const char *id, struct hcn_endpoint_info *info, bool *gone_out,
+              struct err *err)
+{
+    GUID g;
+    *gone_out = false;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    HCN_ENDPOINT eh = NULL;
+    PWSTR props = NULL, record = NULL;
+    HRESULT hr = api->HcnOpenEndpoint(&g, &eh, &record);
+    if (SUCCEEDED(hr)) {
+        hr = api->HcnQueryEndpointProperties(eh, L"{}", &props, &record);
+        api->HcnCloseEndpoint(eh);
+    }
+    if (FAILED(hr) && gone(hr)) {
+        *gone_out = true;
+        if (record)
+            CoTaskMemFree(record);
+        return 0;
+    }
+    if (FAILED(hr))
+        return fail(err, hr, record, "query hcn endpoint", id);
+    char *text = take(props);
+    json_object *o = text ? json_tokener_parse(text) : NULL, *v;
+    free(text);
+    memset(info, 0, sizeof(*info));
+    snprintf(info->id, sizeof(info->id), "%s", id);
+    if (o && json_object_object_get_ex(o, "Name", &v) && json_object_is_type(v, json_type_string))
+        snprintf(info->name, sizeof(info->name), "%s", json_object_get_string(v));
+    r = o && guid_field(o, "HostComputeNamespace", info->namespace_id)
+            ? 0
+            : err_set(err, EIO, "hcn endpoint %s: its properties are not an endpoint's", id);
+    json_object_put(o);
+    return r;
+}
+
+int
+hcn_network_endpoints(struct hcn_api *api, const char *network_id, struct hcn_endpoint_info **out,
+                      size_t *n, struct err *err)
+{
+    *out = NULL;
+    *n = 0;
+    char *l = NULL;
+    int r = enumerate(api->HcnEnumerateEndpoints, hcn_doc_query_network_endpoints(network_id, err),
+                      "list the hcn endpoints of network", network_id, &l, err);
+    if (r < 0)
+        return r;
+    json_object *a = l ? json_tokener_parse(l) : NULL;
+    if (l && (!a || !json_object_is_type(a, json_type_array)))
+        r = err_set(err, EIO, "hcn endpoints of %s: HNS answered %.200s, not a list of ids",
+                    network_id, l);
+    free(l);
+    size_t len = r == 0 && a ? json_object_array_length(a) : 0;
+    struct hcn_endpoint_info *v = len ? calloc(len, sizeof(*v)) : NULL;
+    if (len && !v)
+        r = err_set(err, ENOMEM, "hcn endpoints of %s: out of memory", network_id);
+    for (size_t i = 0; r == 0 && i < len; i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(a, i));
+        struct hcs_guid g;
+        char canon[HCS_GUID_SIZE];
+        if (!id || !hcs_guid_valid(id) || hcs_guid_parse(id, &g, err) < 0) {
+            r = err_set(err, EIO, "hcn endpoints of %s: HNS answered an id that is not a GUID",
+                        network_id);
+            break;
+        }
+        hcs_guid_format(&g, canon);
+        bool went = false;
+        r = endpoint_info(api, canon, &v[*n], &went, err);
+        if (r == 0 && !went)
+            (*n)++;
+    }
+    json_object_put(a);
+    if (r < 0) {
+        free(v);
+        *n = 0;
+        return r;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+hcn_endpoint_release(struct hcn_api *api, const struct hcn_endpoint_info *ep, struct err *err)
+{
+    if (!ep->namespace_id[0])
+        return endpoint_delete(api, ep->id, err);
+    struct hcn_attachment a = {0};
+    snprintf(a.endpoint_id, sizeof(a.endpoint_id), "%s", ep->id);
+    snprintf(a.namespace_id, sizeof(a.namespace_id), "%s", ep->namespace_id);
+    return hcn_container_detach(api, &a, err);
 }

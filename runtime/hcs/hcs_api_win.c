@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/winutil.h"
 #include "runtime/hcs/doc_request.h"
 #include "runtime/hcs/doc_system.h"
 #include "runtime/hcs/hresult.h"
@@ -81,13 +82,8 @@ wide(const char *s, bool *ok)
     *ok = true;
     if (!s)
         return NULL;
-    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
-    wchar_t *w = n > 0 ? malloc((size_t)n * sizeof(wchar_t)) : NULL;
-    if (!w || MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) {
-        free(w);
-        *ok = false;
-        return NULL;
-    }
+    wchar_t *w = win_wide(s);
+    *ok = w != NULL;
     return w;
 }
 

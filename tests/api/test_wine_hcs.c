@@ -1199,6 +1199,85 @@ START_TEST(a_hyperv_container_with_a_network_gives_its_vm_the_endpoints_adapter)
 }
 END_TEST
 
+/* The sequence number of the computecore double's last call of fn (0: none). */
+static int
+last_seq(const struct hcsd *h, const char *fn)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", h->rec);
+    size_t len = 0;
+    char *log = fx_read_file(path, &len);
+    int last = 0;
+    for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        char num[16], name[64];
+        if (sscanf(line, "%15s %63s", num, name) == 2 && strcmp(name, fn) == 0)
+            last = atoi(num);
+    }
+    free(log);
+    return last;
+}
+
+/*
+ * berthd.exe killed while a hyperv container with a network runs, its
+ * utility VM kept by the double (BERTH_HCS_DOUBLE_STATE) as the service
+ * keeps it: the successor's delete removes the adapter and the namespace
+ * it gave the VM (by the ownership record, which names them), before the
+ * VM goes, and leaves no record.
+ */
+START_TEST(a_killed_berthd_s_successor_removes_the_adapter_it_gave_a_utility_vm)
+{
+    struct hcsd h = {.net = true, .keep = true};
+    hcsd_start(&h, NULL);
+    struct hresp r;
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    create(&h, "hk", "\"isolation\":\"hyperv\"", &r);
+    ck_assert_msg(r.status == 201, "create: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    char ep[64], ns[64], nicpath[128];
+    hcn_id(&h, "HcnCreateEndpoint", 1, ep, sizeof(ep));
+    hcn_id(&h, "HcnCreateNamespace", 1, ns, sizeof(ns));
+    snprintf(nicpath, sizeof(nicpath), "VirtualMachine/Devices/NetworkAdapters/%s", ep);
+    int s = 0;
+    json_object *add = call_find(&h, "HcsModifyComputeSystem", "ResourcePath", nicpath, 1, &s);
+    ck_assert_ptr_nonnull(add);
+    json_object_put(add);
+    berthd_kill(&h.b);
+
+    hcsd_start(&h, NULL);
+    ck_assert_msg(wait_health_bool(&h, "network.usable", true), "the network is not usable");
+    http_get(&h.b, "/v1/containers/hk", &r);
+    ck_assert_msg(r.status == 200, "get: %ld %s", r.status, r.body);
+    ck_assert_str_eq(str_at(r.json, "state"), "running");
+    hresp_free(&r);
+    int terminates = called(&h, "HcsTerminateComputeSystem");
+    delete_ctr(&h, "hk");
+    int s_rm = 0, s_nsr = 0, s_end = 0;
+    json_object *rm = call_find(&h, "HcsModifyComputeSystem", "ResourcePath", nicpath, 2, &s_rm);
+    ck_assert_msg(rm, "the restarted daemon's delete did not remove the vm's adapter %s", ep);
+    ck_assert_str_eq(str_at(rm, "RequestType"), "Remove");
+    ck_assert_str_eq(str_at(rm, "Settings.EndpointId"), ep);
+    json_object_put(rm);
+    json_object *nsr = call_find(&h, "HcsModifyComputeSystem", "GuestRequest.ResourceType",
+                                 "NetworkNamespace", 2, &s_nsr);
+    ck_assert_msg(nsr, "the restarted daemon's delete did not remove the vm's namespace");
+    ck_assert_str_eq(str_at(nsr, "GuestRequest.RequestType"), "Remove");
+    ck_assert_str_eq(str_at(nsr, "GuestRequest.Settings.Id"), ns);
+    json_object_put(nsr);
+    /* Both before the VM is terminated (the container's system, then the VM). */
+    ck_assert_int_eq(called(&h, "HcsTerminateComputeSystem"), terminates + 2);
+    s_end = last_seq(&h, "HcsTerminateComputeSystem");
+    ck_assert_msg(s_rm < s_end && s_nsr < s_end, "adapter %d namespace %d vm terminated %d", s_rm,
+                  s_nsr, s_end);
+    ck_assert(!net_recorded(&h, "hk"));
+    char kept[PATH_MAX + 64];
+    snprintf(kept, sizeof(kept), "%s/runtime/hcs/hk", h.b.root);
+    struct stat sb;
+    ck_assert_msg(stat(kept, &sb) != 0, "hk's record is still there");
+    ctr_gone(&h, "hk");
+    berthd_finish(&h.b);
+}
+END_TEST
+
 /* When the compute system does not start, the create fails and its network goes. */
 START_TEST(a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint)
 {
@@ -1315,6 +1394,7 @@ main(void)
     tcase_add_test(tc, a_restarted_berthd_reattaches_to_a_system_that_outlived_it);
     tcase_add_test(tc, a_container_with_a_network_gets_an_hcn_endpoint_namespace_and_ports);
     tcase_add_test(tc, a_hyperv_container_with_a_network_gives_its_vm_the_endpoints_adapter);
+    tcase_add_test(tc, a_killed_berthd_s_successor_removes_the_adapter_it_gave_a_utility_vm);
     tcase_add_test(tc, a_create_that_fails_in_hcs_deletes_its_namespace_and_endpoint);
     tcase_add_test(tc, a_create_whose_namespace_fails_in_hns_fails_and_leaves_nothing);
     tcase_add_test(tc,

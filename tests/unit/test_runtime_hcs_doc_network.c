@@ -64,6 +64,7 @@ START_TEST(endpoint_matches_golden)
     struct hcn_port ports[] = {{"tcp", 8080, 80, NULL}, {"udp", 5353, 53, "127.0.0.1"}};
     struct hcn_endpoint_doc e = {
         .container = "build-42",
+        .owner = "0a1b2c3d",
         .network_id = NET,
         .ip = "10.88.0.5",
         .prefix_len = 16,
@@ -98,6 +99,8 @@ START_TEST(endpoint_refuses_bad_values_naming_them)
         {{.container = "c", .network_id = NET, .ip = "10.88.0.3", .prefix_len = 31},
          "address 10.88.0.3/31"},
         {{.container = "c", .network_id = NET, .gateway = "gw"}, "gateway gw"},
+        {{.container = "c", .network_id = NET, .owner = "0A1B2C3D"}, "owner 0A1B2C3D"},
+        {{.container = "c", .network_id = NET, .owner = "0a1b2c3"}, "owner 0a1b2c3 is not"},
         {{.container = "c", .network_id = NET, .ports = twice, .nports = 2},
          "host port tcp/8080 is forwarded twice"},
         {{.container = "c", .network_id = NET, .ports = sctp, .nports = 1}, "protocol sctp"},
@@ -111,6 +114,50 @@ START_TEST(endpoint_refuses_bad_values_naming_them)
         ck_assert_int_eq(err.code, EINVAL);
         ck_assert_msg(strstr(err.msg, bad[i].why), "%zu: %s", i, err.msg);
     }
+}
+END_TEST
+
+START_TEST(an_endpoint_is_the_roots_only_by_its_tag_after_a_valid_handle)
+{
+    static const char *const yes[] = {"c-ep-0a1b2c3d", "build-42-ep-0a1b2c3d", "a-ep-ep-0a1b2c3d",
+                                      "x.y_z-ep-0a1b2c3d"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        ck_assert_msg(hcn_endpoint_name_owned(yes[i], "0a1b2c3d"), "%s", yes[i]);
+    static const char *const no[] = {"c-ep",
+                                     "c-ep-1a1b2c3d",
+                                     "-ep-0a1b2c3d",
+                                     "c-ep-0a1b2c3dx",
+                                     "c/d-ep-0a1b2c3d",
+                                     "c-ep0a1b2c3d",
+                                     "ep-0a1b2c3d",
+                                     ""};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        ck_assert_msg(!hcn_endpoint_name_owned(no[i], "0a1b2c3d"), "%s", no[i]);
+    ck_assert(!hcn_endpoint_name_owned(NULL, "0a1b2c3d"));
+    ck_assert(!hcn_endpoint_name_owned("c-ep-", ""));
+    ck_assert(!hcn_endpoint_name_owned("c-ep-0A1B2C3D", "0A1B2C3D"));
+    char longname[200];
+    memset(longname, 'h', 129);
+    snprintf(longname + 129, sizeof(longname) - 129, "-ep-0a1b2c3d");
+    ck_assert(!hcn_endpoint_name_owned(longname, "0a1b2c3d")); /* no handle is 129 long */
+    ck_assert(hcn_endpoint_name_owned(longname + 1, "0a1b2c3d"));
+}
+END_TEST
+
+START_TEST(the_endpoints_of_a_network_query_filters_by_virtual_network)
+{
+    struct err err = {0};
+    json_object *q = hcn_doc_query_network_endpoints(NET, &err);
+    ck_assert_ptr_nonnull(q);
+    json_object *f =
+        json_tokener_parse(json_object_get_string(json_object_object_get(q, "Filter")));
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(f, "VirtualNetwork")), NET);
+    ck_assert_int_eq(json_object_object_length(f), 1);
+    json_object_put(f);
+    json_object_put(q);
+    ck_assert_ptr_null(hcn_doc_query_network_endpoints("berth0", &err));
+    ck_assert_ptr_nonnull(strstr(err.msg, "network id berth0 is not a GUID"));
 }
 END_TEST
 
@@ -161,6 +208,8 @@ doc_network_suite(void)
     tcase_add_test(tc, nat_network_refuses_bad_values_naming_them);
     tcase_add_test(tc, endpoint_matches_golden);
     tcase_add_test(tc, endpoint_refuses_bad_values_naming_them);
+    tcase_add_test(tc, an_endpoint_is_the_roots_only_by_its_tag_after_a_valid_handle);
+    tcase_add_test(tc, the_endpoints_of_a_network_query_filters_by_virtual_network);
     tcase_add_test(tc, namespace_documents_match_golden);
     tcase_add_test(tc, query_by_name_matches_golden);
     tcase_add_test(tc, ipv4_parse_is_strict);

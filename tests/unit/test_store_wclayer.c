@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "store/wclayer.h"
+#include "store/wclayer_reparse.h"
 #include "store/wintar.h"
 #include "tests/fixtures/wclayer_tar.h"
 
@@ -252,6 +253,142 @@ START_TEST(wclayer_reparse_points_junctions_and_hard_links)
     ck_assert_int_eq(run(&u, &s3, &info, &err), -ERR_INVALID_CONTENT);
     ck_assert_ptr_nonnull(strstr(err.msg, "MSWINDOWS.mountpoint"));
     free(u.p);
+}
+END_TEST
+
+/* A layer with one reparse point at path to target (a junction when mp); run's result. */
+static int
+one_link(const char *path, const char *target, bool mp, struct err *err)
+{
+    struct tbuf t = {0};
+    entry(&t, "Files/Windows/System32/x.dll", '0', "x", NULL, NULL);
+    entry(&t, path, '2', NULL, target,
+          mp ? (const char *const[]){"MSWINDOWS.mountpoint=1", "MSWINDOWS.fileattr=1040", NULL}
+             : NULL);
+    finish(&t);
+    struct rsink s = {0};
+    struct wcl_layer_info info;
+    int rc = run(&t, &s, &info, err);
+    if (rc == 0)
+        ck_assert_ptr_nonnull(find(&s, path));
+    else
+        ck_assert_ptr_null(find(&s, path));
+    free(t.p);
+    return rc;
+}
+
+START_TEST(wclayer_reparse_targets_stay_inside_the_layer)
+{
+    /* How Windows images name their own files, and relative ones that stay inside. */
+    const struct {
+        const char *path, *target;
+        bool mp;
+    } ok[] = {
+        {"Files/Documents and Settings", "C:\\Users", true},
+        {"Files/ProgramData/App", "c:/ProgramData/Real", true},
+        {"Files/Users/All Users", "\\\\?\\C:\\ProgramData", false},
+        {"Files/link", "\\Windows\\System32", false},
+        {"Files/a/b/up", "..\\..\\Windows", false},
+        {"Files/a/rel", "./b/../c", false},
+        {"Files/root", "C:\\", true},
+        {"UtilityVM/Files/Windows/sys", "..\\Windows\\System32", false},
+        {"Files/deep", "C:\\a\\..\\..\\..", false}, /* refused below: climbs out */
+    };
+    for (size_t i = 0; i + 1 < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct err err = {0};
+        ck_assert_msg(one_link(ok[i].path, ok[i].target, ok[i].mp, &err) == 0, "%s -> %s: %s",
+                      ok[i].path, ok[i].target, err.msg);
+    }
+    const struct {
+        const char *path, *target;
+        bool mp;
+        const char *why;
+    } bad[] = {
+        {"Files/deep", "C:\\a\\..\\..\\..", false, "leads out of the layer's Files"},
+        {"Files/up", "..\\Hives\\Sam_Delta", false, "leads out of the layer's Files"},
+        {"Files/a/up", "../../x", false, "leads out of the layer's Files"},
+        {"UtilityVM/Files/up", "..\\..\\Files\\x", false,
+         "leads out of the layer's UtilityVM/Files"},
+        {"UtilityVM/link", "C:\\Windows", false, "outside UtilityVM/Files"},
+        {"Files/d", "D:\\data", true, "another drive"},
+        {"Files/share", "\\\\server\\share\\x", false, "network share"},
+        {"Files/dev", "\\\\.\\PhysicalDrive0", false, "network share or device"},
+        {"Files/vol", "\\\\?\\Volume{0b5e0e57-0000-4000-8000-000000000001}\\x", true,
+         "device or volume"},
+        {"Files/unc", "\\??\\UNC\\server\\share", true, "device or volume"},
+        {"Files/cwd", "C:Windows", false, "relative to C:'s current folder"},
+        {"Files/stream", "C:\\x.txt:secret", false, "':' in a name"},
+        {"Files/j", "Windows\\System32", true, "is relative; a junction names an absolute"},
+        {"Files/j2", "..\\Windows", true, "is relative; a junction"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct err err = {0};
+        ck_assert_int_eq(one_link(bad[i].path, bad[i].target, bad[i].mp, &err),
+                         -ERR_INVALID_CONTENT);
+        ck_assert_msg(strstr(err.msg, bad[i].why) && strstr(err.msg, bad[i].path), "%s -> %s: %s",
+                      bad[i].path, bad[i].target, err.msg);
+    }
+}
+END_TEST
+
+/* The little-endian UTF-16 of ASCII s, for comparing reparse buffers. */
+static size_t
+u16(const char *s, unsigned char *out)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        out[n++] = (unsigned char)*s, out[n++] = 0;
+    return n;
+}
+
+START_TEST(wclayer_reparse_data_is_go_winios_encoding)
+{
+    unsigned char buf[WCL_REPARSE_MAX], want[512];
+    size_t len = 0;
+    struct err err = {0};
+    /* A junction: tag, data length, names \??\C:\ProgramData then C:\ProgramData, no NULs. */
+    ck_assert_int_eq(wcl_reparse_encode("C:/ProgramData", true, buf, sizeof(buf), &len, &err), 0);
+    size_t sub = u16("\\??\\C:\\ProgramData", want + 16);
+    size_t pr = u16("C:\\ProgramData", want + 16 + sub);
+    const unsigned char mp_head[16] = {0x03,
+                                       0x00,
+                                       0x00,
+                                       0xa0,
+                                       (unsigned char)(8 + sub + pr),
+                                       0,
+                                       0,
+                                       0,
+                                       0,
+                                       0,
+                                       (unsigned char)sub,
+                                       0,
+                                       (unsigned char)sub,
+                                       0,
+                                       (unsigned char)pr,
+                                       0};
+    memcpy(want, mp_head, 16);
+    ck_assert_uint_eq(len, 16 + sub + pr);
+    ck_assert_mem_eq(buf, want, len);
+    /* A relative symlink: the flags word says so, the substitute name is the target. */
+    ck_assert_int_eq(wcl_reparse_encode("..\\Windows", false, buf, sizeof(buf), &len, &err), 0);
+    ck_assert_uint_eq(len, 20 + 2 * 20);
+    ck_assert_uint_eq(buf[0] | buf[1] << 8 | buf[2] << 16 | (uint32_t)buf[3] << 24,
+                      WCL_REPARSE_TAG_SYMLINK);
+    ck_assert_uint_eq(buf[4] | buf[5] << 8, 12 + 2 * 20);
+    ck_assert_uint_eq(buf[16], WCL_SYMLINK_FLAG_RELATIVE);
+    sub = u16("..\\Windows", want);
+    ck_assert_mem_eq(buf + 20, want, sub);
+    ck_assert_mem_eq(buf + 20 + sub, want, sub);
+    /* \\?\C:\x and rooted \x are absolute: \??\C:\x, flags 0. */
+    ck_assert_int_eq(wcl_reparse_encode("\\Windows", false, buf, sizeof(buf), &len, &err), 0);
+    ck_assert_uint_eq(buf[16], 0);
+    sub = u16("\\??\\C:\\Windows", want);
+    ck_assert_mem_eq(buf + 20, want, sub);
+    ck_assert_int_eq(wcl_reparse_encode("\\\\?\\C:\\x", true, buf, sizeof(buf), &len, &err), 0);
+    sub = u16("\\??\\C:\\x", want);
+    ck_assert_mem_eq(buf + 16, want, sub);
+    /* Too little room is an error, never a short buffer. */
+    ck_assert_int_lt(wcl_reparse_encode("C:\\ProgramData", true, buf, 30, &len, &err), 0);
 }
 END_TEST
 
@@ -627,6 +764,8 @@ wclayer_suite(void)
     tcase_add_test(tc, wclayer_imports_files_hives_and_the_utility_vm_with_their_records);
     tcase_add_test(tc, wclayer_folds_dot_slash_and_repeated_slashes_and_keeps_long_pax_names);
     tcase_add_test(tc, wclayer_reparse_points_junctions_and_hard_links);
+    tcase_add_test(tc, wclayer_reparse_targets_stay_inside_the_layer);
+    tcase_add_test(tc, wclayer_reparse_data_is_go_winios_encoding);
     tcase_add_test(tc, wclayer_streams_belong_to_the_entry_before_them);
     tcase_add_test(tc, wclayer_whiteouts_name_what_they_remove);
     tcase_add_test(tc, wclayer_refuses_hostile_names_naming_them);

@@ -13,6 +13,8 @@
 
 #include <windows.h>
 
+#include <computenetwork.h>
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +415,155 @@ START_TEST(the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_c
 }
 END_TEST
 
+/* The double's export fn. */
+static void *
+dbl_fn(const char *fn)
+{
+    HMODULE m = GetModuleHandleA("computenetwork.dll");
+    ck_assert_ptr_nonnull(m);
+    void *f = (void *)GetProcAddress(m, fn);
+    ck_assert_msg(f, "the double has no %s", fn);
+    return f;
+}
+
+static void
+guid_parse_ok(const char *s, GUID *g)
+{
+    unsigned d1, d2, d3, b[8];
+    ck_assert_int_eq(sscanf(s, "%8x-%4x-%4x-%2x%2x-%2x%2x%2x%2x%2x%2x", &d1, &d2, &d3, &b[0], &b[1],
+                            &b[2], &b[3], &b[4], &b[5], &b[6], &b[7]),
+                     11);
+    g->Data1 = d1, g->Data2 = (WORD)d2, g->Data3 = (WORD)d3;
+    for (int i = 0; i < 8; i++)
+        g->Data4[i] = (BYTE)b[i];
+}
+
+/* Does HNS (the double) have the endpoint id? */
+static bool
+endpoint_exists(const char *id)
+{
+    HRESULT(WINAPI * open)(REFGUID, PHCN_ENDPOINT, PWSTR *) = dbl_fn("HcnOpenEndpoint");
+    HRESULT(WINAPI * close)(HCN_ENDPOINT) = dbl_fn("HcnCloseEndpoint");
+    GUID g;
+    guid_parse_ok(id, &g);
+    HCN_ENDPOINT h = NULL;
+    PWSTR rec = NULL;
+    HRESULT hr = open(&g, &h, &rec);
+    if (SUCCEEDED(hr))
+        close(h);
+    if (rec)
+        CoTaskMemFree(rec);
+    return SUCCEEDED(hr);
+}
+
+/* An endpoint named name on the network "hcnt", made by someone else than this root. */
+static void
+foreign_endpoint(const char *name, const char *id)
+{
+    HRESULT(WINAPI * enumerate)(PCWSTR, PWSTR *, PWSTR *) = dbl_fn("HcnEnumerateNetworks");
+    HRESULT(WINAPI * open)(REFGUID, PHCN_NETWORK, PWSTR *) = dbl_fn("HcnOpenNetwork");
+    HRESULT(WINAPI * create)
+    (HCN_NETWORK, REFGUID, PCWSTR, PHCN_ENDPOINT, PWSTR *) = dbl_fn("HcnCreateEndpoint");
+    HRESULT(WINAPI * close_net_h)(HCN_NETWORK) = dbl_fn("HcnCloseNetwork");
+    HRESULT(WINAPI * close_ep)(HCN_ENDPOINT) = dbl_fn("HcnCloseEndpoint");
+    PWSTR list = NULL, rec = NULL;
+    ck_assert(SUCCEEDED(enumerate(L"{\"Filter\":\"{\\\"Name\\\":\\\"hcnt\\\"}\"}", &list, &rec)));
+    char ids[128];
+    WideCharToMultiByte(CP_UTF8, 0, list, -1, ids, sizeof(ids), NULL, NULL);
+    CoTaskMemFree(list);
+    char netid[40] = "";
+    ck_assert_int_eq(sscanf(ids, "[\"%36[0-9a-f-]", netid), 1);
+    GUID ng, eg;
+    guid_parse_ok(netid, &ng);
+    guid_parse_ok(id, &eg);
+    HCN_NETWORK nh = NULL;
+    HCN_ENDPOINT eh = NULL;
+    ck_assert(SUCCEEDED(open(&ng, &nh, &rec)));
+    char text[512];
+    wchar_t doc[512];
+    snprintf(text, sizeof(text), "{\"Name\":\"%s\",\"HostComputeNetwork\":\"%s\"}", name, netid);
+    MultiByteToWideChar(CP_UTF8, 0, text, -1, doc, 512);
+    ck_assert(SUCCEEDED(create(nh, &eg, doc, &eh, &rec)));
+    close_ep(eh);
+    close_net_h(nh);
+}
+
+/*
+ * A daemon that left an endpoint in HNS with no record naming it (the
+ * record lost: as if the crash came between HcnCreateEndpoint and the
+ * record's write): the next start-up deletes that endpoint and its
+ * namespace, because its name carries this root's tag, and leaves alone
+ * endpoints of other roots on the same network, untagged ones and others'.
+ */
+START_TEST(the_reconciliation_deletes_this_roots_endpoints_that_no_record_names)
+{
+    int nets, eps0, nss0, eps, nss;
+    struct net *n = net_start(false, NULL, NULL, NULL);
+    char path[MAX_PATH * 2], owner[16] = "";
+    snprintf(path, sizeof(path), "%s\\hcn\\.owner", state_dir);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "no owner tag %s", path);
+    ck_assert_int_eq(fscanf(f, "%15s", owner), 1);
+    fclose(f);
+    ck_assert_msg(hcn_owner_valid(owner), "owner tag %s", owner);
+    struct err err = {0};
+    const struct net_attachment *k = attach(n, "keep", NULL, 0, false, &err);
+    ck_assert_msg(k, "%s", err.msg);
+    char keep_ep[HCS_GUID_SIZE], lost_ep[HCS_GUID_SIZE], name[64];
+    snprintf(keep_ep, sizeof(keep_ep), "%s", k->endpoint_id);
+    const struct net_attachment *l = attach(n, "lost", NULL, 0, false, &err);
+    ck_assert_msg(l, "%s", err.msg);
+    snprintf(lost_ep, sizeof(lost_ep), "%s", l->endpoint_id);
+    json_object *doc = last_doc("HcnCreateEndpoint");
+    snprintf(name, sizeof(name), "lost-ep-%s", owner);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(doc, "Name")), name);
+    json_object_put(doc);
+    close_net(n); /* a crash: HNS keeps both */
+    snprintf(path, sizeof(path), "%s\\hcn\\lost", state_dir);
+    ck_assert(DeleteFileA(path));
+
+    /* Another root's on the same network (another tag), an untagged one, and not berth's. */
+    char other[16];
+    snprintf(other, sizeof(other), "%s", owner);
+    other[0] = other[0] == 'a' ? 'b' : 'a';
+    static const char other_ep[] = "0b5e0e57-0000-4000-8000-00000000f001",
+                      plain_ep[] = "0b5e0e57-0000-4000-8000-00000000f002",
+                      nat_ep[] = "0b5e0e57-0000-4000-8000-00000000f003";
+    snprintf(name, sizeof(name), "lost-ep-%s", other);
+    foreign_endpoint(name, other_ep);
+    foreign_endpoint("lost-ep", plain_ep);
+    foreign_endpoint("nat-sidecar", nat_ep);
+    counts(&nets, &eps0, &nss0);
+
+    static const char *const live[] = {"keep", "lost", NULL};
+    struct net_reconcile_stats rs = {0};
+    n = net_start(false, live, &rs, NULL);
+    ck_assert_uint_eq(rs.kept, 1);
+    ck_assert_uint_eq(rs.orphans, 1);
+    ck_assert_int_ge(called("HcnEnumerateEndpoints"), 1);
+    ck_assert_msg(!endpoint_exists(lost_ep), "the endpoint no record names is still there");
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(eps, eps0 - 1);
+    ck_assert_int_eq(nss, nss0 - 1); /* its namespace went with it */
+    ck_assert(endpoint_exists(keep_ep));
+    ck_assert(endpoint_exists(other_ep));
+    ck_assert(endpoint_exists(plain_ep));
+    ck_assert(endpoint_exists(nat_ep));
+    ck_assert_ptr_nonnull(net_attachment_find(n, "keep"));
+    ck_assert_ptr_null(net_attachment_find(n, "lost"));
+    /* The tag stays the root's across starts. */
+    snprintf(path, sizeof(path), "%s\\hcn\\.owner", state_dir);
+    f = fopen(path, "rb");
+    char again[16] = "";
+    ck_assert(f && fscanf(f, "%15s", again) == 1);
+    fclose(f);
+    ck_assert_str_eq(again, owner);
+    detach_ok(n, "keep");
+    ck_assert(!endpoint_exists(keep_ep));
+    close_net(n);
+}
+END_TEST
+
 START_TEST(without_computenetwork_dll_networks_fail_and_loopback_only_containers_work)
 {
     char missing[MAX_PATH * 2];
@@ -527,6 +678,7 @@ main(void)
                    attach_gives_an_endpoint_namespace_address_and_ports_and_detach_removes_them);
     tcase_add_test(tc, a_failure_at_each_hcn_step_leaves_nothing_in_hns_nor_on_disk);
     tcase_add_test(tc, the_reconciliation_keeps_live_networks_and_deletes_the_rest_after_a_crash);
+    tcase_add_test(tc, the_reconciliation_deletes_this_roots_endpoints_that_no_record_names);
     tcase_add_test(tc, without_computenetwork_dll_networks_fail_and_loopback_only_containers_work);
     tcase_add_test(tc, network_none_attaches_loopback_only_and_the_probe_says_disabled);
     tcase_add_test(tc, the_probe_reports_the_network_usable_then_missing);

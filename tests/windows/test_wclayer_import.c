@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "store/wclayer_base.h"
+#include "store/wclayer_reparse.h"
 #include "tests/fixtures/wclayer_tar.h"
 #include "wcs_double.h"
 
@@ -274,6 +275,89 @@ START_TEST(a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing)
 }
 END_TEST
 
+/* Does this host set a mount point reparse point (Wine 8 answers ERROR_NOT_SUPPORTED)? */
+static bool
+reparse_points_supported(void)
+{
+    char dir[MAX_PATH * 2];
+    snprintf(dir, sizeof(dir), "%s", wcs_path(0, "probe-junction"));
+    CreateDirectoryA(dir, NULL);
+    HANDLE h = CreateFileA(dir, GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+                           FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+    unsigned char buf[WCL_REPARSE_MAX];
+    size_t len = 0;
+    struct err err = {0};
+    ck_assert_int_eq(wcl_reparse_encode("C:\\Users", true, buf, sizeof(buf), &len, &err), 0);
+    DWORD got = 0;
+    BOOL ok = h != INVALID_HANDLE_VALUE &&
+              DeviceIoControl(h, FSCTL_SET_REPARSE_POINT, buf, (DWORD)len, NULL, 0, &got, NULL);
+    if (h != INVALID_HANDLE_VALUE)
+        CloseHandle(h);
+    RemoveDirectoryA(dir);
+    return ok;
+}
+
+/*
+ * Reparse points in a layer: a junction to C:\Users (how images keep
+ * "Documents and Settings") is written as a mount point; a symlink whose
+ * target leaves the layer (another drive) is refused by the validation,
+ * before anything is written or HCS is asked, naming the entry.
+ */
+START_TEST(a_junction_is_a_mount_point_and_an_escaping_link_is_refused_before_hcs)
+{
+    struct tbuf t = {0};
+    layer_entry(&t, "Files/", '5', NULL, NULL);
+    layer_entry(&t, "Files/Users/", '5', NULL, NULL);
+    const char *jrecs[] = {"MSWINDOWS.mountpoint=1", "MSWINDOWS.fileattr=1040", NULL};
+    entry(&t, "Files/Documents and Settings", '2', NULL, "C:\\Users", jrecs);
+    finish(&t);
+    struct wcs_layer parent = {G1, wcs_path(2, "base")};
+    struct wcl_layer_info info;
+    struct err err = {0};
+    bool supported = reparse_points_supported();
+    int rc = import(&t, wcs_path(0, "child"), &parent, 1, &info, &err);
+    if (supported) {
+        ck_assert_msg(rc == 0, "%s", err.msg);
+        HANDLE h = CreateFileA(wcs_path(0, "child\\Files\\Documents and Settings"), 0,
+                               FILE_SHARE_READ, NULL, OPEN_EXISTING,
+                               FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+        ck_assert(h != INVALID_HANDLE_VALUE);
+        unsigned char got[WCL_REPARSE_MAX], want[WCL_REPARSE_MAX];
+        DWORD n = 0;
+        size_t wl = 0;
+        ck_assert(DeviceIoControl(h, FSCTL_GET_REPARSE_POINT, NULL, 0, got, sizeof(got), &n, NULL));
+        CloseHandle(h);
+        ck_assert_int_eq(wcl_reparse_encode("C:\\Users", true, want, sizeof(want), &wl, &err), 0);
+        ck_assert_uint_eq(n, wl);
+        ck_assert_mem_eq(got, want, wl);
+    } else {
+        /* Wine 8 has no FSCTL_SET_REPARSE_POINT: the write gets as far as that call, and the
+         * failed import leaves nothing and never reached HCS. */
+        ck_assert_int_lt(rc, 0);
+        ck_assert_msg(strstr(err.msg, "set the reparse point of junction Files/Documents and "
+                                      "Settings"),
+                      "%s", err.msg);
+        ck_assert_str_eq(wcs_calls(), "");
+    }
+    ck_assert(!wcs_exists(wcs_path(0, "child.staging")));
+    free(t.p);
+
+    struct tbuf e = {0};
+    layer_entry(&e, "Files/", '5', NULL, NULL);
+    layer_entry(&e, "Files/ok.txt", '0', "x", NULL);
+    entry(&e, "Files/evil", '2', NULL, "D:\\secrets", NULL);
+    finish(&e);
+    ck_assert_int_eq(import(&e, wcs_path(0, "evil"), &parent, 1, &info, &err),
+                     -ERR_INVALID_CONTENT);
+    ck_assert_msg(strstr(err.msg, "Files/evil") && strstr(err.msg, "another drive"), "%s", err.msg);
+    ck_assert(!wcs_exists(wcs_path(0, "evil")));
+    ck_assert(!wcs_exists(wcs_path(0, "evil.staging")));
+    if (!supported)
+        ck_assert_str_eq(wcs_calls(), "");
+    free(e.p);
+}
+END_TEST
+
 START_TEST(a_failed_hcs_import_is_destroyed_and_removed)
 {
     SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsImportLayer");
@@ -465,6 +549,7 @@ import_suite(void)
     tcase_add_test(tc, a_base_layer_is_written_in_place_then_set_up);
     tcase_add_test(tc, a_child_layer_is_staged_with_its_tombstones_and_imported);
     tcase_add_test(tc, a_hostile_tar_is_refused_before_any_hcs_call_and_leaves_nothing);
+    tcase_add_test(tc, a_junction_is_a_mount_point_and_an_escaping_link_is_refused_before_hcs);
     tcase_add_test(tc, a_failed_hcs_import_is_destroyed_and_removed);
     tcase_add_test(tc, a_base_layer_with_a_utility_vm_gets_its_template_vhds);
     tcase_add_test(tc, a_utility_vm_that_fails_leaves_nothing);

@@ -112,6 +112,25 @@ dbl_local_wide(const char *s)
 /* ---- recording ---- */
 
 static LONG record_seq;
+static INIT_ONCE record_once = INIT_ONCE_STATIC_INIT;
+
+/* A process after another one (a restarted daemon) numbers on from the log's last call,
+ * so that its documents do not overwrite the earlier process's. */
+static BOOL CALLBACK
+record_seq_init(PINIT_ONCE once, void *dir, void **ctx)
+{
+    (void)once, (void)ctx;
+    char path[MAX_PATH + 64], line[512];
+    snprintf(path, sizeof(path), "%s\\calls.log", (const char *)dir);
+    FILE *log = fopen(path, "rb");
+    long last = 0;
+    while (log && fgets(line, sizeof(line), log))
+        last = atol(line) > last ? atol(line) : last;
+    if (log)
+        fclose(log);
+    record_seq = (LONG)last;
+    return TRUE;
+}
 
 void
 dbl_record(const char *fn, const char *id, const char *doc)
@@ -119,6 +138,7 @@ dbl_record(const char *fn, const char *id, const char *doc)
     char dir[MAX_PATH];
     if (!env_get("BERTH_HCS_DOUBLE_DIR", dir, sizeof(dir)))
         return;
+    InitOnceExecuteOnce(&record_once, record_seq_init, dir, NULL);
     LONG seq = InterlockedIncrement(&record_seq);
     char path[MAX_PATH + 64];
     if (doc) {

@@ -7,7 +7,10 @@
  * service outlives its clients. HcnDoubleCounts (the double's own export)
  * says how many of each exist. HcnQueryEndpointProperties answers an
  * endpoint's ID and its MacAddress, 00-15-5D (Hyper-V's prefix) and the
- * first three bytes of its id, as HNS assigns one from its pool.
+ * first three bytes of its id, as HNS assigns one from its pool, with its
+ * Name, HostComputeNetwork and HostComputeNamespace (the namespace it was
+ * added to, "" if none); HcnEnumerateEndpoints takes hcsshim's
+ * {"VirtualNetwork": id} filter and lists that network's endpoints.
  *
  * Controlled through the environment, read at every call:
  *
@@ -194,6 +197,54 @@ settings_parse(PCWSTR s, const char *key, char *text_out, size_t size)
     return o;
 }
 
+/* A GUID from its text form (no braces). */
+static bool
+guid_parse(const char *t, GUID *g)
+{
+    unsigned d1, d2, d3, b[8];
+    if (!t || sscanf(t, "%8x-%4x-%4x-%2x%2x-%2x%2x%2x%2x%2x%2x", &d1, &d2, &d3, &b[0], &b[1], &b[2],
+                     &b[3], &b[4], &b[5], &b[6], &b[7]) != 11)
+        return false;
+    g->Data1 = d1, g->Data2 = (WORD)d2, g->Data3 = (WORD)d3;
+    for (int i = 0; i < 8; i++)
+        g->Data4[i] = (BYTE)b[i];
+    return true;
+}
+
+/* The ids in t, as a JSON array, of the objects named name (NULL: any) on network net (NULL: any).
+ */
+static PWSTR
+id_list(const struct object *t, const char *name, const GUID *net)
+{
+    json_object *list = json_object_new_array();
+    for (int i = 0; i < MAXN; i++) {
+        if (t[i].used && (!name || strcmp(t[i].name, name) == 0) &&
+            (!net || IsEqualGUID(&t[i].network, net))) {
+            char id[40];
+            guid_text(&t[i].id, id);
+            json_object_array_add(list, json_object_new_string(id));
+        }
+    }
+    PWSTR w = co_wide(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN));
+    json_object_put(list);
+    return w;
+}
+
+/* HcnOpen*: a handle on the object of t with that id, else the error HNS answers (nf, msg). */
+static HRESULT
+open_object(const char *fn, struct object *t, REFGUID Id, HRESULT nf, const char *msg, void **out,
+            PWSTR *rec)
+{
+    pin();
+    AcquireSRWLockExclusive(&lock);
+    record(fn, Id, NULL);
+    HRESULT hr = find(t, Id) ? S_OK : error(nf, msg, rec);
+    if (hr == S_OK)
+        *out = handle(Id);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
 void WINAPI
 HcnDoubleCounts(int *nets, int *eps, int *nss)
 {
@@ -224,17 +275,8 @@ HcnEnumerateNetworks(PCWSTR Query, PWSTR *Networks, PWSTR *ErrorRecord)
         json_object *filter = json_tokener_parse(json_object_get_string(f));
         json_object *name = NULL;
         json_object_object_get_ex(filter, "Name", &name);
-        json_object *list = json_object_new_array();
-        for (int i = 0; i < MAXN; i++) {
-            if (networks[i].used && name &&
-                strcmp(networks[i].name, json_object_get_string(name)) == 0) {
-                char id[40];
-                guid_text(&networks[i].id, id);
-                json_object_array_add(list, json_object_new_string(id));
-            }
-        }
-        *Networks = co_wide(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN));
-        json_object_put(list);
+        /* No Name: nothing matches (berth always names the network). */
+        *Networks = name ? id_list(networks, json_object_get_string(name), NULL) : co_wide("[]");
         json_object_put(filter);
     }
     json_object_put(q);
@@ -272,15 +314,8 @@ HcnCreateNetwork(REFGUID Id, PCWSTR Settings, PHCN_NETWORK Network, PWSTR *Error
 HRESULT WINAPI
 HcnOpenNetwork(REFGUID Id, PHCN_NETWORK Network, PWSTR *ErrorRecord)
 {
-    pin();
-    AcquireSRWLockExclusive(&lock);
-    record("HcnOpenNetwork", Id, NULL);
-    HRESULT hr =
-        find(networks, Id) ? S_OK : error((HRESULT)0x803B0001L, "Network not found", ErrorRecord);
-    if (hr == S_OK)
-        *Network = handle(Id);
-    ReleaseSRWLockExclusive(&lock);
-    return hr;
+    return open_object("HcnOpenNetwork", networks, Id, (HRESULT)0x803B0001L, "Network not found",
+                       Network, ErrorRecord);
 }
 
 HRESULT WINAPI
@@ -324,6 +359,9 @@ HcnCreateEndpoint(HCN_NETWORK Network, REFGUID Id, PCWSTR Settings, PHCN_ENDPOIN
     else {
         struct object *o = add(endpoints, Id);
         o->network = *(GUID *)Network;
+        json_object *n;
+        if (json_object_object_get_ex(s, "Name", &n))
+            snprintf(o->name, sizeof(o->name), "%s", json_object_get_string(n));
         *Endpoint = handle(Id);
     }
     json_object_put(s);
@@ -346,15 +384,55 @@ HcnQueryEndpointProperties(HCN_ENDPOINT Endpoint, PCWSTR Query, PWSTR *Propertie
     else if (!id || !find(endpoints, id))
         hr = error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
     else {
-        char ids[40], buf[160];
+        struct object *o = find(endpoints, id);
+        char ids[40], net[40], ns[40] = "", buf[512];
         guid_text(id, ids);
-        snprintf(buf, sizeof(buf), "{\"ID\":\"%s\",\"MacAddress\":\"00-15-5D-%02X-%02X-%02X\"}",
-                 ids, (unsigned)(id->Data1 >> 24) & 0xff, (unsigned)(id->Data1 >> 16) & 0xff,
-                 (unsigned)(id->Data1 >> 8) & 0xff);
+        guid_text(&o->network, net);
+        for (int i = 0; i < MAXN && !ns[0]; i++)
+            for (int k = 0; namespaces[i].used && k < namespaces[i].nmembers; k++)
+                if (IsEqualGUID(&namespaces[i].members[k], id))
+                    guid_text(&namespaces[i].id, ns);
+        snprintf(buf, sizeof(buf),
+                 "{\"ID\":\"%s\",\"Name\":\"%s\",\"HostComputeNetwork\":\"%s\","
+                 "\"HostComputeNamespace\":\"%s\",\"MacAddress\":\"00-15-5D-%02X-%02X-%02X\"}",
+                 ids, o->name, net, ns, (unsigned)(id->Data1 >> 24) & 0xff,
+                 (unsigned)(id->Data1 >> 16) & 0xff, (unsigned)(id->Data1 >> 8) & 0xff);
         *Properties = co_wide(buf);
     }
     ReleaseSRWLockExclusive(&lock);
     return hr;
+}
+
+/* The ids of the endpoints on the network the filter's VirtualNetwork names (hcsshim's query). */
+HRESULT WINAPI
+HcnEnumerateEndpoints(PCWSTR Query, PWSTR *Endpoints, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *q = settings_parse(Query, "Filter", doc, sizeof(doc));
+    record("HcnEnumerateEndpoints", NULL, doc);
+    HRESULT hr = S_OK;
+    json_object *filter = NULL, *f, *vn = NULL;
+    if (q && json_object_object_get_ex(q, "Filter", &f))
+        filter = json_tokener_parse(json_object_get_string(f));
+    GUID net;
+    if (!filter || !json_object_object_get_ex(filter, "VirtualNetwork", &vn) ||
+        !guid_parse(json_object_get_string(vn), &net))
+        hr = error(E_INVALIDARG, "The query has no VirtualNetwork filter", ErrorRecord);
+    else
+        *Endpoints = id_list(endpoints, NULL, &net);
+    json_object_put(filter);
+    json_object_put(q);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+HcnOpenEndpoint(REFGUID Id, PHCN_ENDPOINT Endpoint, PWSTR *ErrorRecord)
+{
+    return open_object("HcnOpenEndpoint", endpoints, Id, (HRESULT)0x803B0002L, "Endpoint not found",
+                       Endpoint, ErrorRecord);
 }
 
 HRESULT WINAPI
@@ -411,16 +489,8 @@ HcnCreateNamespace(REFGUID Id, PCWSTR Settings, PHCN_NAMESPACE Namespace, PWSTR 
 HRESULT WINAPI
 HcnOpenNamespace(REFGUID Id, PHCN_NAMESPACE Namespace, PWSTR *ErrorRecord)
 {
-    pin();
-    AcquireSRWLockExclusive(&lock);
-    record("HcnOpenNamespace", Id, NULL);
-    HRESULT hr = find(namespaces, Id) ? S_OK
-                                      : error(HRESULT_FROM_WIN32(ERROR_NOT_FOUND),
-                                              "Element not found.", ErrorRecord);
-    if (hr == S_OK)
-        *Namespace = handle(Id);
-    ReleaseSRWLockExclusive(&lock);
-    return hr;
+    return open_object("HcnOpenNamespace", namespaces, Id, HRESULT_FROM_WIN32(ERROR_NOT_FOUND),
+                       "Element not found.", Namespace, ErrorRecord);
 }
 
 HRESULT WINAPI
@@ -444,15 +514,9 @@ HcnModifyNamespace(HCN_NAMESPACE Namespace, PCWSTR Settings, PWSTR *ErrorRecord)
              !json_object_object_get_ex(s, "RequestType", &rt))
         hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
     else {
-        const char *t = json_object_get_string(epv);
-        unsigned d1, d2, d3, b[8];
-        if (sscanf(t, "%8x-%4x-%4x-%2x%2x-%2x%2x%2x%2x%2x%2x", &d1, &d2, &d3, &b[0], &b[1], &b[2],
-                   &b[3], &b[4], &b[5], &b[6], &b[7]) != 11)
+        if (!guid_parse(json_object_get_string(epv), &ep))
             hr = error(E_INVALIDARG, "EndpointId is not a GUID", ErrorRecord);
         else {
-            ep.Data1 = d1, ep.Data2 = (WORD)d2, ep.Data3 = (WORD)d3;
-            for (int i = 0; i < 8; i++)
-                ep.Data4[i] = (BYTE)b[i];
             int at = -1;
             for (int k = 0; k < ns->nmembers; k++)
                 if (IsEqualGUID(&ns->members[k], &ep))
