@@ -181,6 +181,8 @@ struct container {
     unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */
     bool main_starting;        /* a start is in flight */
     bool main_exit_pending;    /* its run exited while the daemon was down (svc_main.c) */
+    int main_start_failed;     /* the latest start's program could not run: its exit code
+                                * (126, 127, 128; process_start_exit_code), else 0 */
     struct ctr_stop *stopping; /* a stop in progress (svc_main.c) */
 };
 
