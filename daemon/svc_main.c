@@ -166,6 +166,7 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
      * container goes, which ends the waits for its removal. */
     bool failed = err && err->code == ERR_INVALID_CONTENT;
     c->main_start_failed = failed ? process_start_exit_code(err) : 0;
+    snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", failed ? err->msg : "");
     if (!err) {
         c->main_proc = pr;
         log_info("container %s: main process %s started", c->p->handle, pr->id);

@@ -88,12 +88,10 @@ start_done_cb(void *arg, const struct err *err)
 {
     struct api_req *req = arg;
     if (err && err->code == ERR_INVALID_CONTENT) {
-        char msg[ERR_MSG_MAX];
-        docker_start_failure(err, msg, sizeof(msg));
+        char msg[ERR_MSG_MAX + 128];
+        docker_start_message(err, msg, sizeof(msg));
         api_req_call_done(req);
-        api_reply_fail(req, EINVAL,
-                       "failed to create task for container: unable to start container process: %s",
-                       msg);
+        api_reply_fail(req, EINVAL, "%s", msg);
         api_req_resume(req);
         return;
     }

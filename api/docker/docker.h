@@ -71,6 +71,9 @@ json_object *docker_strv(char *const *v, bool null_if_null);
  * it, its errno text in lowercase as Go's errors have them.
  */
 void docker_start_failure(const struct err *err, char *out, size_t n);
+/* The whole of start's answer (and State.Error) for such a failure, as the
+ * engine words it: "failed to create task for container: ...". */
+void docker_start_message(const struct err *err, char *out, size_t n);
 
 /* containers.c: lookups shared by the container routes. */
 /* Containers the Docker API shows: those created with a main process. */

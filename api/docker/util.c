@@ -194,3 +194,12 @@ docker_start_failure(const struct err *err, char *out, size_t n)
     replace_same(out, "Not a directory", "not a directory");
     replace_same(out, "Is a directory", "is a directory");
 }
+
+void
+docker_start_message(const struct err *err, char *out, size_t n)
+{
+    char why[ERR_MSG_MAX];
+    docker_start_failure(err, why, sizeof(why));
+    snprintf(out, n, "failed to create task for container: unable to start container process: %s",
+             why);
+}

@@ -68,6 +68,12 @@ START_TEST(docker_run_rm_of_a_missing_program_says_so_exits_127_and_removes_it)
                             "\"$D\" inspect --format '{{.State.Status}} {{.State.ExitCode}}' kept");
         ck_assert_str_eq(state, "created 127");
         free(state);
+        /* And why, in State.Error, as the engine keeps it. */
+        char *why = dk_ok(&b, cl, 0, "\"$D\" inspect --format '{{.State.Error}}' kept");
+        ck_assert_msg(dk_contains(why, "stat /no/such/prog: no such file or directory") &&
+                          dk_contains(why, "failed to create task"),
+                      "docker %s: %s", cl->version, why);
+        free(why);
         /* A program that is there but cannot be run: 126. */
         st = dk_run(&b, cl, &out, "\"$D\" run --rm busybox /etc");
         dk_track_all(&b);
