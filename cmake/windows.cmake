@@ -284,6 +284,7 @@ berth_win_skip(daemon/net_record.c "records of CNI attachments, only the Linux n
 
 # ---- the unit suites that run under Wine ----
 set(BERTH_WIN_SUITES
+    test_common_err
     test_common_path
     test_store_digest
     test_store_mount_journal

@@ -2,6 +2,7 @@
 #include "common/err.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,8 +45,15 @@ err_wrap(struct err *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    /* Layers that each name the operation (the driver, then the registry)
+     * would otherwise say it twice: "create container x1: create container x1: ...". */
+    size_t plen = strlen(prefix);
+    bool said =
+        strncmp(err->msg, prefix, plen) == 0 && err->msg[plen] == ':' && err->msg[plen + 1] == ' ';
+    if (!said) {
+        memcpy(old, err->msg, sizeof(old));
+        snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    }
     if (err->code == 0)
         err->code = EIO;
     return -err->code;

@@ -82,7 +82,8 @@ int err_set(struct err *err, int code, const char *fmt, ...) BERTH_FORMAT(3, 4);
 /* As err_set, appending ": strerror(errnum)" to the message. */
 int err_errno(struct err *err, int errnum, const char *fmt, ...) BERTH_FORMAT(3, 4);
 
-/* Prefixes err->msg with "context: ", keeping the code; returns -code. */
+/* Prefixes err->msg with "context: " unless it starts with that already,
+ * keeping the code; returns -code. */
 int err_wrap(struct err *err, const char *fmt, ...) BERTH_FORMAT(2, 3);
 
 /* Copies src into dst (either may be NULL). */

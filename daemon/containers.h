@@ -179,10 +179,13 @@ struct container {
     bool stopped_while_creating;
     /* The main process (p->main): its latest run, or NULL before the first. */
     struct ctr_proc *main_proc;
-    unsigned main_runs;        /* runs started so far: the next is main.<main_runs + 1> */
-    bool main_starting;        /* a start is in flight */
-    bool main_exit_pending;    /* its run exited while the daemon was down (svc_main.c) */
-    struct ctr_stop *stopping; /* a stop in progress (svc_main.c) */
+    unsigned main_runs;         /* runs started so far: the next is main.<main_runs + 1> */
+    bool main_starting;         /* a start is in flight */
+    bool main_exit_pending;     /* its run exited while the daemon was down (svc_main.c) */
+    int main_start_failed;      /* the latest start's program could not run: its exit code
+                                 * (126, 127, 128; process_start_exit_code), else 0 */
+    char main_start_error[256]; /* ... and why (process_start's message), else "" */
+    struct ctr_stop *stopping;  /* a stop in progress (svc_main.c) */
 };
 
 struct containers {

@@ -13,6 +13,17 @@
 #include "common/strv.h"
 #include "daemon/daemon.h"
 #include "daemon/svc_containers.h"
+#include "daemon/svc_main.h"
+
+/* Whether an exec may run in c: as the engine, only while its main process
+ * runs (a container without one, a /v1 one, while its init does). */
+static bool
+ctr_runs(const struct container *c)
+{
+    if (c->state != CTR_RUNNING)
+        return false;
+    return !c->p->main || container_main_running(c);
+}
 
 static void
 exec_free(struct ctr_exec *x)
@@ -60,7 +71,7 @@ container_exec_create(struct daemon *d, const char *handle, const struct ctr_exe
     int ret = container_lookup(d, handle, &c, err);
     if (ret < 0)
         return ret;
-    if (c->state != CTR_RUNNING)
+    if (!ctr_runs(c))
         return err_set(err, ERR_CONFLICT, "container %s is not running", handle);
     if (!s->argv || !s->argv[0] || !*s->argv[0])
         return err_set(err, EINVAL, "exec in %s: no command", handle);
@@ -118,6 +129,12 @@ container_exec_start(struct daemon *d, struct ctr_exec *x, process_start_cb cb, 
 {
     if (x->started)
         return err_set(err, ERR_CONFLICT, "exec %.12s has already run", x->id);
+    struct container *c = NULL;
+    int ret = container_lookup(d, x->handle, &c, err);
+    if (ret < 0)
+        return ret;
+    if (!ctr_runs(c))
+        return err_set(err, ERR_CONFLICT, "container %s is not running", x->handle);
     struct process_spec spec = {.id = x->proc_id,
                                 .path = x->argv[0],
                                 .args = x->argv + 1,
@@ -126,10 +143,16 @@ container_exec_start(struct daemon *d, struct ctr_exec *x, process_start_cb cb, 
                                 .dir = x->dir,
                                 .user = x->user,
                                 .has_stdin = x->in};
-    int ret = process_start(d, x->handle, &spec, cb, arg, call, err);
+    ret = process_start(d, x->handle, &spec, cb, arg, call, err);
     if (ret == 0)
         x->started = true;
     return ret;
+}
+
+void
+container_exec_start_failed(struct ctr_exec *x, const struct err *err)
+{
+    x->start_failed = process_start_exit_code(err);
 }
 
 struct ctr_proc *

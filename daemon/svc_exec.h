@@ -31,6 +31,7 @@ struct ctr_exec {
     char *dir, *user;
     bool in, out, err; /* the streams an attached start carries */
     bool started;
+    int start_failed; /* its program could not start: its exit code (126, 127...), else 0 */
 };
 
 struct ctr_exec_spec {
@@ -40,16 +41,25 @@ struct ctr_exec_spec {
     bool in, out, err;
 };
 
-/* Makes an instance for container handle (running); *out is the registry's. */
+/*
+ * Makes an instance for container handle; *out is the registry's.
+ * ERR_CONFLICT "container X is not running" unless its main process runs
+ * (or, for a container without one, the container does), as the engine.
+ */
 int container_exec_create(struct daemon *d, const char *handle, const struct ctr_exec_spec *s,
                           struct ctr_exec **out, struct err *err);
 
 /* The instance with id (or a unique prefix of it), or ENOENT. */
 int container_exec_find(struct daemon *d, const char *id, struct ctr_exec **out, struct err *err);
 
-/* Starts its run (once: ERR_CONFLICT after). cb as process_start's. */
+/* Starts its run (once: ERR_CONFLICT after, and while the container does
+ * not run, as at create). cb as process_start's. */
 int container_exec_start(struct daemon *d, struct ctr_exec *x, process_start_cb cb, void *arg,
                          struct svc_call **call, struct err *err);
+
+/* Its run's start failed with err (process_start's ERR_INVALID_CONTENT):
+ * the instance keeps the exit code a shell gives (process_start_exit_code). */
+void container_exec_start_failed(struct ctr_exec *x, const struct err *err);
 
 /* Its run, when it has one still in the registry. */
 struct ctr_proc *container_exec_proc(struct daemon *d, const struct ctr_exec *x);

@@ -30,6 +30,8 @@ int
 container_main_exit_code(const struct container *c)
 {
     const struct ctr_proc *pr = c->main_proc;
+    if (c->main_start_failed)
+        return c->main_start_failed;
     if (!pr || !pr->exited)
         return 0;
     return pr->lost ? 255 : pr->exit_code;
@@ -86,11 +88,11 @@ kill_the_rest(struct container *c)
 }
 
 static void
-auto_remove(struct container *c)
+auto_remove(struct container *c, const char *why)
 {
     struct err err = {0};
     struct svc_call *call = NULL;
-    log_info("container %s: its main process exited; removing it (auto-remove)", c->p->handle);
+    log_info("container %s: %s; removing it (auto-remove)", c->p->handle, why);
     if (container_delete_grace(c->reg->d, c->p->handle, 0, noop_done_cb, NULL, &call, &err) < 0)
         log_warn("container %s: auto-remove: %s", c->p->handle, err.msg);
 }
@@ -102,7 +104,7 @@ ctr_main_exited(struct container *c)
     if (!c->registered || c->deleting || c->state == CTR_DELETING)
         return;
     if (c->p->main && c->p->main->auto_remove && !c->spawning) {
-        auto_remove(c);
+        auto_remove(c, "its main process exited");
         return;
     }
     if (c->state == CTR_RUNNING)
@@ -138,7 +140,7 @@ containers_main_resume(struct daemon *d)
         bool pending = c->main_exit_pending;
         c->main_exit_pending = false;
         if (pending && c->p->main->auto_remove)
-            auto_remove(c);
+            auto_remove(c, "its main process exited");
     }
 }
 
@@ -159,6 +161,12 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
     struct start_op *op = arg;
     struct container *c = op->c;
     c->main_starting = false;
+    /* A program that cannot start is the run's end, as in the engine: its
+     * exit code (127: not there) is the container's, and an auto-remove
+     * container goes, which ends the waits for its removal. */
+    bool failed = err && err->code == ERR_INVALID_CONTENT;
+    c->main_start_failed = failed ? process_start_exit_code(err) : 0;
+    snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", failed ? err->msg : "");
     if (!err) {
         c->main_proc = pr;
         log_info("container %s: main process %s started", c->p->handle, pr->id);
@@ -171,6 +179,9 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
     }
     if (!op->call.detached)
         op->cb(op->arg, err);
+    if (failed && c->registered && !c->deleting && c->state == CTR_RUNNING &&
+        c->p->main->auto_remove && !c->spawning)
+        auto_remove(c, "its main process could not start");
     container_unref(c);
     free(op);
 }

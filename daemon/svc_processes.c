@@ -8,6 +8,7 @@
  */
 #include "daemon/svc_processes.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,23 @@ spawn_work(void *ctx)
         j->err.code = ERR_INVALID_CONTENT;
         j->rc = -ERR_INVALID_CONTENT;
     }
+}
+
+int
+process_start_exit_code(const struct err *err)
+{
+    char m[ERR_MSG_MAX];
+    size_t i = 0;
+    for (; err && err->msg[i] && i < sizeof(m) - 1; i++)
+        m[i] = (char)tolower((unsigned char)err->msg[i]);
+    m[i] = '\0';
+    if (strstr(m, "no such file or directory") || strstr(m, "not a directory") ||
+        strstr(m, "cannot find the file specified"))
+        return 127;
+    if (strstr(m, "permission denied") || strstr(m, "is a directory") ||
+        strstr(m, "access is denied"))
+        return 126;
+    return 128;
 }
 
 static void

@@ -62,6 +62,15 @@ typedef void (*process_start_cb)(void *arg, const struct err *err, struct ctr_pr
 int process_start(struct daemon *d, const char *handle, const struct process_spec *o,
                   process_start_cb cb, void *arg, struct svc_call **call, struct err *err);
 
+/*
+ * The exit code a shell (and the Docker engine) gives a process that
+ * could not start, from process_start's ERR_INVALID_CONTENT: 127 when
+ * the program is not there (no such file, not a directory), 126 when it
+ * cannot be run (permission denied, a directory), 128 for anything else
+ * (a bad dir, an unknown user). Pure.
+ */
+int process_start_exit_code(const struct err *err);
+
 struct process_waiter;
 typedef void (*process_wait_cb)(void *arg, const struct err *err, const struct ctr_proc *pr);
 /*

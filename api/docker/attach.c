@@ -199,6 +199,77 @@ docker_attach_hijack(struct api_req *req, const char *handle, const char *proc_i
     return 0;
 }
 
+/* ---- a stream with only a message: the engine's exec start that failed ---------- */
+
+static void
+msg_written(void *arg, int status)
+{
+    (void)status; /* the close sends or gives up; either way the stream ends */
+    hijack_close(arg);
+}
+
+static void
+msg_error(struct hijack *h, int err, void *ctx)
+{
+    (void)err;
+    (void)ctx;
+    hijack_close(h);
+}
+
+static void
+msg_closed(struct hijack *h, void *ctx)
+{
+    (void)h;
+    (void)ctx;
+}
+
+static size_t
+msg_read(struct hijack *h, const char *data, size_t len, void *ctx)
+{
+    (void)h;
+    (void)data;
+    (void)ctx;
+    return len; /* what the client sends is dropped */
+}
+
+static const struct hijack_cbs msg_cbs = {
+    .read = msg_read,
+    .error = msg_error,
+    .closed = msg_closed,
+};
+
+int
+docker_hijack_message(struct api_req *req, const char *msg, struct err *err)
+{
+    static const char *const upgrade_headers[] = {
+        "Content-Type", "application/vnd.docker.multiplexed-stream", "Upgrade", "tcp", NULL};
+    static const char *const raw_headers[] = {"Content-Type",
+                                              "application/vnd.docker.multiplexed-stream", NULL};
+    bool upgrade = hijack_req_upgrade(req);
+    struct hijack_opts ho = {
+        .mode = upgrade ? HIJACK_UPGRADE : HIJACK_RAW,
+        .headers = upgrade ? upgrade_headers : raw_headers,
+        .cbs = &msg_cbs,
+    };
+    size_t len = strlen(msg) + 2;
+    unsigned char h[FRAME_HEADER] = {1,
+                                     0,
+                                     0,
+                                     0,
+                                     (unsigned char)(len >> 24),
+                                     (unsigned char)(len >> 16),
+                                     (unsigned char)(len >> 8),
+                                     (unsigned char)len};
+    struct hijack *hj = hijack_start(req, &ho, err);
+    if (!hj)
+        return -err->code;
+    uv_buf_t bufs[3] = {uv_buf_init((char *)h, FRAME_HEADER), uv_buf_init((char *)msg, len - 2),
+                        uv_buf_init("\r\n", 2)};
+    if (hijack_writev(hj, bufs, 3, msg_written, hj) < 0)
+        hijack_close(hj);
+    return 0;
+}
+
 void
 docker_container_attach(struct api_req *req)
 {

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "daemon/containers.h"
 #include "daemon/daemon.h"
+#include "daemon/net.h"
 #include "daemon/svc_containers.h"
 #include "daemon/svc_main.h"
 #include "daemon/svc_processes.h"
@@ -123,7 +124,16 @@ state_json(const struct container *c)
     json_object_object_add(o, "Dead", json_object_new_boolean(strcmp(status, "dead") == 0));
     json_object_object_add(o, "Pid", json_object_new_int(running && pr ? pr->pid : 0));
     json_object_object_add(o, "ExitCode", json_object_new_int(container_main_exit_code(c)));
-    json_object_object_add(o, "Error", json_object_new_string(pr && pr->lost ? pr->error : ""));
+    char why[ERR_MSG_MAX + 128] = "";
+    if (c->main_start_failed) {
+        /* Its latest start failed: why, as the start's answer said. */
+        struct err e = {.code = ERR_INVALID_CONTENT};
+        snprintf(e.msg, sizeof(e.msg), "%s", c->main_start_error);
+        docker_start_message(&e, why, sizeof(why));
+    } else if (pr && pr->lost) {
+        snprintf(why, sizeof(why), "%s", pr->error);
+    }
+    json_object_object_add(o, "Error", json_object_new_string(why));
     json_object_object_add(o, "StartedAt", docker_time_ms(pr ? pr->started_at : 0));
     json_object_object_add(o, "FinishedAt", docker_time_ms(pr && pr->exited ? pr->finished_at : 0));
     return o;
@@ -192,6 +202,16 @@ config_json(const struct container *c, json_object *meta)
     return o;
 }
 
+/* The network the container is on, as the engine names it: "none" when it
+ * has only loopback (its NetworkMode none, or a daemon with --network none),
+ * else "bridge" (berth's network). */
+static const char *
+network_mode(const struct container *c)
+{
+    const struct daemon *d = c->reg->d;
+    return c->p->net_disabled || d->cfg->network_disabled ? "none" : "bridge";
+}
+
 static json_object *
 host_config_json(const struct container *c, json_object *meta)
 {
@@ -208,7 +228,7 @@ host_config_json(const struct container *c, json_object *meta)
     json_object_object_add(hc, "LogConfig", log);
     json_object *net = NULL;
     if (!jsonutil_lookup(hc, "NetworkMode", &net) || !*json_object_get_string(net))
-        json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
+        json_object_object_add(hc, "NetworkMode", json_object_new_string(network_mode(c)));
     const struct rt_limits *l = &c->p->limits;
     json_object_object_add(hc, "Memory", json_object_new_int64((int64_t)l->memory_bytes));
     json_object_object_add(hc, "PidsLimit", l->pids ? json_object_new_int64(l->pids) : NULL);
@@ -249,31 +269,43 @@ mounts_json(const struct container *c)
 static json_object *
 network_settings_json(const struct container *c)
 {
+    const struct net_attachment *a = container_network(c);
+    if (a && a->disabled)
+        a = NULL;
+    const char *mode = network_mode(c);
+    const char *ip = a ? a->ip : "", *gw = a ? a->gateway : "";
+    const char *mac = a && a->mac ? a->mac : "";
+    int prefix = a ? (int)a->prefix : 0;
     json_object *o = json_object_new_object();
-    static const char *const empty[] = {"Bridge",     "SandboxID",
-                                        "SandboxKey", "EndpointID",
-                                        "Gateway",    "GlobalIPv6Address",
-                                        "IPAddress",  "IPv6Gateway",
-                                        "MacAddress", "LinkLocalIPv6Address",
+    static const char *const empty[] = {"Bridge",
+                                        "SandboxID",
+                                        "SandboxKey",
+                                        "EndpointID",
+                                        "GlobalIPv6Address",
+                                        "IPv6Gateway",
+                                        "LinkLocalIPv6Address",
                                         NULL};
     for (size_t i = 0; empty[i]; i++)
         json_object_object_add(o, empty[i], json_object_new_string(""));
+    json_object_object_add(o, "Gateway", json_object_new_string(gw));
+    json_object_object_add(o, "IPAddress", json_object_new_string(ip));
+    json_object_object_add(o, "MacAddress", json_object_new_string(mac));
     json_object_object_add(o, "HairpinMode", json_object_new_boolean(false));
     json_object_object_add(o, "LinkLocalIPv6PrefixLen", json_object_new_int(0));
     json_object_object_add(o, "GlobalIPv6PrefixLen", json_object_new_int(0));
-    json_object_object_add(o, "IPPrefixLen", json_object_new_int(0));
+    json_object_object_add(o, "IPPrefixLen", json_object_new_int(prefix));
     json_object_object_add(o, "Ports", json_object_new_object());
     json_object_object_add(o, "SecondaryIPAddresses", NULL);
     json_object_object_add(o, "SecondaryIPv6Addresses", NULL);
     json_object *nets = json_object_new_object();
-    json_object *none = json_object_new_object();
-    json_object_object_add(none, "NetworkID", json_object_new_string("none"));
-    json_object_object_add(none, "EndpointID", json_object_new_string(""));
-    json_object_object_add(none, "Gateway", json_object_new_string(""));
-    json_object_object_add(none, "IPAddress", json_object_new_string(""));
-    json_object_object_add(none, "IPPrefixLen", json_object_new_int(0));
-    json_object_object_add(none, "MacAddress", json_object_new_string(""));
-    json_object_object_add(nets, "none", none);
+    json_object *n = json_object_new_object();
+    json_object_object_add(n, "NetworkID", json_object_new_string(mode));
+    json_object_object_add(n, "EndpointID", json_object_new_string(""));
+    json_object_object_add(n, "Gateway", json_object_new_string(gw));
+    json_object_object_add(n, "IPAddress", json_object_new_string(ip));
+    json_object_object_add(n, "IPPrefixLen", json_object_new_int(prefix));
+    json_object_object_add(n, "MacAddress", json_object_new_string(mac));
+    json_object_object_add(nets, mode, n);
     json_object_object_add(o, "Networks", nets);
     return o;
 }
@@ -427,7 +459,7 @@ docker_ctr_summary(const struct container *c)
     json_object_object_add(o, "State", json_object_new_string(docker_ctr_status(c)));
     json_object_object_add(o, "Status", status_text(c));
     json_object *hc = json_object_new_object();
-    json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
+    json_object_object_add(hc, "NetworkMode", json_object_new_string(network_mode(c)));
     json_object_object_add(o, "HostConfig", hc);
     json_object *ns = json_object_new_object();
     json_object_object_add(ns, "Networks", json_object_new_object());

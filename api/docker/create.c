@@ -300,6 +300,9 @@ check_host_config(struct create_ctx *cc, json_object *hc, struct err *err)
         return err_set(err, EINVAL,
                        "network mode %.64s is not supported by this host (default, bridge or none)",
                        net);
+    /* "none" is /v1's "network": {"disabled": true}: only a loopback interface.
+     * The default and "bridge" are berth's network, its CNI bridge. */
+    cc->p->net_disabled = net && strcmp(net, "none") == 0;
     if (privileged)
         return err_set(err, EINVAL, "privileged containers are not supported by this host");
     if (ports && json_object_object_length(ports) > 0)

@@ -78,31 +78,20 @@ query_signal(struct api_req *req, int *sig)
     return true;
 }
 
-/* s with the first from replaced by to (same length), in place. */
-static void
-replace_same(char *s, const char *from, const char *to)
-{
-    char *at = strstr(s, from);
-    if (at)
-        memcpy(at, to, strlen(to));
-}
-
 /*
- * A program that cannot start, in the engine's words: the docker CLI
- * reads "no such file or directory" as exit code 127 and "permission
- * denied" as 126, in lowercase as Go's errors have them.
+ * A program that cannot start, in the engine's words (docker_start_failure):
+ * the docker CLI prints it and exits 127 on "executable file not found" or
+ * "no such file or directory", 126 on "permission denied".
  */
 static void
 start_done_cb(void *arg, const struct err *err)
 {
     struct api_req *req = arg;
     if (err && err->code == ERR_INVALID_CONTENT) {
-        char msg[ERR_MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", err->msg);
-        replace_same(msg, "No such file or directory", "no such file or directory");
-        replace_same(msg, "Permission denied", "permission denied");
+        char msg[ERR_MSG_MAX + 128];
+        docker_start_message(err, msg, sizeof(msg));
         api_req_call_done(req);
-        api_reply_fail(req, EINVAL, "failed to create task for container: %s", msg);
+        api_reply_fail(req, EINVAL, "%s", msg);
         api_req_resume(req);
         return;
     }

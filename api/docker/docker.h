@@ -62,6 +62,19 @@ json_object *docker_time_ms(int64_t unix_ms);
 /* JSON string array of v (NULL-terminated), or null when v is NULL and null_if_empty. */
 json_object *docker_strv(char *const *v, bool null_if_null);
 
+/*
+ * A program that could not start (process_start's ERR_INVALID_CONTENT,
+ * "spawn ID: exec PROG: REASON") in the engine's words, which the docker
+ * CLI reads its exit code from: exec: "PROG": executable file not found
+ * in $PATH (a name without '/'), exec: "PROG": stat PROG: no such file or
+ * directory, exec: "PROG": permission denied; anything else as berth has
+ * it, its errno text in lowercase as Go's errors have them.
+ */
+void docker_start_failure(const struct err *err, char *out, size_t n);
+/* The whole of start's answer (and State.Error) for such a failure, as the
+ * engine words it: "failed to create task for container: ...". */
+void docker_start_message(const struct err *err, char *out, size_t n);
+
 /* containers.c: lookups shared by the container routes. */
 /* Containers the Docker API shows: those created with a main process. */
 bool docker_ctr_visible(const struct container *c);
@@ -110,6 +123,10 @@ void docker_container_attach(struct api_req *req);
  * nothing replied. */
 int docker_attach_hijack(struct api_req *req, const char *handle, const char *proc_id, bool in,
                          bool out, bool errs, struct err *err);
+/* Hijacks req as an attach does and sends only msg (and CRLF) in a stdout
+ * frame, then ends the stream: the engine's exec start whose program
+ * could not start. 0, or an error with nothing answered. */
+int docker_hijack_message(struct api_req *req, const char *msg, struct err *err);
 
 /* exec.c */
 void docker_exec_create(struct api_req *req);

@@ -101,6 +101,28 @@ exec_started(void *arg, const struct err *err, struct ctr_proc *pr)
     memcpy(id, es->id, sizeof(id));
     free(es);
     req->ctx = NULL;
+    struct ctr_exec *x = NULL;
+    struct err e = {0};
+    if (err && err->code == ERR_INVALID_CONTENT &&
+        container_exec_find(api_daemon(req->api), id, &x, &e) == 0) {
+        /* Its program could not start: as the engine, the instance's exit
+         * code says so and the message is the stream's only output (the
+         * answer, when detached), which the docker CLI prints before it
+         * exits with that code. */
+        api_req_call_done(req);
+        container_exec_start_failed(x, err);
+        char why[ERR_MSG_MAX], msg[ERR_MSG_MAX + 128];
+        docker_start_failure(err, why, sizeof(why));
+        snprintf(msg, sizeof(msg),
+                 "OCI runtime exec failed: exec failed: unable to start container process: %s: "
+                 "unknown",
+                 why);
+        if (detach || docker_hijack_message(req, msg, &e) < 0) {
+            api_reply_fail(req, EINVAL, "%s", msg);
+            api_req_resume(req);
+        }
+        return;
+    }
     if (api_req_call_failed(req, err))
         return;
     if (detach) {
@@ -108,8 +130,6 @@ exec_started(void *arg, const struct err *err, struct ctr_proc *pr)
         api_req_resume(req);
         return;
     }
-    struct ctr_exec *x = NULL;
-    struct err e = {0};
     if (container_exec_find(api_daemon(req->api), id, &x, &e) < 0 ||
         docker_attach_hijack(req, x->handle, x->proc_id, x->in, x->out, x->err, &e) < 0) {
         api_reply_err(req, &e);
@@ -171,7 +191,9 @@ docker_exec_inspect(struct api_req *req)
     json_object_object_add(o, "ContainerID", json_object_new_string(x->handle));
     json_object_object_add(o, "Running", json_object_new_boolean(running));
     json_object_object_add(o, "ExitCode",
-                           pr && pr->exited ? json_object_new_int(pr->exit_code) : NULL);
+                           x->start_failed    ? json_object_new_int(x->start_failed)
+                           : pr && pr->exited ? json_object_new_int(pr->exit_code)
+                                              : NULL);
     json_object_object_add(o, "Pid", json_object_new_int(pr ? (int)pr->pid : 0));
     json_object_object_add(o, "OpenStdin", json_object_new_boolean(x->in));
     json_object_object_add(o, "OpenStdout", json_object_new_boolean(x->out));

@@ -157,3 +157,49 @@ docker_strv(char *const *v, bool null_if_null)
         json_object_array_add(a, json_object_new_string(v[i]));
     return a;
 }
+
+/* s with the first from replaced by to (same length), in place. */
+static void
+replace_same(char *s, const char *from, const char *to)
+{
+    char *at = strstr(s, from);
+    if (at)
+        memcpy(at, to, strlen(to));
+}
+
+void
+docker_start_failure(const struct err *err, char *out, size_t n)
+{
+    const char *m = err->msg;
+    const char *prog = strstr(m, ": exec ");
+    const char *reason = NULL;
+    for (const char *p = prog ? strstr(prog + 7, ": ") : NULL; p; p = strstr(p + 2, ": "))
+        reason = p;
+    if (prog && reason) {
+        prog += 7;
+        int len = (int)(reason - prog);
+        reason += 2;
+        if (strcmp(reason, "No such file or directory") == 0 && !memchr(prog, '/', (size_t)len))
+            snprintf(out, n, "exec: \"%.*s\": executable file not found in $PATH", len, prog);
+        else if (strcmp(reason, "No such file or directory") == 0)
+            snprintf(out, n, "exec: \"%.*s\": stat %.*s: no such file or directory", len, prog, len,
+                     prog);
+        else
+            snprintf(out, n, "exec: \"%.*s\": %s", len, prog, reason);
+    } else {
+        snprintf(out, n, "%s", m);
+    }
+    replace_same(out, "No such file or directory", "no such file or directory");
+    replace_same(out, "Permission denied", "permission denied");
+    replace_same(out, "Not a directory", "not a directory");
+    replace_same(out, "Is a directory", "is a directory");
+}
+
+void
+docker_start_message(const struct err *err, char *out, size_t n)
+{
+    char why[ERR_MSG_MAX];
+    docker_start_failure(err, why, sizeof(why));
+    snprintf(out, n, "failed to create task for container: unable to start container process: %s",
+             why);
+}
