@@ -722,6 +722,33 @@ attributes_check(const struct wtar_entry *e, const struct wcl_entry *w, struct e
     return 0;
 }
 
+/*
+ * No entry may lie below a reparse point earlier in the layer: the
+ * writers build host paths by joining names, and the host follows a
+ * junction or directory symlink in them, so "Files/x" to C:\Windows then
+ * "Files/x/System32/evil.dll" would be written (and its descriptor set)
+ * in the host's own C:\Windows. A target is "inside the layer" only as the
+ * container sees it.
+ */
+static int
+parents_check(struct import *im, const struct wcl_entry *w, struct err *err)
+{
+    char folded[WCL_PATH_MAX + 1];
+    strcpy(folded, w->path);
+    fold(folded);
+    for (char *slash = strchr(folded, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        struct name_slot *s = table_find(&im->names, folded);
+        *slash = '/';
+        if (s && s->folded && s->kind == WCL_SYMLINK)
+            return err_set(err, ERR_INVALID_CONTENT,
+                           "windows layer: %.300s lies below %.300s, a symlink or junction "
+                           "earlier in the layer",
+                           w->path, s->path);
+    }
+    return 0;
+}
+
 /* Gives the entry to the sink, making a read-only namesake writable once if it must. */
 static int
 entry_emit(struct import *im, const struct wcl_entry *w, struct err *err)
@@ -774,6 +801,8 @@ import_one(struct import *im, struct wtar_reader *rd, const struct wtar_entry *e
         r = link_check(im, e, &w, err);
     if (r == 0)
         r = attributes_check(e, &w, err);
+    if (r == 0)
+        r = parents_check(im, &w, err);
     struct name_slot *s = NULL;
     if (r == 0 && w.kind != WCL_STREAM && w.kind != WCL_WHITEOUT) {
         if (!(s = table_slot(&im->names, w.path, im->folded)))

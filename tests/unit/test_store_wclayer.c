@@ -331,6 +331,56 @@ START_TEST(wclayer_reparse_targets_stay_inside_the_layer)
 }
 END_TEST
 
+/* Nothing is written through a reparse point: the host would follow it out
+ * of the layer (a junction to C:\Windows names the host's own). */
+START_TEST(wclayer_refuses_entries_below_a_reparse_point)
+{
+    static const char *const dirattr[] = {"MSWINDOWS.fileattr=16", NULL};
+    const struct {
+        const char *name;
+        char type;
+        const char *const *pax;
+    } below[] = {
+        {"Files/x/System32/evil.dll", '0', NULL},
+        {"Files/X/System32", '5', dirattr},
+        {"Files/x/.wh.System32", '0', NULL},
+        {"Files/x/a.txt", '2', NULL},
+    };
+    for (int mp = 0; mp < 2; mp++) {
+        for (size_t i = 0; i < sizeof(below) / sizeof(below[0]); i++) {
+            struct tbuf t = {0};
+            entry(&t, "Files/x", '2', NULL, "C:\\Windows",
+                  mp ? (const char *const[]){"MSWINDOWS.mountpoint=1", "MSWINDOWS.fileattr=1040",
+                                             NULL}
+                     : NULL);
+            entry(&t, below[i].name, below[i].type, below[i].type == '0' ? "x" : NULL,
+                  below[i].type == '2' ? "C:\\Users" : NULL, below[i].pax);
+            finish(&t);
+            struct rsink s = {0};
+            struct wcl_layer_info info;
+            struct err err = {0};
+            ck_assert_int_eq(run(&t, &s, &info, &err), -ERR_INVALID_CONTENT);
+            ck_assert_msg(strstr(err.msg, "lies below Files/x, a symlink or junction"), "%s: %s",
+                          below[i].name, err.msg);
+            ck_assert_int_eq(s.n, 1); /* the link alone reached the writer */
+            free(t.p);
+        }
+    }
+    /* A directory of the same name first is a directory: below it is fine. */
+    struct tbuf t = {0};
+    entry(&t, "Files/x", '5', NULL, NULL, NULL);
+    entry(&t, "Files/x/a.txt", '0', "a", NULL, NULL);
+    entry(&t, "Files/xy", '2', NULL, "C:\\Windows", NULL);
+    entry(&t, "Files/xy.txt", '0', "b", NULL, NULL);
+    finish(&t);
+    struct rsink s = {0};
+    struct wcl_layer_info info;
+    struct err err = {0};
+    ck_assert_msg(run(&t, &s, &info, &err) == 0, "%s", err.msg);
+    free(t.p);
+}
+END_TEST
+
 /* The little-endian UTF-16 of ASCII s, for comparing reparse buffers. */
 static size_t
 u16(const char *s, unsigned char *out)
@@ -764,6 +814,7 @@ wclayer_suite(void)
     tcase_add_test(tc, wclayer_imports_files_hives_and_the_utility_vm_with_their_records);
     tcase_add_test(tc, wclayer_folds_dot_slash_and_repeated_slashes_and_keeps_long_pax_names);
     tcase_add_test(tc, wclayer_reparse_points_junctions_and_hard_links);
+    tcase_add_test(tc, wclayer_refuses_entries_below_a_reparse_point);
     tcase_add_test(tc, wclayer_reparse_targets_stay_inside_the_layer);
     tcase_add_test(tc, wclayer_reparse_data_is_go_winios_encoding);
     tcase_add_test(tc, wclayer_streams_belong_to_the_entry_before_them);
