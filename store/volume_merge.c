@@ -559,14 +559,7 @@ test_kill_point(size_t at)
 int
 volume_merge(int fs_fd, const char *src, const char *base, const char *journal, struct err *err)
 {
-    return volume_merge_opts(fs_fd, src, base, journal, false, err);
-}
-
-int
-volume_merge_opts(int fs_fd, const char *src, const char *base, const char *journal,
-                  bool no_dir_nondir, struct err *err)
-{
-    return volume_merge_at(fs_fd, src, base, fs_fd, journal, no_dir_nondir, err);
+    return volume_merge_at(fs_fd, src, base, fs_fd, journal, false, err);
 }
 
 int

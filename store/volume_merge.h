@@ -40,19 +40,13 @@ int volume_merge(int fs_fd, const char *src, const char *base, const char *journ
                  struct err *err);
 
 /*
- * As volume_merge; with no_dir_nondir, a directory and a non-directory of
- * the same name (either way round) fail the plan with
- * ERR_INVALID_CONTENT before any step was made (Docker's
+ * As volume_merge, with the journal in another directory, jfd (on any
+ * filesystem): a container's archive upload keeps it in the daemon's own
+ * directory, out of the container's reach (store/rootfs_tar.c), as the
+ * tree it merges into is the container's to write. With no_dir_nondir, a
+ * directory and a non-directory of the same name (either way round) fail
+ * the plan with ERR_INVALID_CONTENT before any step was made (Docker's
  * noOverwriteDirNonDir).
- */
-int volume_merge_opts(int fs_fd, const char *src, const char *base, const char *journal,
-                      bool no_dir_nondir, struct err *err);
-
-/*
- * As volume_merge_opts, with the journal in another directory, jfd (on
- * any filesystem): a container's archive upload keeps it in the daemon's
- * own directory, out of the container's reach (store/rootfs_tar.c), as
- * the tree it merges into is the container's to write.
  */
 int volume_merge_at(int fs_fd, const char *src, const char *base, int jfd, const char *journal,
                     bool no_dir_nondir, struct err *err);
