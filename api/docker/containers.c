@@ -125,14 +125,10 @@ state_json(const struct container *c)
     json_object_object_add(o, "Pid", json_object_new_int(running && pr ? pr->pid : 0));
     json_object_object_add(o, "ExitCode", json_object_new_int(container_main_exit_code(c)));
     char why[ERR_MSG_MAX + 128] = "";
-    if (c->main_start_failed) {
-        /* Its latest start failed: why, as the start's answer said. */
-        struct err e = {.code = ERR_INVALID_CONTENT};
-        snprintf(e.msg, sizeof(e.msg), "%s", c->main_start_error);
-        docker_start_message(&e, why, sizeof(why));
-    } else if (pr && pr->lost) {
+    if (c->main_start_failed) /* its latest start failed: why, as the start's answer said */
+        docker_start_message(c->main_start_error, why, sizeof(why));
+    else if (pr && pr->lost)
         snprintf(why, sizeof(why), "%s", pr->error);
-    }
     json_object_object_add(o, "Error", json_object_new_string(why));
     json_object_object_add(o, "StartedAt", docker_time_ms(pr ? pr->started_at : 0));
     json_object_object_add(o, "FinishedAt", docker_time_ms(pr && pr->exited ? pr->finished_at : 0));

@@ -89,7 +89,7 @@ start_done_cb(void *arg, const struct err *err)
     struct api_req *req = arg;
     if (err && err->code == ERR_INVALID_CONTENT) {
         char msg[ERR_MSG_MAX + 128];
-        docker_start_message(err, msg, sizeof(msg));
+        docker_start_message(err->msg, msg, sizeof(msg));
         api_req_call_done(req);
         api_reply_fail(req, EINVAL, "%s", msg);
         api_req_resume(req);

@@ -63,17 +63,17 @@ json_object *docker_time_ms(int64_t unix_ms);
 json_object *docker_strv(char *const *v, bool null_if_null);
 
 /*
- * A program that could not start (process_start's ERR_INVALID_CONTENT,
- * "spawn ID: exec PROG: REASON") in the engine's words, which the docker
+ * A program that could not start (the message of process_start's
+ * ERR_INVALID_CONTENT, "spawn ID: exec PROG: REASON") in the engine's words, which the docker
  * CLI reads its exit code from: exec: "PROG": executable file not found
  * in $PATH (a name without '/'), exec: "PROG": stat PROG: no such file or
  * directory, exec: "PROG": permission denied; anything else as berth has
  * it, its errno text in lowercase as Go's errors have them.
  */
-void docker_start_failure(const struct err *err, char *out, size_t n);
+void docker_start_failure(const char *msg, char *out, size_t n);
 /* The whole of start's answer (and State.Error) for such a failure, as the
  * engine words it: "failed to create task for container: ...". */
-void docker_start_message(const struct err *err, char *out, size_t n);
+void docker_start_message(const char *msg, char *out, size_t n);
 
 /* containers.c: lookups shared by the container routes. */
 /* Containers the Docker API shows: those created with a main process. */

@@ -112,7 +112,7 @@ exec_started(void *arg, const struct err *err, struct ctr_proc *pr)
         api_req_call_done(req);
         container_exec_start_failed(x, err);
         char why[ERR_MSG_MAX], msg[ERR_MSG_MAX + 128];
-        docker_start_failure(err, why, sizeof(why));
+        docker_start_failure(err->msg, why, sizeof(why));
         snprintf(msg, sizeof(msg),
                  "OCI runtime exec failed: exec failed: unable to start container process: %s: "
                  "unknown",

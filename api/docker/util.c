@@ -168,9 +168,8 @@ replace_same(char *s, const char *from, const char *to)
 }
 
 void
-docker_start_failure(const struct err *err, char *out, size_t n)
+docker_start_failure(const char *m, char *out, size_t n)
 {
-    const char *m = err->msg;
     const char *prog = strstr(m, ": exec ");
     const char *reason = NULL;
     for (const char *p = prog ? strstr(prog + 7, ": ") : NULL; p; p = strstr(p + 2, ": "))
@@ -196,10 +195,10 @@ docker_start_failure(const struct err *err, char *out, size_t n)
 }
 
 void
-docker_start_message(const struct err *err, char *out, size_t n)
+docker_start_message(const char *msg, char *out, size_t n)
 {
     char why[ERR_MSG_MAX];
-    docker_start_failure(err, why, sizeof(why));
+    docker_start_failure(msg, why, sizeof(why));
     snprintf(out, n, "failed to create task for container: unable to start container process: %s",
              why);
 }
