@@ -811,7 +811,14 @@ import_one(struct import *im, struct wtar_reader *rd, const struct wtar_entry *e
     char replaced[WCL_PATH_MAX + 1];
     if (r == 0 && s && s->folded) {
         bool was_dir = s->kind == WCL_DIR, is_dir = w.kind == WCL_DIR;
-        if (was_dir != is_dir)
+        if (s->kind == WCL_SYMLINK)
+            /* Created over it, the host would follow it: a file written
+             * through a link to C:\Windows\x.dll is the host's x.dll. */
+            r = err_set(err, ERR_INVALID_CONTENT,
+                        "windows layer: %.300s would replace %.300s, a symlink or junction "
+                        "earlier in the layer",
+                        w.path, s->path);
+        else if (was_dir != is_dir)
             r = err_set(err, ERR_INVALID_CONTENT,
                         "windows layer: %.300s would replace %.300s, a %s, with a %s", w.path,
                         s->path, was_dir ? "directory" : "file", is_dir ? "directory" : "file");

@@ -145,6 +145,30 @@ apply_meta(const struct wcl_entry *e, const unsigned char *sd, const wchar_t *p,
     return 0;
 }
 
+/* Times, descriptor and attributes of a reparse point, through h (opened
+ * with FILE_FLAG_OPEN_REPARSE_POINT): by name, SetFileSecurityW and
+ * SetFileAttributesW would reach the target, the host's own C:\Users. */
+static int
+reparse_meta(const struct wcl_entry *e, HANDLE h, struct err *err)
+{
+    FILETIME m = filetime(e->mtime, 0);
+    FILETIME c = e->has_creation_time ? filetime(e->creation_sec, e->creation_nsec) : m;
+    if (!SetFileTime(h, &c, NULL, &m))
+        return win_fail(err, GetLastError(), "set the times of", e->path);
+    if (e->sd && !SetKernelObjectSecurity(h,
+                                          OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION |
+                                              DACL_SECURITY_INFORMATION,
+                                          (PSECURITY_DESCRIPTOR)e->sd))
+        return win_fail(err, GetLastError(), "set the security descriptor of", e->path);
+    if (e->has_attributes) {
+        FILE_BASIC_INFO bi = {0}; /* zero times: left as they are */
+        bi.FileAttributes = e->attributes & ~WCL_ATTR_DIRECTORY & ~WCL_ATTR_REPARSE_POINT;
+        if (bi.FileAttributes && !SetFileInformationByHandle(h, FileBasicInfo, &bi, sizeof(bi)))
+            return win_fail(err, GetLastError(), "set the attributes of", e->path);
+    }
+    return 0;
+}
+
 /*
  * A junction: a directory, then its mount point reparse data (go-winio's
  * encoding, wcl_reparse_encode) set with FSCTL_SET_REPARSE_POINT, then
@@ -160,7 +184,7 @@ junction_make(const struct wcl_entry *e, const wchar_t *p, struct err *err)
         return err_wrap(err, "windows layer: junction %.300s", e->path);
     if (!CreateDirectoryW(p, NULL))
         return win_fail(err, GetLastError(), "create the junction", e->path);
-    HANDLE h = CreateFileW(p, GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+    HANDLE h = CreateFileW(p, GENERIC_WRITE | WRITE_DAC | WRITE_OWNER, 0, NULL, OPEN_EXISTING,
                            FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
     if (h == INVALID_HANDLE_VALUE) {
         rc = win_fail(err, GetLastError(), "open the junction", e->path);
@@ -170,12 +194,12 @@ junction_make(const struct wcl_entry *e, const wchar_t *p, struct err *err)
     DWORD got = 0;
     BOOL ok = DeviceIoControl(h, FSCTL_SET_REPARSE_POINT, buf, (DWORD)len, NULL, 0, &got, NULL);
     DWORD le = GetLastError();
+    rc = ok ? reparse_meta(e, h, err)
+            : win_fail(err, le, "set the reparse point of junction", e->path);
     CloseHandle(h);
-    if (!ok) {
+    if (!ok)
         RemoveDirectoryW(p);
-        return win_fail(err, le, "set the reparse point of junction", e->path);
-    }
-    return apply_meta(e, e->sd, p, NULL, err);
+    return rc;
 }
 
 static int

@@ -366,6 +366,28 @@ START_TEST(wclayer_refuses_entries_below_a_reparse_point)
             free(t.p);
         }
     }
+    /* Nor is anything created over one (a file written through a link to
+     * C:\Windows\x.dll is the host's x.dll), in any case. */
+    static const char *const over[] = {"Files/x", "Files/X"};
+    for (int mp = 0; mp < 2; mp++) {
+        for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++) {
+            struct tbuf t = {0};
+            entry(&t, "Files/x", '2', NULL, "C:\\Windows\\x.dll",
+                  mp ? (const char *const[]){"MSWINDOWS.mountpoint=1", "MSWINDOWS.fileattr=1040",
+                                             NULL}
+                     : NULL);
+            entry(&t, over[i], '0', "evil", NULL, NULL);
+            finish(&t);
+            struct rsink s = {0};
+            struct wcl_layer_info info;
+            struct err err = {0};
+            ck_assert_int_eq(run(&t, &s, &info, &err), -ERR_INVALID_CONTENT);
+            ck_assert_msg(strstr(err.msg, "would replace Files/x, a symlink or junction"), "%s: %s",
+                          over[i], err.msg);
+            ck_assert_int_eq(s.n, 1);
+            free(t.p);
+        }
+    }
     /* A directory of the same name first is a directory: below it is fine. */
     struct tbuf t = {0};
     entry(&t, "Files/x", '5', NULL, NULL, NULL);
