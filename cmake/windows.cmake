@@ -166,6 +166,7 @@ set(BERTH_WIN_SOURCES
     daemon/net_hcn_record_windows.c
     daemon/net_hcn_windows.c
     daemon/net_ports.c
+    daemon/net_setup.c
     daemon/proc_output.c
     daemon/proc_stdin.c
     daemon/runtime_probe.c

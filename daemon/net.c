@@ -18,12 +18,6 @@
 #include "common/log.h"
 #include "daemon/net_cni.h"
 
-struct net_setup_cb {
-    struct net_setup_cb *next;
-    net_done_cb cb;
-    void *arg;
-};
-
 /* ---- options ---------------------------------------------------------------- */
 
 static int
@@ -55,6 +49,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
     n->timeout_ms = o->plugin_timeout_ms;
     n->waiters_tail = &n->waiters;
     n->deferred_attaches_tail = &n->deferred_attaches;
+    net_setup_init(&n->setup, jobs, &n->inflight, &n->shutting_down);
     int ret = set_paths(n, o->state_dir);
     n->plugin_dir = strdup(o->plugin_dir ? o->plugin_dir : NET_PLUGIN_DIR_DEFAULT);
     if (ret < 0 || !n->plugin_dir) {
@@ -154,6 +149,7 @@ net_free(struct net *n)
         free(d->ports);
         free(d);
     }
+    net_setup_close(&n->setup);
     free(n->state_dir);
     free(n->netns_dir);
     free(n->attach_dir);
@@ -304,47 +300,41 @@ setup_work(void *ctx)
 }
 
 static void
+setup_job_free(void *ctx)
+{
+    struct setup_job *j = ctx;
+    free(j->state_dir);
+    free(j->name);
+    free(j);
+}
+
+static void
 setup_done(void *ctx, bool cancelled)
 {
     struct setup_job *j = ctx;
     struct net *n = j->n;
-    n->inflight--;
-    if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "network %s: setup cancelled (shutting down)", j->name);
-    n->setup = j->rc < 0 ? NET_SETUP_FAILED : NET_SETUP_DONE;
-    if (j->rc < 0) {
-        err_copy(&n->setup_err, &j->err);
-        log_error("net: %s", j->err.msg);
-    } else {
-        memset(&n->setup_err, 0, sizeof(n->setup_err));
+    net_setup_end(&n->setup, cancelled, j->name, &j->rc, &j->err);
+    if (j->rc == 0) {
         n->setup_bridge_created = j->bridge_created;
         n->setup_rules_missing = j->rules_missing;
     }
-    struct net_setup_cb *cbs = n->setup_cbs;
-    n->setup_cbs = NULL;
+    /* The waiters of this setup: those that come meanwhile wait for another. */
     struct net_waiter *w = n->waiters;
     n->waiters = NULL;
     n->waiters_tail = &n->waiters;
-    while (cbs) {
-        struct net_setup_cb *c = cbs;
-        cbs = c->next;
-        c->cb(c->arg, j->rc < 0 ? &j->err : NULL);
-        free(c);
-    }
+    net_setup_notify(&n->setup, j->rc, &j->err);
     while (w) {
         struct net_waiter *next = w->next;
-        if (n->setup == NET_SETUP_FAILED) {
-            struct err e = {0};
-            err_set(&e, ERR_UNAVAILABLE, "%s", n->setup_err.msg);
+        if (n->setup.state == NET_SETUP_FAILED) {
+            struct err e;
+            net_setup_waiter_err(&n->setup, &e);
             net_attach_fail(w, &e);
         } else {
             net_attach_begin(w);
         }
         w = next;
     }
-    free(j->state_dir);
-    free(j->name);
-    free(j);
+    setup_job_free(j);
 }
 
 static struct setup_job *
@@ -363,49 +353,22 @@ setup_job_new(struct net *n)
     j->rules = n->rules;
     j->no_entries = n->entries == NULL;
     if (!j->state_dir || !j->name) {
-        free(j->state_dir);
-        free(j->name);
-        free(j);
+        setup_job_free(j);
         return NULL;
     }
     return j;
 }
 
+static const struct net_setup_job setup_ops = {
+    .name = "net.setup", .work = setup_work, .done = setup_done, .free = setup_job_free};
+
 int
 net_setup_start(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->shutting_down)
-        return err_set(err, ECANCELED, "network: shutting down");
-    if (cb) {
-        struct net_setup_cb *c = calloc(1, sizeof(*c));
-        if (!c)
-            return err_set(err, ENOMEM, "network setup: out of memory");
-        c->cb = cb;
-        c->arg = arg;
-        c->next = n->setup_cbs;
-        n->setup_cbs = c;
-    }
-    if (n->setup == NET_SETUP_RUNNING)
-        return 0;
-    struct setup_job *j = setup_job_new(n);
-    int rc = j ? job_submit(n->jobs, "net.setup", setup_work, setup_done, j) : -ENOMEM;
-    if (rc < 0) {
-        if (j) {
-            free(j->state_dir);
-            free(j->name);
-            free(j);
-        }
-        if (cb) {
-            struct net_setup_cb *c = n->setup_cbs;
-            n->setup_cbs = c->next;
-            free(c);
-        }
-        return err_set(err, -rc, "network setup: %s",
-                       rc == -ECANCELED ? "shutting down" : "cannot queue the job");
-    }
-    n->setup = NET_SETUP_RUNNING;
-    n->inflight++;
-    return 0;
+    /* A running setup needs no job: cb waits for its end. */
+    struct setup_job *j =
+        n->shutting_down || n->setup.state == NET_SETUP_RUNNING ? NULL : setup_job_new(n);
+    return net_setup_begin(&n->setup, &setup_ops, j, cb, arg, err);
 }
 
 int
@@ -417,7 +380,7 @@ net_setup(struct net *n, net_done_cb cb, void *arg, struct err *err)
 const struct err *
 net_setup_error(const struct net *n)
 {
-    return n->setup == NET_SETUP_FAILED ? &n->setup_err : NULL;
+    return net_setup_failure(&n->setup);
 }
 
 static void
@@ -439,17 +402,15 @@ teardown_done(void *ctx, bool cancelled)
     if (cancelled && j->rc == 0)
         j->rc = err_set(&j->err, ECANCELED, "network teardown cancelled");
     if (j->rc == 0)
-        j->n->setup = NET_SETUP_NONE;
+        j->n->setup.state = NET_SETUP_NONE;
     j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
-    free(j->state_dir);
-    free(j->name);
-    free(j);
+    setup_job_free(j);
 }
 
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup == NET_SETUP_RUNNING)
+    if (n->setup.state == NET_SETUP_RUNNING)
         return err_set(err, EBUSY, "network %s: a setup is running", n->name);
     struct setup_job *j = setup_job_new(n);
     if (!j)
@@ -458,9 +419,7 @@ net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
     j->arg = arg;
     int rc = job_submit(n->jobs, "net.teardown", teardown_work, teardown_done, j);
     if (rc < 0) {
-        free(j->state_dir);
-        free(j->name);
-        free(j);
+        setup_job_free(j);
         return err_set(err, -rc, "network teardown: cannot queue the job");
     }
     n->inflight++;
@@ -555,12 +514,8 @@ net_probe_new(const struct net *n)
 void
 net_probe_run(struct net_probe *p, struct net_health *out)
 {
-    memset(out, 0, sizeof(*out));
-    if (p->disabled) {
-        out->disabled = true;
-        snprintf(out->reason, sizeof(out->reason), "networking is off (--network none)");
+    if (net_probe_disabled(p->disabled, out))
         return;
-    }
     for (size_t i = 0; p->plugins && p->plugins[i]; i++) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/%s", p->plugin_dir, p->plugins[i]);

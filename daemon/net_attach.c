@@ -315,13 +315,13 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
         return rc;
     }
     n->inflight++;
-    if (disabled || n->setup == NET_SETUP_DONE) {
+    if (disabled || n->setup.state == NET_SETUP_DONE) {
         net_attach_begin(w);
         return 0;
     }
     /* The setup has not finished, or not started, or failed last time (the
      * operator may have fixed what it tripped on): wait for one. */
-    if (n->setup != NET_SETUP_RUNNING && (rc = net_setup_start(n, NULL, NULL, err)) < 0) {
+    if (n->setup.state != NET_SETUP_RUNNING && (rc = net_setup_start(n, NULL, NULL, err)) < 0) {
         n->inflight--;
         net_entry_remove(n, e);
         free(w);

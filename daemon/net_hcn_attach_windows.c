@@ -166,15 +166,15 @@ attach_begin(struct hcn_waiter *w)
 void
 hcn_waiters_resume(struct net *n)
 {
-    if (n->reconciling || n->setup == HS_RUNNING)
+    if (n->reconciling || n->setup.state == NET_SETUP_RUNNING)
         return;
     struct hcn_waiter *w = n->waiters;
     n->waiters = NULL;
     while (w) {
         struct hcn_waiter *next = w->next;
-        if (!w->rec.disabled && n->setup == HS_FAILED) {
-            struct err e = {0};
-            err_set(&e, ERR_UNAVAILABLE, "%s", n->setup_err.msg);
+        if (!w->rec.disabled && n->setup.state == NET_SETUP_FAILED) {
+            struct err e;
+            net_setup_waiter_err(&n->setup, &e);
             attach_fail(w, &e);
         } else {
             attach_begin(w);
@@ -217,13 +217,14 @@ net_attach(struct net *n, const struct net_attach_req *req, net_attach_cb cb, vo
     w->ready = req->ready;
     w->arg = arg;
     n->inflight++;
-    if (!n->reconciling && (r->disabled || n->setup == HS_DONE)) {
+    if (!n->reconciling && (r->disabled || n->setup.state == NET_SETUP_DONE)) {
         attach_begin(w);
         return 0;
     }
     /* The setup has not run, or failed last time (the operator may have
      * installed what it missed since), or the reconciliation runs: wait. */
-    if (!n->reconciling && n->setup != HS_RUNNING && (rc = hcn_setup_start(n, err)) < 0) {
+    if (!n->reconciling && n->setup.state != NET_SETUP_RUNNING &&
+        (rc = hcn_setup_start(n, err)) < 0) {
         n->inflight--;
         hcn_entry_remove(n, e);
         waiter_free(w);

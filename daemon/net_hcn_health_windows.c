@@ -39,7 +39,7 @@ teardown_done(void *ctx, bool cancelled)
     if (cancelled && j->rc == 0)
         j->rc = err_set(&j->err, ECANCELED, "network teardown cancelled");
     if (j->rc == 0 && j->api) {
-        j->n->setup = HS_NONE;
+        j->n->setup.state = NET_SETUP_NONE;
         j->n->network_id[0] = '\0';
     }
     j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
@@ -49,7 +49,7 @@ teardown_done(void *ctx, bool cancelled)
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup == HS_RUNNING)
+    if (n->setup.state == NET_SETUP_RUNNING)
         return err_set(err, EBUSY, "network %s: a setup is running", n->name);
     struct teardown_job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -96,12 +96,8 @@ net_probe_free(struct net_probe *p)
 void
 net_probe_run(struct net_probe *p, struct net_health *out)
 {
-    memset(out, 0, sizeof(*out));
-    if (p->disabled) {
-        out->disabled = true;
-        snprintf(out->reason, sizeof(out->reason), "networking is off (--network none)");
+    if (net_probe_disabled(p->disabled, out))
         return;
-    }
     /* computenetwork.dll stays loaded by the service: this finds it again. */
     struct hcn_api *api = NULL;
     struct err err = {0};

@@ -9,6 +9,7 @@
 #define BERTH_DAEMON_NET_HCN_INT_H
 
 #include "daemon/net.h"
+#include "daemon/net_setup.h"
 #include "runtime/hcs/hcn_api.h"
 
 #define HCN_HANDLE_MAX 128
@@ -49,8 +50,6 @@ struct hcn_entry {
 struct hcn_waiter;
 struct hcn_deferred_detach;
 
-enum hcn_setup_state { HS_NONE, HS_RUNNING, HS_DONE, HS_FAILED };
-
 struct net {
     uv_loop_t *loop;
     struct job_queue *jobs;
@@ -70,8 +69,7 @@ struct net {
     char network_id[HCS_GUID_SIZE];
     /* This root's tag in its endpoints' names (<rec_dir>/.owner), set by the first setup. */
     char owner[HCN_OWNER_LEN + 1];
-    enum hcn_setup_state setup;
-    struct err setup_err;
+    struct net_setup setup; /* state, error and callers (daemon/net_setup.h) */
     bool reconciling;
     struct hcn_waiter *waiters; /* attaches waiting for the setup */
     struct hcn_deferred_detach *deferred;

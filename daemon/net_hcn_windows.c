@@ -79,6 +79,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
     n->loop = loop;
     n->jobs = jobs;
     n->disabled = o->disabled;
+    net_setup_init(&n->setup, jobs, &n->inflight, &n->shutting_down);
     n->state_dir = strdup(o->state_dir);
     n->rec_dir = fs_path_join(o->state_dir, "hcn");
     int rc = n->state_dir && n->rec_dir ? opts_apply(n, o, err)
@@ -102,6 +103,7 @@ net_free(struct net *n)
         free(n->dns[i]);
     free(n->dns);
     hcn_api_free(n->api);
+    net_setup_close(&n->setup);
     free(n->state_dir);
     free(n->rec_dir);
     free(n);
@@ -206,7 +208,6 @@ struct setup_job {
     size_t nkeep;
     struct net_reconcile_stats st;
     net_reconcile_cb rcb;
-    net_done_cb cb;
     void *arg;
 };
 
@@ -288,8 +289,9 @@ setup_work(void *ctx)
 }
 
 static void
-setup_job_free(struct setup_job *j)
+setup_job_free(void *ctx)
 {
+    struct setup_job *j = ctx;
     for (size_t i = 0; i < j->nlive; i++)
         free(j->live[i]);
     free(j->live);
@@ -304,19 +306,12 @@ setup_done(void *ctx, bool cancelled)
 {
     struct setup_job *j = ctx;
     struct net *n = j->n;
-    n->inflight--;
-    if (cancelled)
-        j->rc = err_set(&j->err, ECANCELED, "network %s: setup cancelled (shutting down)", j->name);
+    net_setup_end(&n->setup, cancelled, j->name, &j->rc, &j->err);
     if (!n->api && j->own && j->own == j->api) {
         n->api = j->own; /* the service's from now on */
         j->own = NULL;
     }
-    n->setup = j->rc < 0 ? HS_FAILED : HS_DONE;
-    if (j->rc < 0) {
-        err_copy(&n->setup_err, &j->err);
-        log_error("net: %s", j->err.msg);
-    } else {
-        memset(&n->setup_err, 0, sizeof(n->setup_err));
+    if (j->rc == 0) {
         memcpy(n->owner, j->owner, sizeof(n->owner));
         if (!j->disabled) {
             memcpy(n->network_id, j->network_id, sizeof(n->network_id));
@@ -339,8 +334,7 @@ setup_done(void *ctx, bool cancelled)
         hcn_detaches_resume(n);
     if (j->rcb)
         j->rcb(j->arg, &j->st, j->rc < 0 ? &j->err : NULL);
-    if (j->cb)
-        j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
+    net_setup_notify(&n->setup, j->rc, &j->err);
     setup_job_free(j);
 }
 
@@ -363,54 +357,38 @@ setup_job_new(struct net *n)
     return j;
 }
 
-static int
-setup_submit(struct net *n, struct setup_job *j, struct err *err)
-{
-    if (n->shutting_down) {
-        setup_job_free(j);
-        return err_set(err, ECANCELED, "network: shutting down");
-    }
-    int rc = job_submit(n->jobs, j->reconcile ? "net.reconcile" : "net.setup", setup_work,
-                        setup_done, j);
-    if (rc < 0) {
-        setup_job_free(j);
-        return err_set(err, -rc, "network setup: %s",
-                       rc == -ECANCELED ? "shutting down" : "cannot queue the job");
-    }
-    n->setup = HS_RUNNING;
-    n->inflight++;
-    return 0;
-}
+static const struct net_setup_job setup_ops = {
+    .name = "net.setup", .work = setup_work, .done = setup_done, .free = setup_job_free};
+static const struct net_setup_job reconcile_ops = {
+    .name = "net.reconcile", .work = setup_work, .done = setup_done, .free = setup_job_free};
 
 int
 hcn_setup_start(struct net *n, struct err *err)
 {
-    if (n->setup == HS_RUNNING)
+    if (n->setup.state == NET_SETUP_RUNNING)
         return 0;
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network setup: out of memory");
-    return setup_submit(n, j, err);
+    return net_setup_begin(&n->setup, &setup_ops, j, NULL, NULL, err);
 }
 
 int
 net_setup(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup == HS_RUNNING)
+    if (n->setup.state == NET_SETUP_RUNNING)
         return err_set(err, EBUSY, "network %s: a setup is running", n->name);
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network setup: out of memory");
-    j->cb = cb;
-    j->arg = arg;
-    return setup_submit(n, j, err);
+    return net_setup_begin(&n->setup, &setup_ops, j, cb, arg, err);
 }
 
 int
 net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcile_cb cb, void *arg,
               struct err *err)
 {
-    if (n->setup == HS_RUNNING)
+    if (n->setup.state == NET_SETUP_RUNNING)
         return err_set(err, EBUSY, "network %s: a setup is running", n->name);
     struct setup_job *j = setup_job_new(n);
     if (!j || !(j->live = calloc(nlive ? nlive : 1, sizeof(char *)))) {
@@ -427,7 +405,7 @@ net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcil
     j->reconcile = true;
     j->rcb = cb;
     j->arg = arg;
-    int rc = setup_submit(n, j, err);
+    int rc = net_setup_begin(&n->setup, &reconcile_ops, j, NULL, NULL, err);
     if (rc == 0)
         n->reconciling = true;
     return rc;
@@ -436,7 +414,7 @@ net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcil
 const struct err *
 net_setup_error(const struct net *n)
 {
-    return n->setup == HS_FAILED ? &n->setup_err : NULL;
+    return net_setup_failure(&n->setup);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------- */

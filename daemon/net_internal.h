@@ -13,6 +13,7 @@
 
 #include "daemon/net.h"
 #include "daemon/net_host.h"
+#include "daemon/net_setup.h"
 
 #define NET_HANDLE_MAX 128
 
@@ -65,10 +66,6 @@ struct attach_deferred {
     void *arg;
 };
 
-enum net_setup_state { NET_SETUP_NONE, NET_SETUP_RUNNING, NET_SETUP_DONE, NET_SETUP_FAILED };
-
-struct net_setup_cb;
-
 struct net {
     uv_loop_t *loop;
     struct job_queue *jobs;
@@ -86,11 +83,9 @@ struct net {
     struct nethost_rules rules;
     unsigned timeout_ms;
 
-    enum net_setup_state setup;
-    struct err setup_err;
-    bool setup_bridge_created;      /* the last setup had to make the bridge */
-    bool setup_rules_missing;       /* ... and found the plugins' firewall chains gone */
-    struct net_setup_cb *setup_cbs; /* callers of a setup in progress */
+    struct net_setup setup;    /* state, error and callers (daemon/net_setup.h) */
+    bool setup_bridge_created; /* the last setup had to make the bridge */
+    bool setup_rules_missing;  /* ... and found the plugins' firewall chains gone */
     struct net_waiter *waiters, **waiters_tail;
 
     struct net_entry *entries;
