@@ -67,6 +67,7 @@ net_new(uv_loop_t *loop, struct job_queue *jobs, const struct net_opts *o, struc
         n->name = strdup(json_object_get_string(name));
         struct net_guard_info g;
         net_conflist_guard_info(n->operator_list, &g);
+        n->operator_info = g;
         nethost_rules_init(&n->rules, n->name ? n->name : "");
         snprintf(n->rules.bridge, sizeof(n->rules.bridge), "%s", g.bridge);
         n->rules.npools = g.nsubnets;
@@ -186,6 +187,27 @@ net_list_for(struct net *n, bool ports)
                         .ipam_dir = n->ipam_dir,
                         .portmap = ports};
     return net_conflist_generate(&g);
+}
+
+void
+net_ipam_get(const struct net *n, struct net_ipam *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (n->generated) {
+        snprintf(out->name, sizeof(out->name), "%s", n->name);
+        snprintf(out->pools[0].subnet, sizeof(out->pools[0].subnet), "%s", n->pool_s);
+        snprintf(out->pools[0].gateway, sizeof(out->pools[0].gateway), "%s", n->gw_s);
+        out->npools = 1;
+        return;
+    }
+    const struct net_guard_info *g = &n->operator_info;
+    snprintf(out->name, sizeof(out->name), "%s", g->bridge);
+    for (size_t i = 0; i < g->nsubnets && i < NET_IPAM_POOLS_MAX; i++) {
+        struct net_ipam_pool *p = &out->pools[out->npools++];
+        net_cidr_format(&g->subnets[i], p->subnet);
+        if (!inet_ntop(AF_INET, &g->gateways[i], p->gateway, sizeof(p->gateway)))
+            p->gateway[0] = '\0';
+    }
 }
 
 /* ---- entries ---------------------------------------------------------------- */

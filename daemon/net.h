@@ -170,6 +170,30 @@ int net_detach(struct net *n, const char *handle, net_done_cb cb, void *arg, str
 /* The network of an attached container, or NULL. */
 const struct net_attachment *net_attachment_find(struct net *n, const char *handle);
 
+/* The network's addresses, as GET /networks reports them. */
+#define NET_IPAM_POOLS_MAX 8
+struct net_ipam {
+    /* Linux: the bridge (berth's, or the first bridge plugin's of the
+     * operator's list; "" when it has none); Windows: the HCN network. */
+    char name[NET_NAME_MAX + 1];
+    size_t npools;
+    struct net_ipam_pool {
+        char subnet[NET_CIDR_STRLEN];
+        char gateway[16]; /* dotted IPv4 */
+    } pools[NET_IPAM_POOLS_MAX];
+};
+
+/*
+ * The IPv4 pools containers get their addresses from, each with its
+ * gateway, as the service uses them: --network-pool and --network-gateway
+ * (the pool's first address without it) for berth's own list and for
+ * HCN's network; the host-local subnets of an operator's --cni-config
+ * list, with the gateway it names next to each (else the subnet's first
+ * address, host-local's default), none when it names no subnet. Loop
+ * thread; reads only what net_new stored.
+ */
+void net_ipam_get(const struct net *n, struct net_ipam *out);
+
 /* Refuses new operations (ECANCELED); those in flight finish. */
 void net_shutdown(struct net *n);
 /* Nothing in flight: no job, no plugin, no setup. */

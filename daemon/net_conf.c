@@ -520,13 +520,17 @@ net_conflist_has_portmap(struct json_object *list)
     return false;
 }
 
+/* A subnet of host-local's (s) and its gateway (gw, NULL: none named). */
 static void
-guard_add_subnet(struct net_guard_info *g, const char *s)
+guard_add_subnet(struct net_guard_info *g, const char *s, const char *gw)
 {
     struct net_cidr c;
-    if (s && g->nsubnets < sizeof(g->subnets) / sizeof(g->subnets[0]) &&
-        net_cidr_parse(s, &c, NULL) == 0)
-        g->subnets[g->nsubnets++] = c;
+    if (!s || g->nsubnets >= sizeof(g->subnets) / sizeof(g->subnets[0]) ||
+        net_cidr_parse(s, &c, NULL) < 0)
+        return;
+    if (!gw || net_gateway_parse(&c, gw, &g->gateways[g->nsubnets], NULL) < 0)
+        g->gateways[g->nsubnets] = net_cidr_first(&c);
+    g->subnets[g->nsubnets++] = c;
 }
 
 void
@@ -544,7 +548,7 @@ net_conflist_guard_info(struct json_object *list, struct net_guard_info *out)
         struct json_object *ipam, *ranges;
         if (!json_object_object_get_ex(p, "ipam", &ipam))
             continue;
-        guard_add_subnet(out, get_str(ipam, "subnet"));
+        guard_add_subnet(out, get_str(ipam, "subnet"), get_str(ipam, "gateway"));
         if (!json_object_object_get_ex(ipam, "ranges", &ranges) ||
             !json_object_is_type(ranges, json_type_array))
             continue;
@@ -552,8 +556,10 @@ net_conflist_guard_info(struct json_object *list, struct net_guard_info *out)
             struct json_object *set = json_object_array_get_idx(ranges, j);
             if (!json_object_is_type(set, json_type_array))
                 continue;
-            for (size_t k = 0; k < json_object_array_length(set); k++)
-                guard_add_subnet(out, get_str(json_object_array_get_idx(set, k), "subnet"));
+            for (size_t k = 0; k < json_object_array_length(set); k++) {
+                struct json_object *r = json_object_array_get_idx(set, k);
+                guard_add_subnet(out, get_str(r, "subnet"), get_str(r, "gateway"));
+            }
         }
     }
 }

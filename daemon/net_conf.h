@@ -154,11 +154,15 @@ bool net_conflist_has_portmap(struct json_object *list);
 /*
  * What the API guard needs from a list: the name of the bridge of its
  * first bridge plugin (the plugin's default "cni0" when it names none),
- * or "" without one, and the IPv4 subnets of its host-local IPAM.
+ * or "" without one, and the IPv4 subnets of its host-local IPAM, each
+ * with its gateway (what host-local gives the bridge: the "gateway" next
+ * to the subnet when it is one of the subnet's hosts, else the subnet's
+ * first address).
  */
 struct net_guard_info {
     char bridge[NET_NAME_MAX + 1];
     struct net_cidr subnets[8];
+    struct in_addr gateways[8];
     size_t nsubnets;
 };
 void net_conflist_guard_info(struct json_object *list, struct net_guard_info *out);

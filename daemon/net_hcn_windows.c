@@ -116,6 +116,18 @@ net_set_api(struct net *n, const char *host, unsigned port)
     n->api_port = port;
 }
 
+void
+net_ipam_get(const struct net *n, struct net_ipam *out)
+{
+    /* What the setup found HNS's network by, or made it with, and what
+     * endpoints get their addresses and gateway from. */
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", n->name);
+    snprintf(out->pools[0].subnet, sizeof(out->pools[0].subnet), "%s", n->pool_s);
+    snprintf(out->pools[0].gateway, sizeof(out->pools[0].gateway), "%s", n->gw_s);
+    out->npools = 1;
+}
+
 /* ---- entries -------------------------------------------------------------------- */
 
 struct hcn_entry *

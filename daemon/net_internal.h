@@ -79,6 +79,7 @@ struct net {
     char pool_s[NET_CIDR_STRLEN], gw_s[INET_ADDRSTRLEN];
     struct json_object *operator_list;
     char *operator_path;
+    struct net_guard_info operator_info; /* its bridge, subnets and gateways */
     struct net_dns dns;
     struct nethost_rules rules;
     unsigned timeout_ms;

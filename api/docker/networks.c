@@ -1,19 +1,18 @@
 /*
  * GET /networks and GET /networks/{id}: the networks the Docker API's
  * container create takes, as the engine's built-in ones: "bridge" (the
- * default: berth's network, its CNI bridge --network-name on the
- * --network-pool) and "none" (only a loopback interface). Loop thread.
+ * default: berth's network, its CNI bridge with the pools and gateways the
+ * network service uses, berth's --network-pool or those of an operator's
+ * --cni-config) and "none" (only a loopback interface). Loop thread.
  */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
 #include "api/docker/docker.h"
 #include "api/request.h"
-#include "daemon/config.h"
 #include "daemon/daemon.h"
-#include "daemon/net_conf.h"
+#include "daemon/net.h"
 #include "store/digest.h"
 
 struct dk_network {
@@ -34,33 +33,26 @@ network_id(const char *name, char out[65])
         snprintf(out, 65, "%s", name);
 }
 
-/* The bridge's IPAM Config entry: its pool and gateway, as configured. */
+/* The bridge's IPAM Config entries: its pools and gateways, as the network service uses them. */
 static json_object *
-bridge_ipam_config(const struct config *cfg)
+bridge_ipam_config(const struct net_ipam *ipam)
 {
     json_object *a = json_object_new_array();
-    struct net_cidr pool;
-    struct err ignored = {0};
-    const char *pool_s = cfg->network_pool ? cfg->network_pool : NET_POOL_DEFAULT;
-    if (net_cidr_parse(pool_s, &pool, &ignored) < 0)
-        return a;
-    char subnet[NET_CIDR_STRLEN], gw[INET_ADDRSTRLEN];
-    net_cidr_format(&pool, subnet);
-    struct in_addr g = net_cidr_first(&pool);
-    if (cfg->network_gateway)
-        snprintf(gw, sizeof(gw), "%s", cfg->network_gateway);
-    else if (!inet_ntop(AF_INET, &g, gw, sizeof(gw)))
-        gw[0] = '\0';
-    json_object *c = json_object_new_object();
-    json_object_object_add(c, "Subnet", json_object_new_string(subnet));
-    json_object_object_add(c, "Gateway", json_object_new_string(gw));
-    json_object_array_add(a, c);
+    for (size_t i = 0; i < ipam->npools; i++) {
+        json_object *c = json_object_new_object();
+        json_object_object_add(c, "Subnet", json_object_new_string(ipam->pools[i].subnet));
+        json_object_object_add(c, "Gateway", json_object_new_string(ipam->pools[i].gateway));
+        json_object_array_add(a, c);
+    }
     return a;
 }
 
 static json_object *
-network_json(const struct config *cfg, const struct dk_network *n)
+network_json(const struct daemon *d, const struct dk_network *n)
 {
+    struct net_ipam addrs = {0};
+    if (d->net)
+        net_ipam_get(d->net, &addrs);
     char id[65];
     network_id(n->name, id);
     bool bridge = strcmp(n->name, "bridge") == 0;
@@ -75,7 +67,7 @@ network_json(const struct config *cfg, const struct dk_network *n)
     json_object_object_add(ipam, "Driver", json_object_new_string("default"));
     json_object_object_add(ipam, "Options", NULL);
     json_object_object_add(ipam, "Config",
-                           bridge ? bridge_ipam_config(cfg) : json_object_new_array());
+                           bridge ? bridge_ipam_config(&addrs) : json_object_new_array());
     json_object_object_add(o, "IPAM", ipam);
     static const char *const off[] = {"Internal", "Attachable", "Ingress", "ConfigOnly", NULL};
     for (size_t i = 0; off[i]; i++)
@@ -85,10 +77,9 @@ network_json(const struct config *cfg, const struct dk_network *n)
     json_object_object_add(o, "ConfigFrom", from);
     json_object_object_add(o, "Containers", json_object_new_object());
     json_object *opts = json_object_new_object();
-    if (bridge)
-        json_object_object_add(
-            opts, "com.docker.network.bridge.name",
-            json_object_new_string(cfg->network_name ? cfg->network_name : NET_NAME_DEFAULT));
+    if (bridge && addrs.name[0])
+        json_object_object_add(opts, "com.docker.network.bridge.name",
+                               json_object_new_string(addrs.name));
     json_object_object_add(o, "Options", opts);
     json_object_object_add(o, "Labels", json_object_new_object());
     return o;
@@ -138,7 +129,7 @@ docker_networks_list(struct api_req *req)
     json_object *filters = docker_filters(req, known);
     if (!filters)
         return;
-    const struct config *cfg = api_daemon(req->api)->cfg;
+    const struct daemon *d = api_daemon(req->api);
     json_object *arr = json_object_new_array();
     for (size_t i = 0; i < NNETWORKS; i++) {
         const struct dk_network *n = &networks[i];
@@ -148,7 +139,7 @@ docker_networks_list(struct api_req *req)
             passes(filters, "type", MATCH_EQ, n, "builtin") &&
             passes(filters, "scope", MATCH_EQ, n, "local") &&
             !docker_filter_values(filters, "label"))
-            json_object_array_add(arr, network_json(cfg, n));
+            json_object_array_add(arr, network_json(d, n));
     }
     json_object_put(filters);
     api_reply_json(req, 200, arr);
@@ -160,7 +151,7 @@ docker_network_inspect(struct api_req *req)
     const char *ref = api_req_param(req, "id");
     for (size_t i = 0; i < NNETWORKS; i++)
         if (names(&networks[i], ref)) {
-            api_reply_json(req, 200, network_json(api_daemon(req->api)->cfg, &networks[i]));
+            api_reply_json(req, 200, network_json(api_daemon(req->api), &networks[i]));
             return;
         }
     api_reply_fail(req, ENOENT, "network %s not found", ref);

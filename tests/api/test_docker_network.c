@@ -5,11 +5,12 @@
  * loopback interface, the default and --network bridge an address on
  * berth's bridge, which inspect shows; docker network ls and inspect list
  * the two networks create takes, bridge with the pool and the bridge's
- * name.
+ * name (with an operator's --cni-config, its subnets, gateways and bridge).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness_containers.h"
@@ -143,6 +144,73 @@ START_TEST(docker_network_ls_and_inspect_show_the_networks_create_takes)
 }
 END_TEST
 
+/* The bridge's IPAM Config of GET /networks/bridge (Docker API), as "subnet gateway,..." */
+static void
+bridge_ipam(const struct berthd *b, char *out, size_t len, char *bridge, size_t blen)
+{
+    struct hreq q = {.method = "GET", .path = "/networks/bridge", .docker = true};
+    struct hresp r;
+    http_do(b, &q, &r);
+    ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+    json_object *cfg = json_at(r.json, "IPAM.Config");
+    ck_assert_msg(cfg && json_object_is_type(cfg, json_type_array), "%s", r.body);
+    out[0] = '\0';
+    for (size_t i = 0; i < json_object_array_length(cfg); i++) {
+        json_object *c = json_object_array_get_idx(cfg, i), *sn, *gw;
+        ck_assert(json_object_object_get_ex(c, "Subnet", &sn));
+        ck_assert(json_object_object_get_ex(c, "Gateway", &gw));
+        size_t at = strlen(out);
+        snprintf(out + at, len - at, "%s %s,", json_object_get_string(sn),
+                 json_object_get_string(gw));
+    }
+    json_object *opts = json_at(r.json, "Options"), *name = NULL;
+    json_object_object_get_ex(opts, "com.docker.network.bridge.name", &name);
+    snprintf(bridge, blen, "%s", name ? json_object_get_string(name) : "");
+    hresp_free(&r);
+}
+
+START_TEST(docker_network_inspect_bridge_shows_the_operators_cni_config)
+{
+    /* An operator's list whose bridge, subnets and gateways are none of the
+     * flags' defaults: one subnet with a gateway of its own in "ranges",
+     * one without (host-local's default, the subnet's first address). */
+    struct hnet n;
+    hnet_init(&n, 'c');
+    struct berthd b = {0};
+    harness_mkdtemp(b.tmp, sizeof(b.tmp));
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(dir, sizeof(dir), "%s/net.d", b.tmp);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof(path), "%s/10-ops.conflist", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "{\"cniVersion\":\"1.0.0\",\"name\":\"%s\",\"plugins\":[{\"type\":\"bridge\","
+            "\"bridge\":\"%s\",\"isGateway\":true,\"ipMasq\":false,\"ipam\":{\"type\":"
+            "\"host-local\",\"ranges\":[[{\"subnet\":\"%s\",\"gateway\":\"%s.254\"}],"
+            "[{\"subnet\":\"192.0.2.0/28\"}]],\"dataDir\":\"%s/ipam\"}}]}",
+            n.name, n.name, n.pool, n.net3, b.tmp);
+    fclose(f);
+    const char *const args[] = {"--cni-config", dir, "--dns", "192.0.2.53", NULL};
+    dk_start(&b, false, args);
+    char ipam[256], bridge[32], want[256];
+    bridge_ipam(&b, ipam, sizeof(ipam), bridge, sizeof(bridge));
+    snprintf(want, sizeof(want), "%s %s.254,192.0.2.0/28 192.0.2.1,", n.pool, n.net3);
+    ck_assert_str_eq(ipam, want);
+    ck_assert_str_eq(bridge, n.name);
+    /* The CLI shows the same. */
+    for (size_t i = 0; i < nclis; i++) {
+        char *br = dk_ok(&b, &clis[i], 0,
+                         "\"$D\" network inspect bridge --format '{{range "
+                         ".IPAM.Config}}{{.Subnet}} {{.Gateway}},{{end}}'");
+        ck_assert_str_eq(br, want);
+        free(br);
+    }
+    berthd_finish(&b);
+    hnet_cleanup(&n);
+}
+END_TEST
+
 static Suite *
 docker_network_suite(void)
 {
@@ -153,6 +221,7 @@ docker_network_suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_run_network_none_has_only_loopback_and_bridge_an_address);
     tcase_add_test(tc, docker_network_ls_and_inspect_show_the_networks_create_takes);
+    tcase_add_test(tc, docker_network_inspect_bridge_shows_the_operators_cni_config);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
  * files, the configuration lists berth generates or loads, the
  * configuration each plugin reads, and plugins' results and errors.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,6 +306,33 @@ START_TEST(net_conflist_load_dir_takes_the_first_file_and_wraps_a_conf)
 }
 END_TEST
 
+START_TEST(net_conflist_guard_info_gives_each_subnet_its_gateway)
+{
+    /* A gateway named next to its subnet; none (host-local's default, the
+     * first address); one outside its subnet, which host-local refuses
+     * (not taken: the default is reported). */
+    struct json_object *list = json_tokener_parse(
+        "{\"plugins\":[{\"type\":\"bridge\",\"ipam\":{\"type\":\"host-local\","
+        "\"subnet\":\"10.7.0.0/24\",\"gateway\":\"10.7.0.254\",\"ranges\":[[{\"subnet\":"
+        "\"10.8.0.0/16\"},{\"subnet\":\"10.9.0.0/24\",\"gateway\":\"10.1.0.1\"}]]}}]}");
+    ck_assert_ptr_nonnull(list);
+    struct net_guard_info gi;
+    net_conflist_guard_info(list, &gi);
+    ck_assert_str_eq(gi.bridge, "cni0");
+    ck_assert_uint_eq(gi.nsubnets, 3);
+    const char *want[][2] = {
+        {"10.7.0.0/24", "10.7.0.254"}, {"10.8.0.0/16", "10.8.0.1"}, {"10.9.0.0/24", "10.9.0.1"}};
+    for (size_t i = 0; i < 3; i++) {
+        char s[NET_CIDR_STRLEN], g[INET_ADDRSTRLEN];
+        net_cidr_format(&gi.subnets[i], s);
+        ck_assert_str_eq(s, want[i][0]);
+        ck_assert_ptr_nonnull(inet_ntop(AF_INET, &gi.gateways[i], g, sizeof(g)));
+        ck_assert_str_eq(g, want[i][1]);
+    }
+    json_object_put(list);
+}
+END_TEST
+
 /* What the bridge plugin (1.1.1) prints for ADD. */
 static const char bridge_result[] =
     "{\"cniVersion\":\"1.0.0\",\"interfaces\":[{\"name\":\"ci0\",\"mac\":\"aa:aa:aa:aa:aa:aa\"},"
@@ -358,6 +386,7 @@ main(void)
     tcase_add_test(tc, net_cidr_parse_takes_ipv4_networks_only);
     tcase_add_test(tc, net_gateway_must_be_a_host_address_of_the_pool);
     tcase_add_test(tc, net_loopback_and_names);
+    tcase_add_test(tc, net_conflist_guard_info_gives_each_subnet_its_gateway);
     tcase_add_test(tc, net_dns_parse_skips_loopback_resolvers);
     tcase_add_test(tc, net_dns_load_prefers_the_flags_and_survives_a_missing_file);
     tcase_add_test(tc, net_hosts_name_the_container);
