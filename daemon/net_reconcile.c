@@ -79,6 +79,15 @@ fail(struct reconcile *r, const struct err *err)
     r->failed = true;
 }
 
+/* A job of the reconciliation was cancelled before it ran. */
+static void
+fail_cancelled(struct reconcile *r)
+{
+    struct err e = {0};
+    err_set(&e, ECANCELED, "cancelled (shutting down)");
+    fail(r, &e);
+}
+
 static int
 strv_add(char ***v, size_t *n, const char *s)
 {
@@ -122,6 +131,19 @@ reconcile_free(struct reconcile *r)
     strv_free(r->veths, r->nveths);
     free(r->bridge);
     free(r);
+}
+
+/* The reconciliation is over: what waited for it goes on, then its caller is told. */
+static void
+reconcile_end(struct reconcile *r)
+{
+    struct net *n = r->n;
+    n->inflight--;
+    n->reconciling--;
+    net_detach_resume_deferred(n);
+    net_attach_resume_deferred(n);
+    r->cb(r->arg, &r->st, r->failed ? &r->err : NULL);
+    reconcile_free(r);
 }
 
 static bool
@@ -171,20 +193,11 @@ static void
 cleanup_done(void *ctx, bool cancelled)
 {
     struct reconcile *r = ctx;
-    struct net *n = r->n;
-    if (cancelled) {
-        struct err e = {0};
-        err_set(&e, ECANCELED, "cancelled (shutting down)");
-        fail(r, &e);
-    }
-    n->inflight--;
+    if (cancelled)
+        fail_cancelled(r);
     log_info("net: reconciled: %u kept, %u released, %u orphans removed, %u repaired", r->st.kept,
              r->st.released, r->st.orphans, r->st.repaired);
-    n->reconciling--;
-    net_detach_resume_deferred(n);
-    net_attach_resume_deferred(n);
-    r->cb(r->arg, &r->st, r->failed ? &r->err : NULL);
-    reconcile_free(r);
+    reconcile_end(r);
 }
 
 static void
@@ -522,15 +535,8 @@ scan_done(void *ctx, bool cancelled)
     struct reconcile *r = ctx;
     struct net *n = r->n;
     if (cancelled) {
-        struct err e = {0};
-        err_set(&e, ECANCELED, "cancelled (shutting down)");
-        fail(r, &e);
-        n->inflight--;
-        n->reconciling--;
-        net_detach_resume_deferred(n);
-        net_attach_resume_deferred(n);
-        r->cb(r->arg, &r->st, &r->err);
-        reconcile_free(r);
+        fail_cancelled(r);
+        reconcile_end(r);
         return;
     }
     if (n->setup_bridge_created)
