@@ -645,6 +645,53 @@ START_TEST(the_probe_reports_the_network_usable_then_missing)
 }
 END_TEST
 
+/* The value at path (NULL-terminated keys; a number indexes an array) in o, or NULL. */
+static const char *
+doc_str(json_object *o, const char *const *path)
+{
+    for (size_t i = 0; o && path[i]; i++) {
+        if (json_object_is_type(o, json_type_array))
+            o = json_object_array_get_idx(o, (size_t)atoi(path[i]));
+        else if (!json_object_object_get_ex(o, path[i], &o))
+            o = NULL;
+    }
+    return o ? json_object_get_string(o) : NULL;
+}
+
+START_TEST(net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with)
+{
+    struct net_opts o = {
+        .state_dir = state_dir, .name = "hcnt", .pool = "10.77.0.0/24", .gateway = "10.77.0.254"};
+    struct net *n = NULL;
+    struct err err = {0};
+    ck_assert_msg(net_new(&loop, jobs, &o, &n, &err) == 0, "%s", err.msg);
+    struct result r = {0};
+    ck_assert_msg(net_reconcile(n, NULL, 0, reconcile_cb, &r, &err) == 0, "%s", err.msg);
+    run_until(&r);
+    ck_assert_msg(r.err.code == 0, "reconcile: %s", r.err.msg);
+    struct net_ipam ipam;
+    net_ipam_get(n, &ipam);
+    ck_assert_str_eq(ipam.name, "hcnt");
+    ck_assert_uint_eq(ipam.npools, 1);
+    ck_assert_str_eq(ipam.pools[0].subnet, "10.77.0.0/24");
+    ck_assert_str_eq(ipam.pools[0].gateway, "10.77.0.254");
+    /* What HNS was given, and what a container gets. */
+    json_object *doc = last_doc("HcnCreateNetwork");
+    ck_assert_str_eq(
+        doc_str(doc, (const char *[]){"Ipams", "0", "Subnets", "0", "IpAddressPrefix", NULL}),
+        ipam.pools[0].subnet);
+    ck_assert_str_eq(doc_str(doc, (const char *[]){"Ipams", "0", "Subnets", "0", "Routes", "0",
+                                                   "NextHop", NULL}),
+                     ipam.pools[0].gateway);
+    json_object_put(doc);
+    const struct net_attachment *a = attach(n, "web", NULL, 0, false, &err);
+    ck_assert_msg(a, "attach: %s", err.msg);
+    ck_assert_str_eq(a->gateway, ipam.pools[0].gateway);
+    detach_ok(n, "web");
+    close_net(n);
+}
+END_TEST
+
 START_TEST(bad_requests_and_options_are_refused_with_the_value)
 {
     struct net *n = net_start(false, NULL, NULL, NULL);
@@ -682,6 +729,7 @@ main(void)
     tcase_add_test(tc, without_computenetwork_dll_networks_fail_and_loopback_only_containers_work);
     tcase_add_test(tc, network_none_attaches_loopback_only_and_the_probe_says_disabled);
     tcase_add_test(tc, the_probe_reports_the_network_usable_then_missing);
+    tcase_add_test(tc, net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with);
     tcase_add_test(tc, bad_requests_and_options_are_refused_with_the_value);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
