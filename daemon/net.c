@@ -420,9 +420,7 @@ static void
 teardown_done(void *ctx, bool cancelled)
 {
     struct setup_job *j = ctx;
-    j->n->inflight--;
-    if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "network teardown cancelled");
+    net_teardown_end(&j->n->setup, cancelled, &j->rc, &j->err);
     if (j->rc == 0)
         j->n->setup.state = NET_SETUP_NONE;
     j->cb(j->arg, j->rc < 0 ? &j->err : NULL);
@@ -432,8 +430,8 @@ teardown_done(void *ctx, bool cancelled)
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup.state == NET_SETUP_RUNNING)
-        return err_set(err, EBUSY, "network %s: a setup is running", n->name);
+    if (net_setup_busy(&n->setup, n->name, err) < 0)
+        return -err->code;
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network teardown: out of memory");

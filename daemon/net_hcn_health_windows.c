@@ -35,9 +35,7 @@ static void
 teardown_done(void *ctx, bool cancelled)
 {
     struct teardown_job *j = ctx;
-    j->n->inflight--;
-    if (cancelled && j->rc == 0)
-        j->rc = err_set(&j->err, ECANCELED, "network teardown cancelled");
+    net_teardown_end(&j->n->setup, cancelled, &j->rc, &j->err);
     if (j->rc == 0 && j->api) {
         j->n->setup.state = NET_SETUP_NONE;
         j->n->network_id[0] = '\0';
@@ -49,8 +47,8 @@ teardown_done(void *ctx, bool cancelled)
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup.state == NET_SETUP_RUNNING)
-        return err_set(err, EBUSY, "network %s: a setup is running", n->name);
+    if (net_setup_busy(&n->setup, n->name, err) < 0)
+        return -err->code;
     struct teardown_job *j = calloc(1, sizeof(*j));
     if (!j)
         return err_set(err, ENOMEM, "network teardown: out of memory");

@@ -388,8 +388,8 @@ hcn_setup_start(struct net *n, struct err *err)
 int
 net_setup(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (n->setup.state == NET_SETUP_RUNNING)
-        return err_set(err, EBUSY, "network %s: a setup is running", n->name);
+    if (net_setup_busy(&n->setup, n->name, err) < 0)
+        return -err->code;
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network setup: out of memory");
@@ -400,8 +400,8 @@ int
 net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcile_cb cb, void *arg,
               struct err *err)
 {
-    if (n->setup.state == NET_SETUP_RUNNING)
-        return err_set(err, EBUSY, "network %s: a setup is running", n->name);
+    if (net_setup_busy(&n->setup, n->name, err) < 0)
+        return -err->code;
     struct setup_job *j = setup_job_new(n);
     if (!j || !(j->live = calloc(nlive ? nlive : 1, sizeof(char *)))) {
         if (j)

@@ -1,7 +1,7 @@
 /*
  * The setup's outline, shared by the Linux and the Windows network
  * service (daemon/net_setup.h): state, error, queued callbacks, the
- * job's queueing and undo. Loop thread, except net_probe_disabled.
+ * job's queueing and undo, and the teardown's end. Loop thread, except net_probe_disabled.
  */
 #include "daemon/net_setup.h"
 
@@ -109,6 +109,22 @@ net_setup_notify(struct net_setup *s, int rc, const struct err *err)
         c->cb(c->arg, rc < 0 ? err : NULL);
         free(c);
     }
+}
+
+int
+net_setup_busy(const struct net_setup *s, const char *network, struct err *err)
+{
+    if (s->state == NET_SETUP_RUNNING)
+        return err_set(err, EBUSY, "network %s: a setup is running", network);
+    return 0;
+}
+
+void
+net_teardown_end(struct net_setup *s, bool cancelled, int *rc, struct err *err)
+{
+    (*s->inflight)--;
+    if (cancelled && *rc == 0)
+        *rc = err_set(err, ECANCELED, "network teardown cancelled");
 }
 
 const struct err *

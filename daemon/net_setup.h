@@ -7,7 +7,8 @@
  * undone. Each platform embeds a struct net_setup in its struct net and
  * passes in its own job (work on a pool thread, done on the loop); the
  * attaches that wait for a setup stay the platform's, and the error they
- * get is net_setup_waiter_err's. Also the health probe's answer for
+ * get is net_setup_waiter_err's; a teardown's end and its refusal while a
+ * setup runs are shared too. Also the health probe's answer for
  * --network none, which both platforms give alike.
  *
  * Loop thread, except net_probe_disabled (any thread).
@@ -69,6 +70,16 @@ void net_setup_end(struct net_setup *s, bool cancelled, const char *network, int
 
 /* Calls (and forgets) the callbacks queued for the setup that ended with rc and err. */
 void net_setup_notify(struct net_setup *s, int rc, const struct err *err);
+
+/* EBUSY naming network when a setup runs (a teardown or a second setup must wait), else 0. */
+int net_setup_busy(const struct net_setup *s, const char *network, struct err *err);
+
+/*
+ * A teardown job's done, first: the count, and the error of one
+ * cancelled before it ran. Which state a teardown that worked leaves is
+ * the platform's (none: the next attach sets up again).
+ */
+void net_teardown_end(struct net_setup *s, bool cancelled, int *rc, struct err *err);
 
 /* The last setup's error, or NULL when it succeeded (or has not run). */
 const struct err *net_setup_failure(const struct net_setup *s);
