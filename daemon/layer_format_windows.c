@@ -33,6 +33,9 @@ layer_format_resolve(struct config *cfg, struct err *err)
     struct cimfs_api *api = NULL;
     struct err dll = {0};
     bool loaded = cfg->layer_format != LAYER_FORMAT_WCIFS && cimfs_api_default(&api, &dll) == 0;
+    /* blockcim needs the block exports too, which an older cimfs.dll lacks. */
+    if (loaded && cfg->layer_format == LAYER_FORMAT_BLOCKCIM)
+        loaded = cimfs_api_block(api, &dll) == 0;
     enum layer_format f;
     if ((r = layer_format_choose(cfg->layer_format, v[2], v[3], loaded, dll.msg, &f, err)) < 0)
         return r;
