@@ -37,6 +37,10 @@
 
 struct cimfs_api;
 
+/* The image's name inside a layer's block CIM file and inside a merged one. */
+#define CIM_BLOCK_IMAGE "layer.cim"
+#define CIM_MERGED_IMAGE "merged.cim"
+
 /*
  * Writes the layer tar read(ctx) into the new image <dir>\<name>, forked
  * from <dir>\<parent> (NULL: a base layer), and commits it. name and
