@@ -3,7 +3,9 @@
  * (common/os.h) and cimfs.dll loaded (store/cimfs_api.h, the
  * process's one copy, which the CimFS mounts use later) decide
  * --layer-format auto; an explicit cimfs where either is missing stops
- * the start. Test builds take the build from BERTH_TEST_WINDOWS_BUILD
+ * the start, as an explicit blockcim does below build 27766 or without
+ * cimfs.dll's block exports (store/cimfs_api.h: cimfs_api_block). Test builds take the build from
+ * BERTH_TEST_WINDOWS_BUILD
  * ("26100.1"), since Wine reports a Windows 10 build. Main, before the
  * loop.
  */
