@@ -222,17 +222,20 @@ own_has_file(const char *text, const char *name)
 
 /*
  * The merged block CIM of cims[0..n) (bottom first), <dir>\<tophex>-merged.cim,
- * written when the top layer's record does not name it yet, and then
- * named there ("file"), so that it is shared by every image of that top
- * chain and goes with the top CIM at the gc. One that is there without
- * its record line was cut short by a crash and is written again.
+ * written when the top layer's record does not name it, when it is not
+ * there, or when stale (a layer under it was written again by this call:
+ * a merged CIM is made for the very files it merges), and then named in
+ * that record ("file"), so that it is shared by every image of that top
+ * chain and goes with the top CIM at the gc. The record names it only
+ * while it is whole: the line goes before a rewrite and comes back after.
  */
 static int
 merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char **cims, size_t n,
-              char **out, struct err *err)
+              bool stale, char **out, struct err *err)
 {
-    char mname[DIGEST_HEX_LEN + 16];
+    char mname[DIGEST_HEX_LEN + 16], line[DIGEST_HEX_LEN + 24];
     snprintf(mname, sizeof(mname), "%.*s-merged.cim", DIGEST_HEX_LEN, top_name);
+    snprintf(line, sizeof(line), "file %s\n", mname);
     cleanup_free char *own = dir_file(dir, top_name, DIGEST_HEX_LEN, ".own");
     cleanup_free char *file = dir_file(dir, mname, strlen(mname), "");
     cleanup_free char *text = NULL;
@@ -242,29 +245,45 @@ merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char
     int r = fs_read_file(own, OWN_MAX, &text, &len, err);
     if (r < 0)
         return err_wrap(err, "merged cim %s", mname);
-    if (!own_has_file(text, mname)) {
-        int u = osfs_unlink(file);
-        if (u < 0 && u != -ENOENT)
-            return err_errno(err, -u, "remove half-written %s", file);
-        const char **src = calloc(n, sizeof(char *));
-        if (!src)
-            return err_set(err, ENOMEM, "merged cim: out of memory");
-        for (size_t i = 0; i < n; i++)
-            src[i] = cims[n - 1 - i]; /* top-most first */
-        r = cim_block_merge(api, file, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, n, err);
-        free(src);
-        struct strbuf b = {0};
-        if (r == 0) {
-            strbuf_printf(&b, "%.*sfile %s\n", (int)len, text, mname);
-            r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
-                         : fs_write_file_atomic(own, b.data, b.len, 0600, err);
-            if (r < 0)
-                osfs_unlink(file);
-        }
-        strbuf_clear(&b);
-        if (r < 0)
-            return r;
+    bool recorded = own_has_file(text, mname);
+    if (recorded && !stale && osfs_exists(file)) {
+        *out = file;
+        file = NULL;
+        return 0;
     }
+    /* The record without the line: what stays true while it is written. */
+    struct strbuf b = {0};
+    for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+        nl = strchr(l, '\n');
+        size_t ll = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        if (ll != strlen(line) || strncmp(l, line, ll) != 0)
+            strbuf_printf(&b, "%.*s", (int)ll, l);
+    }
+    if (b.failed)
+        r = err_set(err, ENOMEM, "merged cim: out of memory");
+    if (r == 0 && recorded)
+        r = fs_write_file_atomic(own, b.data, b.len, 0600, err);
+    int u = r == 0 ? osfs_unlink(file) : 0;
+    if (u < 0 && u != -ENOENT)
+        r = err_errno(err, -u, "remove stale %s", file);
+    const char **src = r == 0 ? calloc(n, sizeof(char *)) : NULL;
+    if (r == 0 && !src)
+        r = err_set(err, ENOMEM, "merged cim: out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++)
+        src[i] = cims[n - 1 - i]; /* top-most first */
+    if (r == 0)
+        r = cim_block_merge(api, file, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, n, err);
+    free(src);
+    if (r == 0) {
+        strbuf_printf(&b, "%s", line);
+        r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
+                     : fs_write_file_atomic(own, b.data, b.len, 0600, err);
+        if (r < 0)
+            osfs_unlink(file);
+    }
+    strbuf_clear(&b);
+    if (r < 0)
+        return r;
     *out = file;
     file = NULL;
     return 0;
@@ -297,6 +316,7 @@ chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer
     }
     AcquireSRWLockExclusive(&chain_lock);
     char parent[DIGEST_STR_LEN + 8] = "", name[DIGEST_STR_LEN + 8];
+    bool wrote = false; /* a layer was written (again) by this call */
     for (size_t i = 0; r == 0 && i < n; i++) {
         if ((r = cim_name(layers[i].chain_id, name, sizeof(name), err)) < 0)
             break;
@@ -318,14 +338,16 @@ chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer
                 r = err_errno(err, -u, "remove half-written %s", cims[i]);
             have = false;
         }
-        if (r == 0 && !have)
+        if (r == 0 && !have) {
             r = layer_write_recorded(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name,
                                      block, err);
+            wrote = true;
+        }
         if (r < 0)
             err_wrap(err, "cim of layer %zu (%s)", i, layers[i].chain_id);
         memcpy(parent, name, sizeof(name));
     }
-    if (r == 0 && merged && (r = merged_ensure(api, dir, name, cims, n, merged, err)) < 0)
+    if (r == 0 && merged && (r = merged_ensure(api, dir, name, cims, n, wrote, merged, err)) < 0)
         err_wrap(err, "merged cim of %s", layers[n - 1].chain_id);
     ReleaseSRWLockExclusive(&chain_lock);
     if (r < 0) {

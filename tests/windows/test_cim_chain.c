@@ -447,6 +447,35 @@ START_TEST(a_merged_cim_a_crash_left_unrecorded_is_written_again)
     fclose(m);
     ck_assert_str_eq(head, "berth-cimfs-double 1 block merged.cim\n");
     cims_free(cims, 2);
+    /* Recorded but gone: written again. */
+    ck_assert(DeleteFileA(merged));
+    free(merged);
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 6);
+    cims_free(cims, 2);
+    free(merged);
+    /* The base written again (its record lost): the merged CIM is made
+     * anew for it, and the top's record still names it once. */
+    char base_own[MAX_PATH * 2];
+    snprintf(base_own, sizeof(base_own), "%s\\%s.own", cim_dir, l[0].chain_id + 7);
+    ck_assert(DeleteFileA(base_own));
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 8);
+    f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    char *first = strstr(text, "-merged.cim");
+    ck_assert_msg(first && !strstr(first + 1, "-merged.cim"), "%s", text);
+    cims_free(cims, 2);
+    free(merged);
+    /* Nothing written: nothing merged again. */
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 8);
+    cims_free(cims, 2);
     free(merged);
     /* A merge that fails leaves no merged file and fails the ensure. */
     ck_assert(DeleteFileA(own) && cim_has(&l[1], ".cim"));
