@@ -1,9 +1,10 @@
 /*
  * LAYER_CIMFS mounts (store/layer_cimfs.h): the top-most CIM (or the
- * merged block CIM with its sources) through cimfs.dll, then the container's scratch VHDX
- * (virtdisk.dll, computestorage.dll) with the UnionFS filter over the CIM's Files, each step
- * journaled before it is made; the undo takes them away in reverse. Windows only; pool threads or
- * start-up.
+ * merged block CIM with its sources) through cimfs.dll, then the
+ * container's scratch VHDX (virtdisk.dll, computestorage.dll) with the
+ * UnionFS filter over the CIM's Files, each step journaled before it is
+ * made; the undo takes them away in reverse. Windows only; pool threads
+ * or start-up.
  */
 #include "store/layer_cimfs.h"
 
@@ -106,6 +107,9 @@ mount_block(struct cimfs_api *api, const struct layer_list *l, const GUID *g, st
     int r = cimfs_api_block(api, err);
     if (r < 0)
         return err_wrap(err, "mount block cims");
+    /* A top block CIM alone lacks the layers under it. */
+    if (l->count > 1 && !l->merged)
+        return err_set(err, EINVAL, "mount block cims: %zu layers and no merged cim", l->count);
     size_t n = l->merged ? l->count + 1 : 1;
     CIMFS_IMAGE_PATH *v = calloc(n, sizeof(*v));
     wchar_t **dirs = calloc(n, sizeof(wchar_t *));

@@ -552,6 +552,13 @@ START_TEST(a_failed_merged_mount_leaves_no_entry_and_a_crash_after_it_is_undone_
     block_list(true, &l);
     struct mounted_layers *m = NULL;
     struct err err = {0};
+    /* Two block layers and no merged CIM: refused, nothing mounted. */
+    char *keep = l->merged;
+    l->merged = NULL;
+    ck_assert_int_eq(mount_list(l, &m, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "no merged cim"), "%s", err.msg);
+    ck_assert_int_eq(mounted(), 0);
+    l->merged = keep;
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "mount");
     ck_assert_int_eq(mount_list(l, &m, &err), -EACCES);
     ck_assert_msg(strstr(err.msg, "mount merged cim"), "%s", err.msg);
