@@ -461,13 +461,16 @@ END_TEST
  * the next berthd.exe finishes the delete at start-up: the filter and the
  * disk detached, the CIM dismounted, the entry gone.
  */
-START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
+static void
+killed_in_a_delete(const char *format)
 {
-    struct cimd c = {0};
+    struct cimd c = {.format = format};
     cimd_start(&c);
     import_image(&c);
     cimd_create(&c, "crash");
     ck_assert(cimd_journaled(&c, "crash"));
+    bool block = format && strcmp(format, "blockcim") == 0;
+    ck_assert_int_eq(log_count(c.cimrec, "CimMergeMountImage "), block ? 1 : 0);
     char ctl[PATH_MAX + 32];
     snprintf(ctl, sizeof(ctl), "%s/fail", c.storage);
     FILE *f = fopen(ctl, "w");
@@ -503,6 +506,18 @@ START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
     hresp_free(&r);
     berthd_finish(&c.b);
 }
+
+START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
+{
+    killed_in_a_delete("cimfs");
+}
+END_TEST
+
+/* The same with a merged block CIM mounted: the replay dismounts its volume. */
+START_TEST(a_berthd_killed_in_a_blockcim_delete_dismounts_the_merged_volume_at_restart)
+{
+    killed_in_a_delete("blockcim");
+}
 END_TEST
 
 int
@@ -526,6 +541,7 @@ main(void)
     tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart);
     tcase_add_test(
         tc, blockcim_mounts_a_two_layer_images_merged_cim_and_its_document_names_that_volume);
+    tcase_add_test(tc, a_berthd_killed_in_a_blockcim_delete_dismounts_the_merged_volume_at_restart);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }
