@@ -319,6 +319,7 @@ set(BERTH_WIN_SUITES
 
 # ---- suites of Windows-only files, in tests/windows/ (not built on Linux) ----
 set(BERTH_WIN_ONLY_SUITES
+    test_cim_block
     test_cim_chain
     test_cimfs_mount
     test_cimfs_writer

@@ -55,10 +55,12 @@ const char config_usage[] =
     "  --hyperv-memory-mb N        memory of a utility VM when the container has no memory\n"
     "                              limit (default 1024; --runtime hcs only)\n"
     "                                                                   BERTH_HYPERV_MEMORY_MB\n"
-    "  --layer-format auto|wcifs|cimfs  Windows image layers: CimFS images or WCIFS folders;\n"
-    "                              auto: cimfs where the build has it (26100+, 20348 from\n"
-    "                              revision 2031) and cimfs.dll loads, else wcifs (default\n"
-    "                              auto; --runtime hcs only)              BERTH_LAYER_FORMAT\n"
+    "  --layer-format auto|wcifs|cimfs|blockcim  Windows image layers: forked CimFS images,\n"
+    "                              block CIMs merged per chain (build 27766+), or WCIFS\n"
+    "                              folders; auto: cimfs where the build has it (26100+, 20348\n"
+    "                              from revision 2031) and cimfs.dll loads, else wcifs, never\n"
+    "                              blockcim (default auto; --runtime hcs only)\n"
+    "                                                                       BERTH_LAYER_FORMAT\n"
     "  --network bridge|none       containers on a bridge with CNI (default), or loopback only\n"
     "                                                                             BERTH_NETWORK\n"
     "  --network-name NAME         the bridge and network name (default berth0)\n"
@@ -693,7 +695,8 @@ apply(struct config *cfg, struct net_flags *nf, bool from_env, int id, const cha
                           &cfg->hyperv_memory_mb, err);
     case OPT_LAYER_FORMAT:
         if (layer_format_parse(value, &cfg->layer_format) < 0)
-            return err_set(err, EINVAL, "--layer-format %s: expected auto, wcifs or cimfs", value);
+            return err_set(err, EINVAL,
+                           "--layer-format %s: expected auto, wcifs, cimfs or blockcim", value);
         nf->hcs_flag = "layer-format";
         return 0;
     }

@@ -45,7 +45,7 @@ struct config {
     unsigned hyperv_cpus;      /* --hyperv-cpus: a utility VM's processors (2) */
     unsigned hyperv_memory_mb; /* --hyperv-memory-mb: a VM's memory without a limit (1024) */
     /* --layer-format, as asked (LAYER_FORMAT_AUTO by default), and what
-     * start-up made of it (daemon/layer_format.h): "wcifs" or "cimfs" on
+     * start-up made of it (daemon/layer_format.h): "wcifs", "cimfs" or "blockcim" on
      * Windows, "overlay" on Linux, where the flag is refused. */
     enum layer_format layer_format;
     const char *layer_format_used; /* a static string; NULL until resolved */

@@ -289,13 +289,15 @@ mount_wcifs(struct store *st, const struct ctr_params *p, const char *dir,
  */
 static int
 mount_cimfs(struct store *st, const struct ctr_params *p, const char *dir,
-            const struct meta_image *img, struct mounted_layers **m, struct err *err)
+            const struct meta_image *img, bool block, struct mounted_layers **m, struct err *err)
 {
     size_t n = img->n_layers;
-    cleanup_free char *cim_dir = fs_path_join(st->root, CIM_DIR_NAME);
-    char **cims = NULL;
-    int ret = cim_dir ? cim_chain_ensure(st->blobs, cim_dir, img->layers, n, &cims, err)
-                      : err_set(err, ENOMEM, "mount rootfs: out of memory");
+    cleanup_free char *cim_dir = fs_path_join(st->root, block ? CIM_BLOCK_DIR_NAME : CIM_DIR_NAME);
+    char **cims = NULL, *merged = NULL;
+    int ret = !cim_dir ? err_set(err, ENOMEM, "mount rootfs: out of memory")
+              : block
+                  ? cim_chain_ensure_block(st->blobs, cim_dir, img->layers, n, &cims, &merged, err)
+                  : cim_chain_ensure(st->blobs, cim_dir, img->layers, n, &cims, err);
     const char **top = calloc(n + 1, sizeof(char *));
     const char **ids = calloc(n + 1, sizeof(char *));
     char(*idbuf)[WCS_LAYER_ID_SIZE] = calloc(n + 1, sizeof(*idbuf));
@@ -312,6 +314,13 @@ mount_cimfs(struct store *st, const struct ctr_params *p, const char *dir,
     struct layer_list *list = NULL;
     if (ret == 0)
         ret = layer_list_parse_cimfs(top, ids, n, scratch, &list, err);
+    if (ret == 0 && block) {
+        /* --layer-format blockcim: the merged block CIM of the chain over them. */
+        list->block = true;
+        list->merged = merged;
+        merged = NULL;
+    }
+    free(merged);
     struct rootfs_rec rr;
     rootfs_rec_init(&rr, st, p);
     if (ret == 0)
@@ -328,16 +337,18 @@ mount_cimfs(struct store *st, const struct ctr_params *p, const char *dir,
 
 /*
  * Does this container's image go through CimFS? With --layer-format
- * cimfs in use (auto included), an image's process-isolated container
- * does; a raw rootfs is a folder, and hyperv isolation takes the WCIFS
+ * cimfs in use (auto included), or blockcim (*block then), an image's
+ * process-isolated container does; a raw rootfs is a folder, and hyperv isolation takes the WCIFS
  * folders the import made (hcsshim mounts forked CIMs for process
  * isolation only).
  */
 static bool
-uses_cimfs(const struct containers *reg, const struct ctr_params *p, const struct meta_image *img)
+uses_cimfs(const struct containers *reg, const struct ctr_params *p, const struct meta_image *img,
+           bool *block)
 {
     const char *f = reg->d && reg->d->cfg ? reg->d->cfg->layer_format_used : NULL;
-    return img && f && strcmp(f, "cimfs") == 0 && strcmp(p->isolation, "hyperv") != 0;
+    *block = f && strcmp(f, "blockcim") == 0;
+    return img && f && (strcmp(f, "cimfs") == 0 || *block) && strcmp(p->isolation, "hyperv") != 0;
 }
 
 /*
@@ -458,8 +469,9 @@ containers_prepare_blocking(struct containers *reg, struct store *st, struct ctr
     /* Windows: the image's layers, or a raw rootfs's one folder, are WCIFS
      * layers over a scratch of the container's own, or the image's CIMs
      * with --layer-format cimfs. */
-    if (ret == 0 && uses_cimfs(reg, p, p->rootfs_dir ? NULL : img))
-        ret = mount_cimfs(st, p, dir, img, &m, err);
+    bool block = false;
+    if (ret == 0 && uses_cimfs(reg, p, p->rootfs_dir ? NULL : img, &block))
+        ret = mount_cimfs(st, p, dir, img, block, &m, err);
     else if (ret == 0)
         ret = mount_wcifs(st, p, dir, p->rootfs_dir ? NULL : img, &m, err);
 #else

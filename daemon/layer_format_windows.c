@@ -3,7 +3,9 @@
  * (common/os.h) and cimfs.dll loaded (store/cimfs_api.h, the
  * process's one copy, which the CimFS mounts use later) decide
  * --layer-format auto; an explicit cimfs where either is missing stops
- * the start. Test builds take the build from BERTH_TEST_WINDOWS_BUILD
+ * the start, as an explicit blockcim does below build 27766 or without
+ * cimfs.dll's block exports (store/cimfs_api.h: cimfs_api_block). Test builds take the build from
+ * BERTH_TEST_WINDOWS_BUILD
  * ("26100.1"), since Wine reports a Windows 10 build. Main, before the
  * loop.
  */
@@ -33,6 +35,9 @@ layer_format_resolve(struct config *cfg, struct err *err)
     struct cimfs_api *api = NULL;
     struct err dll = {0};
     bool loaded = cfg->layer_format != LAYER_FORMAT_WCIFS && cimfs_api_default(&api, &dll) == 0;
+    /* blockcim needs the block exports too, which an older cimfs.dll lacks. */
+    if (loaded && cfg->layer_format == LAYER_FORMAT_BLOCKCIM)
+        loaded = cimfs_api_block(api, &dll) == 0;
     enum layer_format f;
     if ((r = layer_format_choose(cfg->layer_format, v[2], v[3], loaded, dll.msg, &f, err)) < 0)
         return r;

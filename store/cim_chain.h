@@ -58,6 +58,21 @@
 int cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
                      size_t n, char ***out, struct err *err);
 
+/*
+ * --layer-format blockcim (store/cim_writer.h): the same with each layer
+ * a single-file block CIM "<hex>.cim" (its record, its parent named in
+ * it, as above) in cim_dir, which is CIM_BLOCK_DIR_NAME and not the
+ * forked CIMs' (a chain's names would collide), and, for n > 1, the
+ * merged block CIM of them all, "<top hex>-merged.cim", written once per
+ * top chain and named in the top layer's record, so images sharing the
+ * chain share it and the gc removes it with that layer (*merged, the
+ * caller's; NULL for one layer).
+ */
+#define CIM_BLOCK_DIR_NAME "block-cims"
+int cim_chain_ensure_block(struct blob_store *bs, const char *cim_dir,
+                           const struct meta_layer *layers, size_t n, char ***out, char **merged,
+                           struct err *err);
+
 /* Is chain ID "sha256:<hex>" still in use (an image's layer, leased, used)? */
 typedef bool (*cim_live_fn)(void *arg, const char *chain_id);
 

@@ -54,19 +54,28 @@ fd_read(void *ctx, void *buf, size_t len)
 struct chain_write {
     struct cimfs_api *api;
     const char *dir, *parent, *name;
+    bool block; /* a block CIM file <dir>\<name>, parent only saying it is no base */
 };
 
 static int
 chain_consume(void *arg, wtar_read_fn read, void *rctx, struct err *err)
 {
     struct chain_write *w = arg;
+    if (w->block) {
+        char file[MAX_PATH * 2];
+        snprintf(file, sizeof(file), "%s\\%s", w->dir, w->name);
+        return cim_block_layer_write(w->api, file, CIM_BLOCK_IMAGE, !w->parent, read, rctx, NULL,
+                                     err);
+    }
     return cim_layer_write(w->api, w->dir, w->parent, w->name, read, rctx, NULL, err);
 }
 
-/* Writes layer y's blob into <dir>\<name>, forked from parent (NULL: a base). */
+/* Writes layer y's blob into <dir>\<name>, forked from parent (NULL: a
+ * base), or as a block CIM file of that name. */
 static int
 layer_write(struct cimfs_api *api, struct blob_store *bs, const char *dir,
-            const struct meta_layer *y, const char *parent, const char *name, struct err *err)
+            const struct meta_layer *y, const char *parent, const char *name, bool block,
+            struct err *err)
 {
     cleanup_free char *blob = blob_path(bs, y->digest);
     if (!blob)
@@ -74,7 +83,7 @@ layer_write(struct cimfs_api *api, struct blob_store *bs, const char *dir,
     int fd = osfs_open(blob, O_RDONLY, 0);
     if (fd < 0)
         return err_set(err, -fd, "open layer blob %s: %s", y->digest, strerror(-fd));
-    struct chain_write w = {api, dir, parent, name};
+    struct chain_write w = {api, dir, parent, name, block};
     struct wcl_blob_result res = {0};
     int r = wcl_blob_read(fd_read, &fd, chain_consume, &w, &res, err);
     close(fd);
@@ -151,14 +160,14 @@ dir_file(const char *dir, const char *name, size_t len, const char *suffix)
  */
 static int
 layer_write_recorded(struct cimfs_api *api, struct blob_store *bs, const char *dir,
-                     const struct meta_layer *y, const char *parent, const char *name,
+                     const struct meta_layer *y, const char *parent, const char *name, bool block,
                      struct err *err)
 {
     char **before = NULL, **after = NULL;
     size_t nb = 0, na = 0;
     int r = dir_names(dir, &before, &nb, err);
     if (r == 0)
-        r = layer_write(api, bs, dir, y, parent, name, err);
+        r = layer_write(api, bs, dir, y, parent, name, block, err);
     if (r == 0)
         r = dir_names(dir, &after, &na, err);
     cleanup_free char *own = dir_file(dir, name, DIGEST_HEX_LEN, ".own");
@@ -181,14 +190,115 @@ layer_write_recorded(struct cimfs_api *api, struct blob_store *bs, const char *d
     return r;
 }
 
+static int chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
+                        size_t n, bool block, char ***out, char **merged, struct err *err);
+
 int
 cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
                  size_t n, char ***out, struct err *err)
+{
+    return chain_ensure(bs, cim_dir, layers, n, false, out, NULL, err);
+}
+
+int
+cim_chain_ensure_block(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers,
+                       size_t n, char ***out, char **merged, struct err *err)
+{
+    *merged = NULL;
+    return chain_ensure(bs, cim_dir, layers, n, true, out, n > 1 ? merged : NULL, err);
+}
+
+/* Does the record text hold the line "file <name>"? */
+static bool
+own_has_file(const char *text, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, "file ", 5) == 0 && strncmp(l + 5, name, nl) == 0 &&
+            (l[5 + nl] == '\n' || l[5 + nl] == '\0'))
+            return true;
+    return false;
+}
+
+/*
+ * The merged block CIM of cims[0..n) (bottom first), <dir>\<tophex>-merged.cim,
+ * written when the top layer's record does not name it, when it is not
+ * there, or when stale (a layer under it was written again by this call:
+ * a merged CIM is made for the very files it merges), and then named in
+ * that record ("file"), so that it is shared by every image of that top
+ * chain and goes with the top CIM at the gc. The record names it only
+ * while it is whole: the line goes before a rewrite and comes back after.
+ */
+static int
+merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char **cims, size_t n,
+              bool stale, char **out, struct err *err)
+{
+    char mname[DIGEST_HEX_LEN + 16], line[DIGEST_HEX_LEN + 24];
+    snprintf(mname, sizeof(mname), "%.*s-merged.cim", DIGEST_HEX_LEN, top_name);
+    snprintf(line, sizeof(line), "file %s\n", mname);
+    cleanup_free char *own = dir_file(dir, top_name, DIGEST_HEX_LEN, ".own");
+    cleanup_free char *file = dir_file(dir, mname, strlen(mname), "");
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    if (!own || !file)
+        return err_set(err, ENOMEM, "merged cim: out of memory");
+    int r = fs_read_file(own, OWN_MAX, &text, &len, err);
+    if (r < 0)
+        return err_wrap(err, "merged cim %s", mname);
+    bool recorded = own_has_file(text, mname);
+    if (recorded && !stale && osfs_exists(file)) {
+        *out = file;
+        file = NULL;
+        return 0;
+    }
+    /* The record without the line: what stays true while it is written. */
+    struct strbuf b = {0};
+    for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+        nl = strchr(l, '\n');
+        size_t ll = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        if (ll != strlen(line) || strncmp(l, line, ll) != 0)
+            strbuf_printf(&b, "%.*s", (int)ll, l);
+    }
+    if (b.failed)
+        r = err_set(err, ENOMEM, "merged cim: out of memory");
+    if (r == 0 && recorded)
+        r = fs_write_file_atomic(own, b.data, b.len, 0600, err);
+    int u = r == 0 ? osfs_unlink(file) : 0;
+    if (u < 0 && u != -ENOENT)
+        r = err_errno(err, -u, "remove stale %s", file);
+    const char **src = r == 0 ? calloc(n, sizeof(char *)) : NULL;
+    if (r == 0 && !src)
+        r = err_set(err, ENOMEM, "merged cim: out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++)
+        src[i] = cims[n - 1 - i]; /* top-most first */
+    if (r == 0)
+        r = cim_block_merge(api, file, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, n, err);
+    free(src);
+    if (r == 0) {
+        strbuf_printf(&b, "%s", line);
+        r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
+                     : fs_write_file_atomic(own, b.data, b.len, 0600, err);
+        if (r < 0)
+            osfs_unlink(file);
+    }
+    strbuf_clear(&b);
+    if (r < 0)
+        return r;
+    *out = file;
+    file = NULL;
+    return 0;
+}
+
+static int
+chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer *layers, size_t n,
+             bool block, char ***out, char **merged, struct err *err)
 {
     if (n == 0)
         return err_set(err, ERR_INVALID_CONTENT, "cim layers: the image has no layers");
     struct cimfs_api *api = NULL;
     int r = cimfs_api_default(&api, err);
+    if (r == 0 && block)
+        r = cimfs_api_block(api, err);
     if (r < 0)
         return err_wrap(err, "cim layers");
     cleanup_free char *dir = strdup(cim_dir);
@@ -206,6 +316,7 @@ cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_l
     }
     AcquireSRWLockExclusive(&chain_lock);
     char parent[DIGEST_STR_LEN + 8] = "", name[DIGEST_STR_LEN + 8];
+    bool wrote = false; /* a layer was written (again) by this call */
     for (size_t i = 0; r == 0 && i < n; i++) {
         if ((r = cim_name(layers[i].chain_id, name, sizeof(name), err)) < 0)
             break;
@@ -227,13 +338,17 @@ cim_chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_l
                 r = err_errno(err, -u, "remove half-written %s", cims[i]);
             have = false;
         }
-        if (r == 0 && !have)
+        if (r == 0 && !have) {
             r = layer_write_recorded(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name,
-                                     err);
+                                     block, err);
+            wrote = true;
+        }
         if (r < 0)
             err_wrap(err, "cim of layer %zu (%s)", i, layers[i].chain_id);
         memcpy(parent, name, sizeof(name));
     }
+    if (r == 0 && merged && (r = merged_ensure(api, dir, name, cims, n, wrote, merged, err)) < 0)
+        err_wrap(err, "merged cim of %s", layers[n - 1].chain_id);
     ReleaseSRWLockExclusive(&chain_lock);
     if (r < 0) {
         for (size_t i = 0; i < n; i++)

@@ -10,7 +10,7 @@ int
 layer_format_parse(const char *s, enum layer_format *out)
 {
     static const enum layer_format all[] = {LAYER_FORMAT_AUTO, LAYER_FORMAT_WCIFS,
-                                            LAYER_FORMAT_CIMFS};
+                                            LAYER_FORMAT_CIMFS, LAYER_FORMAT_BLOCKCIM};
     for (size_t i = 0; s && i < sizeof(all) / sizeof(all[0]); i++)
         if (strcmp(s, layer_format_name(all[i])) == 0) {
             *out = all[i];
@@ -27,6 +27,8 @@ layer_format_name(enum layer_format f)
         return "wcifs";
     case LAYER_FORMAT_CIMFS:
         return "cimfs";
+    case LAYER_FORMAT_BLOCKCIM:
+        return "blockcim";
     case LAYER_FORMAT_AUTO:
         break;
     }
@@ -38,6 +40,12 @@ cim_host_supported(unsigned build, unsigned revision)
 {
     return build >= CIM_BUILD_MIN ||
            (build == CIM_BUILD_LTSC2022 && revision >= CIM_LTSC2022_REVISION);
+}
+
+bool
+cim_block_host_supported(unsigned build)
+{
+    return build >= CIM_BLOCK_BUILD_MIN;
 }
 
 int
@@ -64,6 +72,17 @@ layer_format_choose(enum layer_format requested, unsigned build, unsigned revisi
             return err_set(err, ERR_UNAVAILABLE, "--layer-format cimfs: %s",
                            dll_why && *dll_why ? dll_why : "cimfs.dll cannot be loaded");
         *out = LAYER_FORMAT_CIMFS;
+        return 0;
+    case LAYER_FORMAT_BLOCKCIM:
+        if (!cim_block_host_supported(build))
+            return err_set(err, ERR_UNAVAILABLE,
+                           "--layer-format blockcim: Windows build %u.%u has no block or merged "
+                           "CIMs (hcsshim's gate is build %u or later); use cimfs, wcifs or auto",
+                           build, revision, CIM_BLOCK_BUILD_MIN);
+        if (!dll_loaded)
+            return err_set(err, ERR_UNAVAILABLE, "--layer-format blockcim: %s",
+                           dll_why && *dll_why ? dll_why : "cimfs.dll cannot be loaded");
+        *out = LAYER_FORMAT_BLOCKCIM;
         return 0;
     }
     return err_set(err, EINVAL, "--layer-format: unknown format %d", (int)requested);

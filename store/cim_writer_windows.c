@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ struct cimw {
     const char *path;           /* for messages: the entry being written */
     char cur[WCL_PATH_MAX + 1];
     bool hives_dir; /* the layer made Hives\ */
+    bool block;     /* a block CIM: whiteouts are tombstones */
 };
 
 static int
@@ -193,6 +195,15 @@ sink_entry(void *ctx, const struct wcl_entry *e, struct err *err)
         break;
     }
     case WCL_WHITEOUT:
+        if (w->block) {
+            /* A block CIM holds its layer alone: the whiteout is a
+             * tombstone that hides the path of lower CIMs once they are
+             * merged (hcsshim's BlockCIMLayerWriter.Remove, AddTombstone). */
+            hr = w->api->CimTombstoneFile(w->img, path);
+            if (FAILED(hr))
+                r = fail(err, hr, "tombstone", e->path);
+            break;
+        }
         /* A whiteout of something no lower layer has removes nothing. */
         hr = w->api->CimDeletePath(w->img, path);
         if (FAILED(hr) && hr != HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND) &&
@@ -392,4 +403,104 @@ out:
     free(wname);
     free(wparent);
     return r;
+}
+
+/* ---- block CIMs: one layer, or a merge of several, in one file ---- */
+
+/* The new single-file block CIM file, image name inside it (hcsshim
+ * CreateBlockCIMWithOptions: CimCreateImage2 with the single-file and
+ * consistent flags, no existing image). EEXIST when file exists. */
+static int
+block_create(struct cimfs_api *api, const char *file, const char *name, CIMFS_IMAGE_HANDLE *img,
+             wchar_t **wfile_out, struct err *err)
+{
+    if (cimfs_api_block(api, err) < 0)
+        return err_wrap(err, "block cim %s", file);
+    if (!cim_name_valid(name))
+        return err_set(err, EINVAL, "block cim: bad image name %.200s", name ? name : "(null)");
+    wchar_t *wfile = win_wide_sep(file), *wname = win_wide_sep(name);
+    int r = 0;
+    if (!wfile || !wname)
+        r = err_set(err, ENOMEM, "block cim %s: out of memory", file);
+    else if (GetFileAttributesW(wfile) != INVALID_FILE_ATTRIBUTES)
+        r = err_set(err, EEXIST, "block cim: %s exists", file);
+    HRESULT hr;
+    if (r == 0 &&
+        FAILED(hr = api->CimCreateImage2(wfile, CIMFS_CREATE_SINGLE_FILE | CIMFS_CREATE_CONSISTENT,
+                                         NULL, wname, img))) {
+        *img = NULL;
+        r = cimfs_err_set(err, hr, "block cim: create image %.300s", file);
+        DeleteFileW(wfile);
+    }
+    free(wname);
+    if (r < 0) {
+        free(wfile);
+        return r;
+    }
+    *wfile_out = wfile;
+    return 0;
+}
+
+/* Commits and closes img (r == 0), or closes it; on any failure the file goes. */
+static int
+block_finish(struct cimfs_api *api, CIMFS_IMAGE_HANDLE img, wchar_t *wfile, const char *file, int r,
+             struct err *err)
+{
+    HRESULT hr;
+    if (r == 0 && FAILED(hr = api->CimCommitImage(img)))
+        r = cimfs_err_set(err, hr, "block cim: commit %.300s", file);
+    api->CimCloseImage(img);
+    if (r < 0)
+        DeleteFileW(wfile);
+    free(wfile);
+    return r;
+}
+
+int
+cim_block_layer_write(struct cimfs_api *api, const char *file, const char *name, bool base,
+                      wtar_read_fn read, void *ctx, struct wcl_layer_info *info, struct err *err)
+{
+    struct cimw w = {.api = api, .path = name, .block = true};
+    wchar_t *wfile = NULL;
+    int r = block_create(api, file, name, &w.img, &wfile, err);
+    if (r < 0)
+        return r;
+    struct wcl_sink sink = {sink_entry, sink_data, sink_make_writable, &w};
+    struct wcl_layer_info own;
+    r = wclayer_import(read, ctx, &sink, info ? info : &own, err);
+    close_stream(&w);
+    if (r == 0 && base)
+        r = base_hives(&w, err);
+    return block_finish(api, w.img, wfile, file, r, err);
+}
+
+int
+cim_block_merge(struct cimfs_api *api, const char *file, const char *name,
+                const char *const *sources, const char *source_name, size_t n, struct err *err)
+{
+    if (!cim_name_valid(source_name))
+        return err_set(err, EINVAL, "merged cim %s: bad source image name", file);
+    if (n < 2)
+        return err_set(err, EINVAL, "merged cim %s: needs 2 source cims or more, got %zu", file, n);
+    CIMFS_IMAGE_HANDLE img = NULL;
+    wchar_t *wfile = NULL;
+    int r = block_create(api, file, name, &img, &wfile, err);
+    if (r < 0)
+        return r;
+    /* Top-most first: CimAddFsToMergedImage2 wants the CIM whose files
+     * shadow the others' added before them (hcsshim MergeBlockCIMsWithOpts). */
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        /* A CIM of a block file is named <file>\<image name> (hcsshim
+         * joins BlockPath and CimName). */
+        char *path = NULL;
+        wchar_t *src =
+            asprintf(&path, "%s\\%s", sources[i], source_name) < 0 ? NULL : win_wide_sep(path);
+        free(path);
+        HRESULT hr =
+            src ? api->CimAddFsToMergedImage2(img, src, CIMFS_MERGE_SINGLE_FILE) : E_OUTOFMEMORY;
+        free(src);
+        if (FAILED(hr))
+            r = cimfs_err_set(err, hr, "merged cim %.200s: add %.300s", file, sources[i]);
+    }
+    return block_finish(api, img, wfile, file, r, err);
 }

@@ -17,6 +17,17 @@
  * CimCreateHardLink, CimDeletePath, CimMountImage, CimDismountImage).
  * Every function but the two closes returns an HRESULT.
  *
+ * Block CIMs (one image in one file, or on a block device) and merged
+ * CIMs come from later builds, so their exports (CIMFS_BLOCK_FUNCS) are
+ * looked up apart, after the table above loaded: a cimfs.dll without
+ * them still serves forked CIMs, and block_why says which one is
+ * missing (the block fields are then all NULL). Their signatures and
+ * flag values are hcsshim's (internal/winapi/cimfs/cimfs.go: CimCreateImage2
+ * with flags, CimTombstoneFile, CimAddFsToMergedImage2 with flags,
+ * CimMergeMountImage of a CIMFS_IMAGE_PATH array; pkg/cimfs/cimfs.go:
+ * the CimCreateFlag*, CimMergeFlag* and CimMount* values;
+ * internal/winapi/types/cimfs.go: CimFsImagePath {ImageDir, ImageName}).
+ *
  * Test builds (BERTH_TEST_HOOKS) can load the TEST DOUBLE in
  * tests/doubles/cimfs/: cimfs_api_open() with a path, or with NULL and
  * BERTH_TEST_CIMFS_DLL set to one. Other builds load only
@@ -80,11 +91,38 @@ typedef enum CIM_MOUNT_IMAGE_FLAGS {
        const GUID *volumeId))                                                                      \
     X(HRESULT, CimDismountImage, (const GUID *volumeId))
 
+/* hcsshim pkg/cimfs/cimfs.go's values. */
+#define CIMFS_CREATE_BLOCK_DEVICE 0x4u /* CimCreateFlagBlockDeviceCim */
+#define CIMFS_CREATE_SINGLE_FILE 0x8u  /* CimCreateFlagSingleFileCim */
+#define CIMFS_CREATE_CONSISTENT 0x10u  /* CimCreateFlagConsistentCim */
+#define CIMFS_MERGE_SINGLE_FILE 0x1u   /* CimMergeFlagSingleFile */
+#define CIMFS_MOUNT_SINGLE_FILE 0x20u  /* CimMountSingleFileCim */
+
+/* One CIM of a merged mount: the block file (single-file CIM) and the
+ * image's name inside it. */
+typedef struct _CIMFS_IMAGE_PATH {
+    PCWSTR ImageDir;
+    PCWSTR ImageName;
+} CIMFS_IMAGE_PATH;
+
+#define CIMFS_BLOCK_FUNCS(X)                                                                       \
+    X(HRESULT, CimCreateImage2,                                                                    \
+      (PCWSTR imageContainingPath, UINT32 flags, PCWSTR existingImageName, PCWSTR newImageName,    \
+       CIMFS_IMAGE_HANDLE * cimImageHandle))                                                       \
+    X(HRESULT, CimTombstoneFile, (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR imageRelativePath))    \
+    X(HRESULT, CimAddFsToMergedImage2,                                                             \
+      (CIMFS_IMAGE_HANDLE cimImageHandle, PCWSTR cimPath, UINT32 flags))                           \
+    X(HRESULT, CimMergeMountImage,                                                                 \
+      (UINT32 numCimPaths, const CIMFS_IMAGE_PATH *backingImagePaths, UINT32 flags,                \
+       const GUID *volumeId))
+
 struct cimfs_api {
     HMODULE dll;
 #define CIMFS_FIELD(ret, name, args) ret(WINAPI *name) args;
     CIMFS_FUNCS(CIMFS_FIELD)
+    CIMFS_BLOCK_FUNCS(CIMFS_FIELD)
 #undef CIMFS_FIELD
+    char block_why[160]; /* "" when every block export is there */
 };
 #else
 struct cimfs_api;
@@ -93,6 +131,12 @@ struct cimfs_api;
 /* ERR_UNAVAILABLE naming what is missing when the DLL or an export is absent. */
 int cimfs_api_open(const char *dll_path, struct cimfs_api **out, struct err *err);
 void cimfs_api_free(struct cimfs_api *api);
+
+/*
+ * Has api every block CIM export? When not, ERR_UNAVAILABLE in err
+ * naming the missing one (err may be NULL). Returns 0 or that error.
+ */
+int cimfs_api_block(const struct cimfs_api *api, struct err *err);
 
 /*
  * The process's copy, loaded at the first call (cimfs_api_open(NULL)) and

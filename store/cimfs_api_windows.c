@@ -37,8 +37,32 @@ cimfs_api_open(const char *dll_path, struct cimfs_api **out, struct err *err)
     if (ret < 0)
         return ret;
     struct cimfs_api *api = table;
+    /* The block exports are optional: looked up one by one, all or none. */
+#define CIMFS_BLOCK_LOOKUP(rtype, fname, args)                                                     \
+    if (!api->block_why[0] &&                                                                      \
+        !(api->fname = (rtype(WINAPI *) args)(void (*)(void))GetProcAddress(api->dll, #fname)))    \
+        snprintf(api->block_why, sizeof(api->block_why),                                           \
+                 "cimfs.dll has no %s (block and merged CIMs need a later Windows build)",         \
+                 #fname);
+    CIMFS_BLOCK_FUNCS(CIMFS_BLOCK_LOOKUP)
+#undef CIMFS_BLOCK_LOOKUP
+    if (api->block_why[0]) {
+#define CIMFS_BLOCK_CLEAR(rtype, fname, args) api->fname = NULL;
+        CIMFS_BLOCK_FUNCS(CIMFS_BLOCK_CLEAR)
+#undef CIMFS_BLOCK_CLEAR
+    }
     *out = api;
     return 0;
+}
+
+int
+cimfs_api_block(const struct cimfs_api *api, struct err *err)
+{
+    if (!api)
+        return err ? err_set(err, ERR_UNAVAILABLE, "cimfs.dll is not loaded") : -ERR_UNAVAILABLE;
+    if (!api->block_why[0])
+        return 0;
+    return err ? err_set(err, ERR_UNAVAILABLE, "%s", api->block_why) : -ERR_UNAVAILABLE;
 }
 
 void

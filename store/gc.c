@@ -289,11 +289,12 @@ cim_live(void *arg, const char *chain_id)
     return set_has(&ctx->live_snapshots, chain_id);
 }
 
-/* <root>/cims: the CIMs of chains nothing reaches any more (store/cim_chain.h). */
+/* <root>/cims and <root>/block-cims: the CIMs (forked, or block ones with
+ * their merged CIMs) of chains nothing reaches any more (store/cim_chain.h). */
 static int
-sweep_cims(struct gc_ctx *ctx, struct err *err)
+sweep_cim_dir(struct gc_ctx *ctx, const char *name, struct err *err)
 {
-    cleanup_free char *dir = fs_path_join(ctx->root, CIM_DIR_NAME);
+    cleanup_free char *dir = fs_path_join(ctx->root, name);
     cleanup_free char *mounts = fs_path_join(ctx->root, "mounts");
     if (!dir || !mounts)
         return err_set(err, ENOMEM, "gc: out of memory");
@@ -303,6 +304,13 @@ sweep_cims(struct gc_ctx *ctx, struct err *err)
     ctx->res->cims_busy += cr.busy;
     ctx->res->errors += cr.errors;
     return ret;
+}
+
+static int
+sweep_cims(struct gc_ctx *ctx, struct err *err)
+{
+    int ret = sweep_cim_dir(ctx, CIM_DIR_NAME, err);
+    return ret < 0 ? ret : sweep_cim_dir(ctx, CIM_BLOCK_DIR_NAME, err);
 }
 #endif
 

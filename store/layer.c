@@ -63,6 +63,7 @@ layer_list_free(struct layer_list *l)
     }
     free(l->layers);
     free(l->scratch);
+    free(l->merged);
     free(l);
 }
 

@@ -44,6 +44,12 @@ struct layer_list {
      * the layers over VSMB); the rootfs is the VHDX's path. Set by the
      * caller after parsing. */
     bool vm_scratch;
+    /* CIMFS: the layers are single-file block CIMs (--layer-format
+     * blockcim, store/cim_chain.h), mounted merged: merged (owned; NULL
+     * for one layer) is the merged block CIM of them all, made for this
+     * list of layers. Set by the caller after parsing. */
+    bool block;
+    char *merged;
 };
 
 /*

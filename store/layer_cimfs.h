@@ -11,6 +11,17 @@
  * over the CIM volume's Files (HcsAttachOverlayFilter). The rootfs is the
  * scratch's volume.
  *
+ * Block CIMs (l->block, --layer-format blockcim) differ in the first
+ * step only, as in hcsshim's mountProcessIsolatedBlockCIMLayers: the
+ * merged block CIM and its sources top-most first are mounted with
+ * CimMergeMountImage (one layer: its block CIM with CimMountImage and
+ * the single-file flag) as the volume GUID berth chooses; the scratch
+ * and UnionFS are the same code as for forked CIMs. The entry says
+ * "block" 1 and, merged, "merged" (the merged CIM's file); "cim" is the
+ * top layer's file, which the gc keeps with its parents and the merged
+ * CIM its record names. The undo is the same: CimDismountImage of the
+ * GUID dismounts a merged mount as any other.
+ *
  * Each step is journaled before it is made (kind "cimfs"): "step" begin,
  * cim, create, attach, filter, with the fields
  *

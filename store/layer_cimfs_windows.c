@@ -1,9 +1,10 @@
 /*
- * LAYER_CIMFS mounts (store/layer_cimfs.h): the top-most CIM through
- * cimfs.dll, then the container's scratch VHDX (virtdisk.dll,
- * computestorage.dll) with the UnionFS filter over the CIM's Files, each
- * step journaled before it is made; the undo takes them away in reverse.
- * Windows only; pool threads or start-up.
+ * LAYER_CIMFS mounts (store/layer_cimfs.h): the top-most CIM (or the
+ * merged block CIM with its sources) through cimfs.dll, then the
+ * container's scratch VHDX (virtdisk.dll, computestorage.dll) with the
+ * UnionFS filter over the CIM's Files, each step journaled before it is
+ * made; the undo takes them away in reverse. Windows only; pool threads
+ * or start-up.
  */
 #include "store/layer_cimfs.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "store/cim_writer.h"
 #include "store/cimfs_api.h"
 #include "store/vdisk.h"
 #include "store/wcstorage.h"
@@ -90,6 +92,53 @@ mount_cim(struct cimfs_api *api, const char *path, const GUID *g, struct err *er
     if (FAILED(hr))
         return cimfs_err_set(err, hr, "mount cim %s", path);
     return 0;
+}
+
+/*
+ * Block CIMs (l->block): one layer's single-file CIM mounted alone
+ * (CimMountImage of <file>, CIM_BLOCK_IMAGE, single-file flag), or the
+ * merged one with its sources, top-most first as they were merged
+ * (CimMergeMountImage: the merged CIM, then each layer; hcsshim's
+ * MountMergedBlockCIMs), as volume g.
+ */
+static int
+mount_block(struct cimfs_api *api, const struct layer_list *l, const GUID *g, struct err *err)
+{
+    int r = cimfs_api_block(api, err);
+    if (r < 0)
+        return err_wrap(err, "mount block cims");
+    /* A top block CIM alone lacks the layers under it. */
+    if (l->count > 1 && !l->merged)
+        return err_set(err, EINVAL, "mount block cims: %zu layers and no merged cim", l->count);
+    size_t n = l->merged ? l->count + 1 : 1;
+    CIMFS_IMAGE_PATH *v = calloc(n, sizeof(*v));
+    wchar_t **dirs = calloc(n, sizeof(wchar_t *));
+    cleanup_free wchar_t *layer = wide(CIM_BLOCK_IMAGE, strlen(CIM_BLOCK_IMAGE));
+    cleanup_free wchar_t *merged = wide(CIM_MERGED_IMAGE, strlen(CIM_MERGED_IMAGE));
+    r = v && dirs && layer && merged ? 0 : err_set(err, ENOMEM, "mount block cims: out of memory");
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        /* [0] the merged CIM, then the layers top-most first; or the one layer. */
+        const char *file = l->merged ? (i == 0 ? l->merged : l->layers[l->count - i].path)
+                                     : l->layers[l->count - 1].path;
+        if (!(dirs[i] = wide(file, strlen(file))))
+            r = err_set(err, ENOMEM, "mount block cims: out of memory");
+        v[i].ImageDir = dirs[i];
+        v[i].ImageName = l->merged && i == 0 ? merged : layer;
+    }
+    HRESULT hr = S_OK;
+    if (r == 0 && l->merged)
+        hr = api->CimMergeMountImage((UINT32)n, v, CIMFS_MOUNT_SINGLE_FILE, g);
+    else if (r == 0)
+        hr = api->CimMountImage(v[0].ImageDir, v[0].ImageName,
+                                (CIM_MOUNT_IMAGE_FLAGS)CIMFS_MOUNT_SINGLE_FILE, g);
+    if (r == 0 && FAILED(hr))
+        r = cimfs_err_set(err, hr, "mount %s %s", l->merged ? "merged cim" : "block cim",
+                          l->merged ? l->merged : l->layers[l->count - 1].path);
+    for (size_t i = 0; dirs && i < n; i++)
+        free(dirs[i]);
+    free(dirs);
+    free(v);
+    return r;
 }
 
 /* The steps of a mount, in the order they are made; undo goes back from the journaled one. */
@@ -239,12 +288,14 @@ layer_cimfs_mount(const struct layer_list *l, const char *scratch_dir,
         (r = mj_entry_set(e, "layers", "1", err)) < 0 ||
         (r = mj_entry_set(e, "layer-0-id", top->layer_id, err)) < 0 ||
         (r = mj_entry_set(e, "layer-0-path", cim_volume, err)) < 0 ||
+        (l->block && (r = mj_entry_set(e, "block", "1", err)) < 0) ||
+        (l->merged && (r = mj_entry_set(e, "merged", l->merged, err)) < 0) ||
         (r = layer_journal_step(rec, e, "begin", vhd, err)) < 0)
         goto out;
     /* Each step is journaled before it is made: a crash at any point
      * leaves an entry that says what to take away. */
     if ((r = layer_journal_step(rec, e, "cim", NULL, err)) < 0 ||
-        (r = mount_cim(api, top->path, &g, err)) < 0 ||
+        (r = l->block ? mount_block(api, l, &g, err) : mount_cim(api, top->path, &g, err)) < 0 ||
         (r = scratch_mount(rec, e, vhd, top->layer_id, cim_volume, &volume, err)) < 0 ||
         (r = mounted_layers_from_entry(rec->journal, e, &m, err)) < 0)
         goto undo;

@@ -152,6 +152,7 @@ END_TEST
 /* One berthd.exe on the doubles with cimfs in use, and where the doubles log. */
 struct cimd {
     struct berthd b;
+    const char *format; /* --layer-format: NULL is cimfs */
     char cimrec[PATH_MAX + 16], storage[PATH_MAX + 16], hcsrec[PATH_MAX + 16];
     char env[10][PATH_MAX * 2];
 };
@@ -190,8 +191,11 @@ cimd_start(struct cimd *c)
     cimd_env(c, &n, "BERTH_HCS_STORAGE_DOUBLE_DIR", c->storage);
     cimd_env(c, &n, "BERTH_VIRTDISK_DOUBLE_DIR", c->storage);
     cimd_env(c, &n, "BERTH_HCS_DOUBLE_DIR", c->hcsrec);
-    snprintf(c->env[n++], sizeof(c->env[0]), "BERTH_TEST_WINDOWS_BUILD=26100.1");
-    struct berthd_opts o = {.args = {"--runtime", "hcs", "--layer-format", "cimfs", NULL}};
+    bool block = c->format && strcmp(c->format, "blockcim") == 0;
+    snprintf(c->env[n++], sizeof(c->env[0]), "BERTH_TEST_WINDOWS_BUILD=%s",
+             block ? "27766.1" : "26100.1");
+    struct berthd_opts o = {
+        .args = {"--runtime", "hcs", "--layer-format", c->format ? c->format : "cimfs", NULL}};
     for (size_t i = 0; i < n; i++)
         o.env[i] = c->env[i];
     berthd_start(&c->b, &o);
@@ -367,19 +371,106 @@ START_TEST(an_image_container_runs_on_its_cims_with_a_scratch_over_them)
 }
 END_TEST
 
+/* The volume GUID of the first line of the cimfs.dll double's log holding what. */
+static void
+logged_volume(const struct cimd *c, const char *what, char *out, size_t len)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/calls.log", c->cimrec);
+    size_t n = 0;
+    char *log = fx_read_file(path, &n);
+    const char *at = log ? strstr(log, what) : NULL;
+    const char *v = at ? strstr(at, "volume=") : NULL;
+    ck_assert_msg(v, "no %s in the cimfs.dll double's log: %s", what, log ? log : "(none)");
+    snprintf(out, len, "%.36s", v + 7);
+    free(log);
+}
+
+START_TEST(blockcim_mounts_a_two_layer_images_merged_cim_and_its_document_names_that_volume)
+{
+    /* Below hcsshim's gate, or on a cimfs.dll without the exports, the start stops. */
+    struct env e;
+    env_fill(&e, "26100.1", NULL);
+    char *out, *err;
+    int st = berthd_run((const char *[]){"--runtime", "hcs", "--layer-format", "blockcim", NULL},
+                        e.list, 60000, &out, &err);
+    ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+                      strstr(err, "--layer-format blockcim: Windows build 26100.1 has no block"),
+                  "status 0x%x, stderr: %s", st, err);
+    free(out);
+    free(err);
+    env_fill(&e, "27766.1", NULL);
+    check_format((const char *[]){"--runtime", "hcs", "--layer-format", "blockcim", NULL}, &e,
+                 "blockcim");
+
+    struct cimd c = {.format = "blockcim"};
+    cimd_start(&c);
+    import_image(&c);
+    cimd_create(&c, "blk1");
+    /* Two layers, two block CIMs and their merge; one merged mount. */
+    ck_assert_int_eq(log_count(c.cimrec, "CimCreateImage2 "), 3);
+    ck_assert_int_eq(log_count(c.cimrec, "CimCreateImage "), 0);
+    ck_assert_int_eq(log_count(c.cimrec, "CimAddFsToMergedImage2 "), 2);
+    ck_assert_int_eq(log_count(c.cimrec, "CimMergeMountImage n=3 "), 1);
+    ck_assert_int_eq(cims_mounted(&c), 1);
+    ck_assert_int_eq(dir_count(c.b.root, "cims"), 0);
+    ck_assert_int_eq(dir_count(c.b.root, "block-cims"), 5); /* 2 .cim, 2 .own, the merged */
+    ck_assert_int_eq(log_count(c.storage, " HcsAttachOverlayFilter "), 1);
+    /* The container document's one layer is the merged volume. */
+    char guid[40], want[64];
+    logged_volume(&c, "CimMergeMountImage", guid, sizeof(guid));
+    snprintf(want, sizeof(want), "\\\\?\\Volume{%s}\\", guid);
+    json_object *doc = create_doc(&c);
+    json_object *layers = json_at(doc, "Container.Storage.Layers");
+    ck_assert_msg(layers && json_object_array_length(layers) == 1, "%s",
+                  json_object_to_json_string(doc));
+    const char *lp = json_object_get_string(
+        json_object_object_get(json_object_array_get_idx(layers, 0), "Path"));
+    ck_assert_msg(lp && strcmp(lp, want) == 0, "layer %s, want %s", lp ? lp : "-", want);
+    json_object_put(doc);
+    /* A second container of the image reuses the merged CIM. */
+    cimd_create(&c, "blk2");
+    ck_assert_int_eq(log_count(c.cimrec, "CimCreateImage2 "), 3);
+    ck_assert_int_eq(log_count(c.cimrec, "CimMergeMountImage n=3 "), 2);
+    /* Deletes dismount; with no container left the image's delete takes
+     * the block CIMs and the merged one along. */
+    struct hresp r;
+    const char *paths[] = {"/v1/containers/blk1", "/v1/containers/blk2"};
+    for (int i = 0; i < 2; i++) {
+        http_do(&c.b, &(struct hreq){.method = "DELETE", .path = paths[i], .timeout_ms = 60000},
+                &r);
+        ck_assert_msg(r.status == 204, "delete: %ld %s", r.status, r.body);
+        hresp_free(&r);
+    }
+    ck_assert_int_eq(log_count(c.cimrec, "CimDismountImage "), 2);
+    ck_assert_int_eq(cims_mounted(&c), 0);
+    ck_assert_int_eq(dir_count(c.b.root, "block-cims"), 5);
+    http_do(&c.b,
+            &(struct hreq){.method = "DELETE", .path = "/v1/images/win/cim:1", .timeout_ms = 60000},
+            &r);
+    ck_assert_msg(r.status == 200, "delete image: %ld %s", r.status, r.body);
+    hresp_free(&r);
+    ck_assert_int_eq(dir_count(c.b.root, "block-cims"), 0);
+    berthd_finish(&c.b);
+}
+END_TEST
+
 /*
  * berthd.exe killed in the middle of a delete (the filter's detach stalled
  * by the storage double) leaves the CIM mounted and the entry journaled;
  * the next berthd.exe finishes the delete at start-up: the filter and the
  * disk detached, the CIM dismounted, the entry gone.
  */
-START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
+static void
+killed_in_a_delete(const char *format)
 {
-    struct cimd c = {0};
+    struct cimd c = {.format = format};
     cimd_start(&c);
     import_image(&c);
     cimd_create(&c, "crash");
     ck_assert(cimd_journaled(&c, "crash"));
+    bool block = format && strcmp(format, "blockcim") == 0;
+    ck_assert_int_eq(log_count(c.cimrec, "CimMergeMountImage "), block ? 1 : 0);
     char ctl[PATH_MAX + 32];
     snprintf(ctl, sizeof(ctl), "%s/fail", c.storage);
     FILE *f = fopen(ctl, "w");
@@ -415,6 +506,18 @@ START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
     hresp_free(&r);
     berthd_finish(&c.b);
 }
+
+START_TEST(a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart)
+{
+    killed_in_a_delete("cimfs");
+}
+END_TEST
+
+/* The same with a merged block CIM mounted: the replay dismounts its volume. */
+START_TEST(a_berthd_killed_in_a_blockcim_delete_dismounts_the_merged_volume_at_restart)
+{
+    killed_in_a_delete("blockcim");
+}
 END_TEST
 
 int
@@ -436,6 +539,9 @@ main(void)
     tcase_add_test(tc, an_explicit_cimfs_the_host_cannot_run_stops_the_start_naming_why);
     tcase_add_test(tc, an_image_container_runs_on_its_cims_with_a_scratch_over_them);
     tcase_add_test(tc, a_berthd_killed_between_mount_and_entry_removal_dismounts_at_restart);
+    tcase_add_test(
+        tc, blockcim_mounts_a_two_layer_images_merged_cim_and_its_document_names_that_volume);
+    tcase_add_test(tc, a_berthd_killed_in_a_blockcim_delete_dismounts_the_merged_volume_at_restart);
     suite_add_tcase(s, tc);
     return harness_run_suite(s);
 }

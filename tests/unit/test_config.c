@@ -377,7 +377,11 @@ START_TEST(config_layer_format_is_parsed_for_runtime_hcs_and_refused_elsewhere)
     config_close(&cfg);
     char *argv5[] = {"berthd", "--runtime", "hcs", "--layer-format", "overlay", NULL};
     ck_assert_int_eq(parse(&cfg, &err, 5, argv5), -EINVAL);
-    ck_assert_str_eq(err.msg, "--layer-format overlay: expected auto, wcifs or cimfs");
+    ck_assert_str_eq(err.msg, "--layer-format overlay: expected auto, wcifs, cimfs or blockcim");
+    config_close(&cfg);
+    char *argv6[] = {"berthd", "--runtime", "hcs", "--layer-format", "blockcim", NULL};
+    ck_assert_msg(parse(&cfg, &err, 5, argv6) == CONFIG_RUN, "%s", err.msg);
+    ck_assert_int_eq(cfg.layer_format, LAYER_FORMAT_BLOCKCIM);
     config_close(&cfg);
 }
 END_TEST

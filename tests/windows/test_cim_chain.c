@@ -348,6 +348,144 @@ START_TEST(gc_removes_what_a_crash_left_and_ensure_rewrites_it)
 }
 END_TEST
 
+START_TEST(block_layers_get_one_merged_cim_per_top_chain_shared_and_swept_with_it)
+{
+    struct meta_layer l[2], other[2];
+    layer_put("Files/base.txt", "base", NULL, &l[0]);
+    layer_put("Files/top.txt", "top", &l[0], &l[1]);
+    char **cims = NULL, *merged = NULL;
+    struct err err = {0};
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    char want[MAX_PATH * 2], line[MAX_PATH * 6];
+    snprintf(want, sizeof(want), "%s\\%s-merged.cim", cim_dir, l[1].chain_id + 7);
+    ck_assert_str_eq(merged, want);
+    /* Each layer its own block file (no fork), the merge top-most first. */
+    snprintf(line, sizeof(line), "CimCreateImage2 flags=0x18 file=%s new=layer.cim", cims[0]);
+    ck_assert_msg(logged(line) == 1, "%s", line);
+    ck_assert_int_eq(logged("CimCreateImage dir="), 0);
+    snprintf(line, sizeof(line), "CimAddFsToMergedImage2 flags=0x1 %s\\layer.cim", cims[1]);
+    ck_assert_int_eq(logged(line), 1);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 2);
+    /* The top's record names the merged CIM, which goes with it. */
+    ck_assert(cim_has(&l[1], "-merged.cim"));
+    char own[MAX_PATH * 2], text[1024] = "", wl[256];
+    snprintf(own, sizeof(own), "%s\\%s.own", cim_dir, l[1].chain_id + 7);
+    FILE *f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    snprintf(wl, sizeof(wl), "\nfile %s-merged.cim\n", l[1].chain_id + 7);
+    ck_assert_msg(strstr(text, wl), "%s", text);
+    cims_free(cims, 2);
+    free(merged);
+
+    /* A second image with the same chain reuses it: nothing written. */
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_str_eq(merged, want);
+    ck_assert_int_eq(logged("CimCreateImage2"), 3);
+    cims_free(cims, 2);
+    free(merged);
+    /* Another top on the same base: its own block file and merged CIM only. */
+    other[0] = l[0];
+    layer_put("Files/other.txt", "other", &l[0], &other[1]);
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, other, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimCreateImage2"), 5);
+    cims_free(cims, 2);
+    free(merged);
+    /* One layer: no merged CIM. */
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 1, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_ptr_null(merged);
+    cims_free(cims, 1);
+    ck_assert_int_eq(cim_count("region_"), 0);
+
+    /* The first image deleted: its top and merged CIM go; the base and
+     * the other chain stay. */
+    live_chains[0] = other[0].chain_id, live_chains[1] = other[1].chain_id;
+    gc(1);
+    ck_assert(!cim_has(&l[1], ".cim") && !cim_has(&l[1], "-merged.cim") && !cim_has(&l[1], ".own"));
+    ck_assert(cim_has(&l[0], ".cim") && cim_has(&other[1], "-merged.cim"));
+    live_chains[0] = live_chains[1] = NULL;
+    gc(2);
+    ck_assert_str_eq(cim_files(), "");
+}
+END_TEST
+
+START_TEST(a_merged_cim_a_crash_left_unrecorded_is_written_again)
+{
+    struct meta_layer l[2];
+    layer_put("Files/base.txt", "base", NULL, &l[0]);
+    layer_put("Files/top.txt", "top", &l[0], &l[1]);
+    char **cims = NULL, *merged = NULL;
+    struct err err = {0};
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    cims_free(cims, 2);
+    /* The record as it was before the merge was named in it. */
+    char own[MAX_PATH * 2], text[1024] = "";
+    snprintf(own, sizeof(own), "%s\\%s.own", cim_dir, l[1].chain_id + 7);
+    FILE *f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    char *cut = strstr(text, "file ");
+    ck_assert_ptr_nonnull(cut);
+    *cut = '\0';
+    wcs_write(own, text);
+    wcs_write(merged, "half");
+    free(merged);
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 4);
+    FILE *m = fopen(merged, "rb");
+    char head[64] = "";
+    ck_assert_ptr_nonnull(m);
+    ck_assert_ptr_nonnull(fgets(head, sizeof(head), m));
+    fclose(m);
+    ck_assert_str_eq(head, "berth-cimfs-double 1 block merged.cim\n");
+    cims_free(cims, 2);
+    /* Recorded but gone: written again. */
+    ck_assert(DeleteFileA(merged));
+    free(merged);
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 6);
+    cims_free(cims, 2);
+    free(merged);
+    /* The base written again (its record lost): the merged CIM is made
+     * anew for it, and the top's record still names it once. */
+    char base_own[MAX_PATH * 2];
+    snprintf(base_own, sizeof(base_own), "%s\\%s.own", cim_dir, l[0].chain_id + 7);
+    ck_assert(DeleteFileA(base_own));
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 8);
+    f = fopen(own, "rb");
+    ck_assert_ptr_nonnull(f);
+    text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+    fclose(f);
+    char *first = strstr(text, "-merged.cim");
+    ck_assert_msg(first && !strstr(first + 1, "-merged.cim"), "%s", text);
+    cims_free(cims, 2);
+    free(merged);
+    /* Nothing written: nothing merged again. */
+    ck_assert_msg(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_int_eq(logged("CimAddFsToMergedImage2"), 8);
+    cims_free(cims, 2);
+    free(merged);
+    /* A merge that fails leaves no merged file and fails the ensure. */
+    ck_assert(DeleteFileA(own) && cim_has(&l[1], ".cim"));
+    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "merge");
+    ck_assert_int_lt(cim_chain_ensure_block(bs, cim_dir, l, 2, &cims, &merged, &err), 0);
+    ck_assert_msg(strstr(err.msg, "merged cim"), "%s", err.msg);
+    ck_assert(!cim_has(&l[1], "-merged.cim"));
+}
+END_TEST
+
 int
 main(void)
 {
@@ -360,6 +498,8 @@ main(void)
     tcase_add_test(tc, a_blob_that_is_not_the_layers_diff_id_leaves_no_cim);
     tcase_add_test(tc, gc_removes_the_cims_no_image_or_mount_uses);
     tcase_add_test(tc, gc_removes_what_a_crash_left_and_ensure_rewrites_it);
+    tcase_add_test(tc, block_layers_get_one_merged_cim_per_top_chain_shared_and_swept_with_it);
+    tcase_add_test(tc, a_merged_cim_a_crash_left_unrecorded_is_written_again);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

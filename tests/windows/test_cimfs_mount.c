@@ -434,6 +434,162 @@ START_TEST(an_entry_journaled_but_never_mounted_undoes_cleanly)
 }
 END_TEST
 
+/* ---- block CIMs: a merged one mounted with its sources ---- */
+
+static char bdir[MAX_PATH + 100], btop[MAX_PATH + 120], bbase[MAX_PATH + 120];
+static char bmerged[MAX_PATH + 120];
+
+/* Block CIMs of the two layers and their merge, and a list of them in *out. */
+static void
+block_list(bool merged, struct layer_list **out)
+{
+    struct cimfs_api *api = NULL;
+    struct err err = {0};
+    snprintf(bdir, sizeof(bdir), "%s\\block", rec_dir);
+    CreateDirectoryA(bdir, NULL);
+    snprintf(btop, sizeof(btop), "%s\\top.cim", bdir);
+    snprintf(bbase, sizeof(bbase), "%s\\base.cim", bdir);
+    snprintf(bmerged, sizeof(bmerged), "%s\\top-merged.cim", bdir);
+    ck_assert_msg(cimfs_api_open(dbl_path, &api, &err) == 0, "%s", err.msg);
+    struct tbuf b = {0}, c = {0};
+    entry(&b, "Files", '5', NULL, NULL, NULL);
+    entry(&b, "Files/base.txt", '0', "base", NULL, NULL);
+    finish(&b);
+    entry(&c, "Files", '5', NULL, NULL, NULL);
+    entry(&c, "Files/.wh.base.txt", '0', NULL, NULL, NULL);
+    finish(&c);
+    ck_assert_msg(
+        cim_block_layer_write(api, bbase, CIM_BLOCK_IMAGE, true, tb_read, &b, NULL, &err) == 0,
+        "%s", err.msg);
+    ck_assert_msg(
+        cim_block_layer_write(api, btop, CIM_BLOCK_IMAGE, false, tb_read, &c, NULL, &err) == 0,
+        "%s", err.msg);
+    const char *src[] = {btop, bbase};
+    ck_assert_msg(cim_block_merge(api, bmerged, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, 2, &err) ==
+                      0,
+                  "%s", err.msg);
+    free(b.p);
+    free(c.p);
+    cimfs_api_free(api);
+    const char *cims[] = {btop, bbase}, *ids[] = {TOP_ID, BASE_ID};
+    ck_assert_msg(layer_list_parse_cimfs(merged ? cims : cims + 1, merged ? ids : ids + 1,
+                                         merged ? 2 : 1, scratch, out, &err) == 0,
+                  "%s", err.msg);
+    (*out)->block = true;
+    if (merged)
+        ck_assert_ptr_nonnull((*out)->merged = strdup(bmerged));
+}
+
+static int
+mount_list(struct layer_list *l, struct mounted_layers **m, struct err *err)
+{
+    struct layer_mount_rec rec = {journal, ENTRY, OWNER};
+    return layers_mount(l, NULL, NULL, &rec, m, err);
+}
+
+START_TEST(a_merged_block_cim_is_mounted_with_its_sources_top_most_first)
+{
+    struct layer_list *l = NULL;
+    block_list(true, &l);
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    ck_assert_msg(mount_list(l, &m, &err) == 0, "%s", err.msg);
+    struct mj_entry *e = NULL;
+    ck_assert_msg(mjournal_get(journal, ENTRY, &e, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(mj_entry_get(e, "block"), "1");
+    ck_assert_str_eq(mj_entry_get(e, "merged"), bmerged);
+    ck_assert_str_eq(mj_entry_get(e, "cim"), btop);
+    ck_assert_str_eq(mj_entry_get(e, "step"), "filter");
+    char line[MAX_PATH * 6], vol[128];
+    snprintf(
+        line, sizeof(line),
+        "CimMergeMountImage n=3 flags=0x20 volume=%s %s\\merged.cim %s\\layer.cim %s\\layer.cim",
+        mj_entry_get(e, "cim-guid"), bmerged, btop, bbase);
+    ck_assert_msg(strstr(slurp("calls.log"), line), "%s\nnot in\n%s", line, slurp("calls.log"));
+    ck_assert_int_eq(mounted(), 1);
+    /* The same scratch and UnionFS steps as forked CIMs, over the merged volume. */
+    ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk AttachVirtualDisk "
+                                  "HcsFormatWritableLayerVhd HcsGetLayerVhdMountPath "
+                                  "HcsInitializeWritableLayer HcsAttachOverlayFilter ");
+    snprintf(vol, sizeof(vol), "\\\\?\\Volume{%s}\\", mj_entry_get(e, "cim-guid"));
+    ck_assert_uint_eq(mounted_layers_count(m), 1);
+    ck_assert_str_eq(mounted_layers_layer_path(m, 0), vol);
+    ck_assert_str_eq(mounted_layers_layer_id(m, 0), TOP_ID);
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    snprintf(line, sizeof(line), "CimDismountImage volume=%s", mj_entry_get(e, "cim-guid"));
+    ck_assert_msg(strstr(slurp("calls.log"), line), "%s", slurp("calls.log"));
+    ck_assert_int_eq(mounted(), 0);
+    mj_entry_free(e);
+    mounted_layers_free(m);
+    layer_list_free(l);
+}
+END_TEST
+
+START_TEST(one_block_layer_is_mounted_alone_as_a_single_file_cim)
+{
+    struct layer_list *l = NULL;
+    block_list(false, &l);
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    ck_assert_msg(mount_list(l, &m, &err) == 0, "%s", err.msg);
+    char line[MAX_PATH * 3];
+    snprintf(line, sizeof(line), "CimMountImage flags=32 volume=");
+    const char *log = slurp("calls.log");
+    const char *at = strstr(log, line);
+    snprintf(line, sizeof(line), " %s\\layer.cim\n", bbase);
+    ck_assert_msg(at && strstr(at, line) && !strstr(log, "CimMergeMountImage"), "%s", log);
+    ck_assert_int_eq(mounted(), 1);
+    ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(mounted(), 0);
+    mounted_layers_free(m);
+    layer_list_free(l);
+}
+END_TEST
+
+START_TEST(a_failed_merged_mount_leaves_no_entry_and_a_crash_after_it_is_undone_at_replay)
+{
+    struct layer_list *l = NULL;
+    block_list(true, &l);
+    struct mounted_layers *m = NULL;
+    struct err err = {0};
+    /* Two block layers and no merged CIM: refused, nothing mounted. */
+    char *keep = l->merged;
+    l->merged = NULL;
+    ck_assert_int_eq(mount_list(l, &m, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "no merged cim"), "%s", err.msg);
+    ck_assert_int_eq(mounted(), 0);
+    l->merged = keep;
+    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "mount");
+    ck_assert_int_eq(mount_list(l, &m, &err), -EACCES);
+    ck_assert_msg(strstr(err.msg, "mount merged cim"), "%s", err.msg);
+    struct mj_entry *e = NULL;
+    ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
+    ck_assert_int_eq(mounted(), 0);
+    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
+    /* Merged and mounted, then the scratch fails: the merged volume goes too. */
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsAttachOverlayFilter");
+    ck_assert_int_lt(mount_list(l, &m, &err), 0);
+    ck_assert_int_eq(mounted(), 0);
+    ck_assert(!attached(scratch));
+    ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
+    SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", NULL);
+    /* A crash after the mount: the replay dismounts the merged volume. */
+    ck_assert_msg(mount_list(l, &m, &err) == 0, "%s", err.msg);
+    mounted_layers_free(m);
+    mjournal_free(journal);
+    journal = NULL;
+    ck_assert_int_eq(mounted(), 1);
+    ck_assert_msg(mjournal_open(jdir, &journal, &err) == 0, "%s", err.msg);
+    struct mj_replay_stats st = {0};
+    ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(st.undone, 1);
+    ck_assert_int_eq(mounted(), 0);
+    ck_assert(!attached(scratch));
+    ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
+    layer_list_free(l);
+}
+END_TEST
+
 static Suite *
 cimfs_mount_suite(void)
 {
@@ -448,6 +604,10 @@ cimfs_mount_suite(void)
     tcase_add_test(tc, a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry);
     tcase_add_test(tc, an_entry_undoes_only_the_steps_it_journaled);
     tcase_add_test(tc, an_entry_journaled_but_never_mounted_undoes_cleanly);
+    tcase_add_test(tc, a_merged_block_cim_is_mounted_with_its_sources_top_most_first);
+    tcase_add_test(tc, one_block_layer_is_mounted_alone_as_a_single_file_cim);
+    tcase_add_test(tc,
+                   a_failed_merged_mount_leaves_no_entry_and_a_crash_after_it_is_undone_at_replay);
     suite_add_tcase(s, tc);
     return s;
 }

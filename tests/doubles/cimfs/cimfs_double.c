@@ -8,6 +8,15 @@
  * stream or link with its metadata, which a later CimCreateImage forks
  * from and CimMountImage checks. Calls run on the caller's thread.
  *
+ * Block CIMs (CimCreateImage2 with the single-file flag, the only kind
+ * berth writes): the listing goes into the block file itself, with
+ * "block <name>" after the magic and no region files; a tombstone is a
+ * 't' line; a merged image's CimAddFsToMergedImage2 sources are 'm'
+ * lines, in the order added; CimMergeMountImage checks that its first
+ * image is a merged one whose sources are the rest, in that order
+ * (hcsshim: "MUST be provided in the exact same order"), and records the
+ * list as the mount.
+ *
  * Controlled through the environment, read at every call:
  *
  *   BERTH_CIMFS_DOUBLE_DIR   a directory: calls.log gets one line per call,
@@ -28,7 +37,9 @@
  *     commit        CimCommitImage: writes half of the .cim file, then
  *                   HRESULT_FROM_WIN32(ERROR_DISK_FULL) (a writer must not
  *                   leave it behind)
- *     mount         CimMountImage: E_ACCESSDENIED
+ *     tombstone     CimTombstoneFile: E_FAIL
+ *     merge         CimAddFsToMergedImage2: E_FAIL
+ *     mount         CimMountImage and CimMergeMountImage: E_ACCESSDENIED
  *     dismount      CimDismountImage: E_FAIL
  *
  * As the real DLL (Microsoft's cimfs.h reference): paths are relative to
@@ -55,7 +66,8 @@
 #define MAXE 4096
 
 struct entry {
-    char kind; /* 'd' directory, 'f' file, 's' stream, 'l' hard link */
+    char kind; /* 'd' directory, 'f' file, 's' stream, 'l' hard link, 't' tombstone,
+                  'm' a merged image's source (path: "<block file>\\<name>") */
     uint32_t attr;
     int64_t size, ctime, mtime;
     uint32_t sd, reparse;
@@ -65,8 +77,9 @@ struct entry {
 };
 
 struct CIMFS_IMAGE_HANDLE__ {
-    char dir[1024];
+    char dir[1024]; /* a block image's: its file */
     char name[256];
+    bool block;
     struct entry *e;
     size_t n;
     bool stream_open;
@@ -202,10 +215,9 @@ add(struct CIMFS_IMAGE_HANDLE__ *img, const char *path)
 }
 
 static int
-load(struct CIMFS_IMAGE_HANDLE__ *img, const char *name)
+load_path(struct CIMFS_IMAGE_HANDLE__ *img, const char *path)
 {
-    char path[1400], line[2600];
-    snprintf(path, sizeof(path), "%s\\%s", img->dir, name);
+    char line[2600];
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
@@ -236,6 +248,31 @@ load(struct CIMFS_IMAGE_HANDLE__ *img, const char *name)
     }
     fclose(f);
     return ok ? 0 : -1;
+}
+
+static int
+load(struct CIMFS_IMAGE_HANDLE__ *img, const char *name)
+{
+    char path[1400];
+    snprintf(path, sizeof(path), "%s\\%s", img->dir, name);
+    return load_path(img, path);
+}
+
+/*
+ * Does the block file hold image name? A block file is the listing with
+ * "block <name>" after the magic (one image a file, here).
+ */
+static bool
+block_has(const char *file, const char *name)
+{
+    char line[600], want[600];
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return false;
+    snprintf(want, sizeof(want), "%s block %s\n", MAGIC, name);
+    bool ok = fgets(line, sizeof(line), f) && _stricmp(line, want) == 0;
+    fclose(f);
+    return ok;
 }
 
 /* ---- exports ---- */
@@ -289,10 +326,11 @@ CimCommitImage(CIMFS_IMAGE_HANDLE img)
         return HRESULT_FROM_WIN32(ERROR_SHARING_VIOLATION);
     char path[1400];
     /* As CimFS, the data goes into region and object ID files beside the
-     * .cim, named by a GUID of the image's own (here: a counter). */
+     * .cim, named by a GUID of the image's own (here: a counter); a block
+     * image is all in its one file. */
     static LONG regions;
     LONG id = InterlockedIncrement(&regions);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; !img->block && k < 2; k++) {
         snprintf(path, sizeof(path), "%s\\%s_%08lx%08lx_0", img->dir, k ? "objectid" : "region",
                  GetCurrentProcessId(), (unsigned long)id);
         FILE *rf = fopen(path, "wb");
@@ -301,11 +339,17 @@ CimCommitImage(CIMFS_IMAGE_HANDLE img)
         fprintf(rf, "%s\n", img->name);
         fclose(rf);
     }
-    snprintf(path, sizeof(path), "%s\\%s", img->dir, img->name);
+    if (img->block)
+        snprintf(path, sizeof(path), "%s", img->dir);
+    else
+        snprintf(path, sizeof(path), "%s\\%s", img->dir, img->name);
     FILE *f = fopen(path, "wb");
     if (!f)
         return HRESULT_FROM_WIN32(GetLastError());
-    fprintf(f, "%s\n", MAGIC);
+    if (img->block)
+        fprintf(f, "%s block %s\n", MAGIC, img->name);
+    else
+        fprintf(f, "%s\n", MAGIC);
     bool fail = failing("commit");
     for (size_t i = 0; i < (fail ? img->n / 2 : img->n); i++) {
         const struct entry *e = &img->e[i];
@@ -508,10 +552,14 @@ CimMountImage(PCWSTR wdir, PCWSTR wname, CIM_MOUNT_IMAGE_FLAGS flags, const GUID
     log_call("CimMountImage flags=%u volume=%s %s\\%s", (unsigned)flags, id, d, n);
     if (failing("mount"))
         return E_ACCESSDENIED;
-    if (flags & ~CIM_MOUNT_CHILD_ONLY)
+    if (flags & ~(CIM_MOUNT_CHILD_ONLY | CIMFS_MOUNT_SINGLE_FILE))
         return E_INVALIDARG;
     snprintf(image, sizeof(image), "%s\\%s", d, n);
-    FILE *f = fopen(image, "rb");
+    /* A single-file block CIM: d is the file, n the image in it. */
+    if ((flags & CIMFS_MOUNT_SINGLE_FILE) && GetFileAttributesA(d) != INVALID_FILE_ATTRIBUTES &&
+        !block_has(d, n))
+        return HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND);
+    FILE *f = fopen(flags & CIMFS_MOUNT_SINGLE_FILE ? d : image, "rb");
     bool ok = f && fgets(line, sizeof(line), f) && strncmp(line, MAGIC, strlen(MAGIC)) == 0;
     if (f)
         fclose(f);
@@ -552,7 +600,158 @@ CimDismountImage(const GUID *volume)
     return ok ? S_OK : HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND);
 }
 
+/* Writes the mount file of volume: one line per image it shows. */
+static HRESULT
+mount_record(const GUID *volume, const char *const *images, size_t n)
+{
+    char mf[MAX_PATH + 64];
+    if (!mount_file(volume, mf, sizeof(mf)))
+        return E_ACCESSDENIED;
+    AcquireSRWLockExclusive(&lock);
+    HRESULT hr = S_OK;
+    FILE *m = GetFileAttributesA(mf) != INVALID_FILE_ATTRIBUTES ? NULL : fopen(mf, "wb");
+    if (!m)
+        hr = HRESULT_FROM_WIN32(ERROR_ALREADY_EXISTS);
+    else {
+        for (size_t i = 0; i < n; i++)
+            fprintf(m, "%s\n", images[i]);
+        fclose(m);
+    }
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
+}
+
+HRESULT WINAPI
+CimCreateImage2(PCWSTR file, UINT32 flags, PCWSTR existing, PCWSTR name, CIMFS_IMAGE_HANDLE *out)
+{
+    char d[1024], n[256];
+    if (!out || !file || !name || !utf8(file, d, sizeof(d)) || !utf8(name, n, sizeof(n)))
+        return E_INVALIDARG;
+    log_call("CimCreateImage2 flags=0x%x file=%s new=%s", (unsigned)flags, d, n);
+    if (failing("create-image"))
+        return E_ACCESSDENIED;
+    /* berth writes single-file CIMs only, each new. */
+    if (existing || !(flags & CIMFS_CREATE_SINGLE_FILE) || (flags & CIMFS_CREATE_BLOCK_DEVICE))
+        return E_INVALIDARG;
+    char parent[1024];
+    snprintf(parent, sizeof(parent), "%s", d);
+    char *s = strrchr(parent, '\\');
+    if (!s)
+        return E_INVALIDARG;
+    *s = '\0';
+    DWORD a = GetFileAttributesA(parent);
+    if (a == INVALID_FILE_ATTRIBUTES || !(a & FILE_ATTRIBUTE_DIRECTORY))
+        return HRESULT_FROM_WIN32(ERROR_PATH_NOT_FOUND);
+    struct CIMFS_IMAGE_HANDLE__ *img = calloc(1, sizeof(*img));
+    if (!img || !(img->e = calloc(MAXE, sizeof(struct entry)))) {
+        free(img);
+        return E_OUTOFMEMORY;
+    }
+    snprintf(img->dir, sizeof(img->dir), "%s", d);
+    snprintf(img->name, sizeof(img->name), "%s", n);
+    img->block = true;
+    *out = img;
+    return S_OK;
+}
+
+HRESULT WINAPI
+CimTombstoneFile(CIMFS_IMAGE_HANDLE img, PCWSTR wpath)
+{
+    char path[1024];
+    if (!img || rel_path(wpath, path, sizeof(path)) != S_OK)
+        return E_INVALIDARG;
+    log_call("CimTombstoneFile %s", path);
+    if (failing("tombstone"))
+        return E_FAIL;
+    if (!img->block || img->stream_open)
+        return E_INVALIDARG;
+    struct entry *e = add(img, path);
+    if (!e)
+        return E_OUTOFMEMORY;
+    e->kind = 't';
+    return S_OK;
+}
+
+HRESULT WINAPI
+CimAddFsToMergedImage2(CIMFS_IMAGE_HANDLE img, PCWSTR wpath, UINT32 flags)
+{
+    char path[1024], file[1024];
+    if (!img || !wpath || !utf8(wpath, path, sizeof(path)))
+        return E_INVALIDARG;
+    log_call("CimAddFsToMergedImage2 flags=0x%x %s", (unsigned)flags, path);
+    if (failing("merge"))
+        return E_FAIL;
+    if (!img->block || flags != CIMFS_MERGE_SINGLE_FILE || img->n == MAXE)
+        return E_INVALIDARG;
+    snprintf(file, sizeof(file), "%s", path);
+    char *s = strrchr(file, '\\');
+    if (!s)
+        return E_INVALIDARG;
+    *s = '\0';
+    if (!block_has(file, s + 1))
+        return HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND);
+    struct entry *e = &img->e[img->n++];
+    memset(e, 0, sizeof(*e));
+    e->kind = 'm';
+    snprintf(e->path, sizeof(e->path), "%s", path);
+    return S_OK;
+}
+
+HRESULT WINAPI
+CimMergeMountImage(UINT32 n, const CIMFS_IMAGE_PATH *paths, UINT32 flags, const GUID *volume)
+{
+    char id[40], msg[4096] = "", (*img)[1300] = NULL;
+    if (!paths || !volume || n < 2 || n > 128 || !(img = calloc(n, sizeof(*img))))
+        return E_INVALIDARG;
+    guid_text(volume, id);
+    HRESULT hr = S_OK;
+    for (UINT32 i = 0; i < n && hr == S_OK; i++) {
+        char d[1024], nm[256];
+        if (!paths[i].ImageDir || !paths[i].ImageName || !utf8(paths[i].ImageDir, d, sizeof(d)) ||
+            !utf8(paths[i].ImageName, nm, sizeof(nm)))
+            hr = E_INVALIDARG;
+        else {
+            snprintf(img[i], sizeof(img[i]), "%s\\%s", d, nm);
+            size_t l = strlen(msg);
+            snprintf(msg + l, sizeof(msg) - l, " %s", img[i]);
+        }
+    }
+    log_call("CimMergeMountImage n=%u flags=0x%x volume=%s%s", (unsigned)n, (unsigned)flags, id,
+             msg);
+    if (hr == S_OK && failing("mount"))
+        hr = E_ACCESSDENIED;
+    if (hr == S_OK && flags != CIMFS_MOUNT_SINGLE_FILE)
+        hr = E_INVALIDARG;
+    /* The merged image (the first) must list the others, in their order. */
+    struct CIMFS_IMAGE_HANDLE__ *m = hr == S_OK ? calloc(1, sizeof(*m)) : NULL;
+    if (hr == S_OK && (!m || !(m->e = calloc(MAXE, sizeof(struct entry)))))
+        hr = E_OUTOFMEMORY;
+    if (hr == S_OK) {
+        char file[1300];
+        snprintf(file, sizeof(file), "%s", img[0]);
+        char *s = strrchr(file, '\\');
+        *s = '\0';
+        if (!block_has(file, s + 1) || load_path(m, file) < 0)
+            hr = HRESULT_FROM_WIN32(ERROR_FILE_NOT_FOUND);
+    }
+    for (UINT32 i = 1; hr == S_OK && i < n; i++)
+        if (m->n != n - 1 || m->e[i - 1].kind != 'm' || _stricmp(m->e[i - 1].path, img[i]) != 0)
+            hr = E_INVALIDARG;
+    if (m)
+        free(m->e);
+    free(m);
+    if (hr == S_OK) {
+        const char *v[128];
+        for (UINT32 i = 0; i < n; i++)
+            v[i] = img[i];
+        hr = mount_record(volume, v, n);
+    }
+    free(img);
+    return hr;
+}
+
 /* Each export has the type of store/cimfs_api.h's pointer to it. */
 #define CIMFS_CHECK(ret, name, args)                                                               \
     static ret(WINAPI *const check_##name) args __attribute__((unused)) = name;
 CIMFS_FUNCS(CIMFS_CHECK)
+CIMFS_BLOCK_FUNCS(CIMFS_CHECK)
