@@ -345,9 +345,11 @@ setup_done(void *ctx, bool cancelled)
     n->waiters = NULL;
     n->waiters_tail = &n->waiters;
     net_setup_notify(&n->setup, j->rc, &j->err);
+    /* Judged by this setup's end: a callback may have begun another. */
+    bool failed = j->rc < 0;
     while (w) {
         struct net_waiter *next = w->next;
-        if (n->setup.state == NET_SETUP_FAILED) {
+        if (failed) {
             struct err e;
             net_setup_waiter_err(&n->setup, &e);
             net_attach_fail(w, &e);
@@ -430,8 +432,9 @@ teardown_done(void *ctx, bool cancelled)
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (net_setup_busy(&n->setup, n->name, err) < 0)
-        return -err->code;
+    int busy = net_setup_busy(&n->setup, n->name, err);
+    if (busy < 0)
+        return busy;
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network teardown: out of memory");

@@ -1373,6 +1373,14 @@ START_TEST(net_bad_requests_are_refused_at_once)
     ck_assert_msg(strstr(err.msg, "in use on the host"), "%s", err.msg);
     close(s);
     check_nothing_left(&t);
+    /* A teardown while a setup runs: EBUSY, with or without an error to fill. */
+    struct wait w = {0};
+    ck_assert_msg(net_setup(t.n, done_cb, &w, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(net_teardown(t.n, done_cb, NULL, NULL), -EBUSY);
+    ck_assert_int_eq(net_teardown(t.n, done_cb, NULL, &err), -EBUSY);
+    ck_assert_msg(strstr(err.msg, "a setup is running"), "%s", err.msg);
+    run_until(&t, &w);
+    ck_assert_msg(!w.failed, "setup: %s", w.err.msg);
     tnet_close(&t);
 }
 END_TEST
