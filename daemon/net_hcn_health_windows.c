@@ -47,8 +47,9 @@ teardown_done(void *ctx, bool cancelled)
 int
 net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (net_setup_busy(&n->setup, n->name, err) < 0)
-        return -err->code;
+    int busy = net_setup_busy(&n->setup, n->name, err);
+    if (busy < 0)
+        return busy;
     struct teardown_job *j = calloc(1, sizeof(*j));
     if (!j)
         return err_set(err, ENOMEM, "network teardown: out of memory");

@@ -341,12 +341,14 @@ setup_done(void *ctx, bool cancelled)
                  j->st.kept, j->st.released, j->st.orphans);
         n->reconciling = false;
     }
+    /* This setup's callers first, as on Linux: a setup one of the calls
+     * below begins is not this one, and its callers must wait for it. */
+    net_setup_notify(&n->setup, j->rc, &j->err);
     hcn_waiters_resume(n);
     if (j->reconcile)
         hcn_detaches_resume(n);
     if (j->rcb)
         j->rcb(j->arg, &j->st, j->rc < 0 ? &j->err : NULL);
-    net_setup_notify(&n->setup, j->rc, &j->err);
     setup_job_free(j);
 }
 
@@ -388,8 +390,9 @@ hcn_setup_start(struct net *n, struct err *err)
 int
 net_setup(struct net *n, net_done_cb cb, void *arg, struct err *err)
 {
-    if (net_setup_busy(&n->setup, n->name, err) < 0)
-        return -err->code;
+    int busy = net_setup_busy(&n->setup, n->name, err);
+    if (busy < 0)
+        return busy;
     struct setup_job *j = setup_job_new(n);
     if (!j)
         return err_set(err, ENOMEM, "network setup: out of memory");
@@ -400,8 +403,9 @@ int
 net_reconcile(struct net *n, const char *const *live, size_t nlive, net_reconcile_cb cb, void *arg,
               struct err *err)
 {
-    if (net_setup_busy(&n->setup, n->name, err) < 0)
-        return -err->code;
+    int busy = net_setup_busy(&n->setup, n->name, err);
+    if (busy < 0)
+        return busy;
     struct setup_job *j = setup_job_new(n);
     if (!j || !(j->live = calloc(nlive ? nlive : 1, sizeof(char *)))) {
         if (j)

@@ -692,6 +692,38 @@ START_TEST(net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with)
 }
 END_TEST
 
+/* A reconciliation whose callback begins a setup: that setup is not the
+ * one that just ended, and its caller hears of its own end. */
+struct setup_in_cb {
+    struct result r, again;
+    struct net *n;
+};
+
+static void
+reconcile_then_setup_cb(void *arg, const struct net_reconcile_stats *st, const struct err *err)
+{
+    struct setup_in_cb *s = arg;
+    reconcile_cb(&s->r, st, err);
+    struct err e = {0};
+    ck_assert_msg(net_setup(s->n, done_cb, &s->again, &e) == 0, "%s", e.msg);
+}
+
+START_TEST(a_setup_begun_from_the_last_ones_callback_ends_for_its_own_caller)
+{
+    struct setup_in_cb s = {.n = net_open(false)};
+    struct err err = {0};
+    ck_assert_msg(net_reconcile(s.n, NULL, 0, reconcile_then_setup_cb, &s, &err) == 0, "%s",
+                  err.msg);
+    run_until(&s.r);
+    bool given_the_first = s.again.done;
+    run_until(&s.again);
+    close_net(s.n); /* waits for the second setup, whoever heard of it */
+    ck_assert_msg(s.r.err.code == 0, "reconcile: %s", s.r.err.msg);
+    ck_assert_msg(!given_the_first, "the second setup's caller was given the first one's end");
+    ck_assert_msg(s.again.err.code == 0, "setup: %s", s.again.err.msg);
+}
+END_TEST
+
 START_TEST(bad_requests_and_options_are_refused_with_the_value)
 {
     struct net *n = net_start(false, NULL, NULL, NULL);
@@ -730,6 +762,7 @@ main(void)
     tcase_add_test(tc, network_none_attaches_loopback_only_and_the_probe_says_disabled);
     tcase_add_test(tc, the_probe_reports_the_network_usable_then_missing);
     tcase_add_test(tc, net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with);
+    tcase_add_test(tc, a_setup_begun_from_the_last_ones_callback_ends_for_its_own_caller);
     tcase_add_test(tc, bad_requests_and_options_are_refused_with_the_value);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
