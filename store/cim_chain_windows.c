@@ -20,6 +20,7 @@
 #include "common/osfs.h"
 #include "common/strbuf.h"
 #include "common/strv.h"
+#include "common/winutil.h"
 #include "store/layer_int.h"
 #include "store/mount_journal.h"
 #include "store/cim_writer.h"
@@ -221,10 +222,33 @@ own_has_file(const char *text, const char *name)
 }
 
 /*
+ * Whether the merged CIM file is missing or older than one of the layers
+ * it merges: another call wrote that layer again after the merge (the gc
+ * removed it, a crash stopped the gc before the top, and an image of the
+ * lower chain alone wrote it back). A merge is written after its sources
+ * under chain_lock, so a source newer than it is one it was not made of.
+ */
+static bool
+merged_older(const char *file, char **cims, size_t n)
+{
+    struct os_stat m, s;
+    if (osfs_stat(file, &m) < 0)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        if (osfs_stat(cims[i], &s) < 0)
+            return true;
+        if (win_ticks(&s.st_mtim) > win_ticks(&m.st_mtim))
+            return true;
+    }
+    return false;
+}
+
+/*
  * The merged block CIM of cims[0..n) (bottom first), <dir>\<tophex>-merged.cim,
  * written when the top layer's record does not name it, when it is not
- * there, or when stale (a layer under it was written again by this call:
- * a merged CIM is made for the very files it merges), and then named in
+ * there, or when stale (a layer under it was written again, by this call
+ * or by an earlier one: a merged CIM is made for the very files it
+ * merges), and then named in
  * that record ("file"), so that it is shared by every image of that top
  * chain and goes with the top CIM at the gc. The record names it only
  * while it is whole: the line goes before a rewrite and comes back after.
@@ -246,7 +270,7 @@ merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char
     if (r < 0)
         return err_wrap(err, "merged cim %s", mname);
     bool recorded = own_has_file(text, mname);
-    if (recorded && !stale && osfs_exists(file)) {
+    if (recorded && !stale && !merged_older(file, cims, n)) {
         *out = file;
         file = NULL;
         return 0;
