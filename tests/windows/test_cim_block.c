@@ -20,97 +20,21 @@
 
 #include "tests/fixtures/wclayer_tar.h"
 #include "store/cimfs_api.h"
+#include "cimfs_double.h"
 
-static char dbl_path[MAX_PATH + 32];
-static char rec_dir[MAX_PATH + 64];
-static char cim_dir[MAX_PATH + 80];
 static struct cimfs_api *api;
-
-static void
-rm_tree(const char *dir)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\*", dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    if (f != INVALID_HANDLE_VALUE) {
-        do {
-            if (strcmp(fd.cFileName, ".") == 0 || strcmp(fd.cFileName, "..") == 0)
-                continue;
-            char p[MAX_PATH * 2];
-            snprintf(p, sizeof(p), "%s\\%s", dir, fd.cFileName);
-            if (fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
-                rm_tree(p);
-            else
-                DeleteFileA(p);
-        } while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    RemoveDirectoryA(dir);
-}
 
 static void
 setup(void)
 {
-    static int n;
-    char exe[MAX_PATH];
-    GetModuleFileNameA(NULL, exe, sizeof(exe));
-    char *slash = strrchr(exe, '\\');
-    if (slash)
-        *slash = '\0';
-    snprintf(dbl_path, sizeof(dbl_path), "%s\\cimfs-double\\cimfs.dll", exe);
-    char tmp[MAX_PATH];
-    GetTempPathA(sizeof(tmp), tmp);
-    snprintf(rec_dir, sizeof(rec_dir), "%sberth-cimb-%lu-%d", tmp, GetCurrentProcessId(), ++n);
-    CreateDirectoryA(rec_dir, NULL);
-    snprintf(cim_dir, sizeof(cim_dir), "%s\\cims", rec_dir);
-    CreateDirectoryA(cim_dir, NULL);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_DIR", rec_dir);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
-    struct err err = {0};
-    ck_assert_msg(cimfs_api_open(dbl_path, &api, &err) == 0, "%s", err.msg);
+    api = cimfs_double_open("cimb");
 }
 
 static void
 teardown(void)
 {
-    cimfs_api_free(api);
+    cimfs_double_close(api);
     api = NULL;
-    rm_tree(rec_dir);
-}
-
-/* The whole of a file under rec_dir, or "" (static). */
-static const char *
-slurp(const char *rel)
-{
-    static char out[65536];
-    out[0] = '\0';
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\%s", rec_dir, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return out;
-    size_t n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    fclose(f);
-    return out;
-}
-
-static int
-cim_files(void)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\*", cim_dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    int n = 0;
-    if (f != INVALID_HANDLE_VALUE) {
-        do
-            n += !(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
-        while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    return n;
 }
 
 static const char *
@@ -119,7 +43,7 @@ block(const char *name)
     static char p[4][MAX_PATH * 2];
     static int k;
     k = (k + 1) % 4;
-    snprintf(p[k], sizeof(p[k]), "%s\\%s", cim_dir, name);
+    snprintf(p[k], sizeof(p[k]), "%s\\%s", cimfs_cims, name);
     return p[k];
 }
 
@@ -160,7 +84,7 @@ START_TEST(a_layer_becomes_one_single_file_block_cim_with_its_whiteouts_as_tombs
     struct err err = {0};
     ck_assert_msg(write_block(&b, "base.bcim", true, &err) == 0, "%s", err.msg);
     ck_assert_msg(write_block(&c, "child.bcim", false, &err) == 0, "%s", err.msg);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     /* Single-file (0x8) and consistent (0x10), as hcsshim creates them. */
     ck_assert_msg(strstr(log, "CimCreateImage2 flags=0x18 file=") &&
                       strstr(log, "child.bcim new=layer.cim"),
@@ -168,17 +92,18 @@ START_TEST(a_layer_becomes_one_single_file_block_cim_with_its_whiteouts_as_tombs
     ck_assert_msg(strstr(log, "CimTombstoneFile Files\\Windows\\hello.txt"), "%s", log);
     ck_assert_msg(!strstr(log, "CimDeletePath"), "%s", log);
     /* One file a layer: no region or object ID files beside it. */
-    ck_assert_int_eq(cim_files(), 2);
-    const char *cim = slurp("cims\\child.bcim");
+    ck_assert_int_eq(cimfs_files_in("cims"), 2);
+    const char *cim = cimfs_slurp("cims\\child.bcim");
     ck_assert_msg(strstr(cim, "berth-cimfs-double 1 block layer.cim\n") &&
                       strstr(cim, "\nt attr=0x0 size=0 ") &&
                       strstr(cim, " Files\\Windows\\hello.txt\n") && strstr(cim, "\nend\n"),
                   "%s", cim);
     /* The base links its hives, as a forked base does; the child does not. */
-    ck_assert_msg(strstr(slurp("cims\\base.bcim"),
+    ck_assert_msg(strstr(cimfs_slurp("cims\\base.bcim"),
                          " Hives\\SYSTEM_BASE => Files\\Windows\\System32\\config\\SYSTEM"),
-                  "%s", slurp("cims\\base.bcim"));
-    ck_assert_msg(!strstr(slurp("cims\\child.bcim"), "Hives"), "%s", slurp("cims\\child.bcim"));
+                  "%s", cimfs_slurp("cims\\base.bcim"));
+    ck_assert_msg(!strstr(cimfs_slurp("cims\\child.bcim"), "Hives"), "%s",
+                  cimfs_slurp("cims\\child.bcim"));
     free(b.p);
     free(c.p);
 }
@@ -194,20 +119,21 @@ START_TEST(a_refused_tar_or_a_failed_tombstone_leaves_no_block_file)
     struct err err = {0};
     ck_assert_int_eq(write_block(&t, "bad.bcim", false, &err), -ERR_INVALID_CONTENT);
     ck_assert_msg(strstr(err.msg, "escape.txt"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 0);
-    ck_assert_msg(!strstr(slurp("calls.log"), "CimCommitImage"), "%s", slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
+    ck_assert_msg(!strstr(cimfs_slurp("calls.log"), "CimCommitImage"), "%s",
+                  cimfs_slurp("calls.log"));
     struct tbuf c = {0};
     child_tar(&c);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "tombstone");
     struct err e2 = {0};
     ck_assert_int_lt(write_block(&c, "child.bcim", false, &e2), 0);
     ck_assert_msg(strstr(e2.msg, "tombstone Files/Windows/hello.txt"), "%s", e2.msg);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     /* A commit cut short leaves nothing either. */
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "commit");
     struct err e3 = {0};
     ck_assert_int_eq(write_block(&c, "child.bcim", false, &e3), -ENOSPC);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     free(t.p);
     free(c.p);
 }
@@ -219,11 +145,11 @@ START_TEST(a_block_file_that_exists_is_not_written_over)
     base_tar(&b);
     struct err err = {0};
     ck_assert_msg(write_block(&b, "base.bcim", true, &err) == 0, "%s", err.msg);
-    const char *before = slurp("cims\\base.bcim");
+    const char *before = cimfs_slurp("cims\\base.bcim");
     size_t len = strlen(before);
     ck_assert_int_eq(write_block(&b, "base.bcim", true, &err), -EEXIST);
-    ck_assert_uint_eq(strlen(slurp("cims\\base.bcim")), len);
-    ck_assert_int_eq(cim_files(), 1);
+    ck_assert_uint_eq(strlen(cimfs_slurp("cims\\base.bcim")), len);
+    ck_assert_int_eq(cimfs_files_in("cims"), 1);
     free(b.p);
 }
 END_TEST
@@ -240,14 +166,14 @@ START_TEST(a_merge_adds_its_sources_top_most_first)
     ck_assert_msg(
         cim_block_merge(api, block("merged.bcim"), "merged.cim", src, "layer.cim", 2, &err) == 0,
         "%s", err.msg);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     const char *top = strstr(log, "CimAddFsToMergedImage2 flags=0x1 ");
     ck_assert_msg(top && strstr(top, "child.bcim\\layer.cim"), "%s", log);
     const char *low = strstr(top + 1, "CimAddFsToMergedImage2 flags=0x1 ");
     ck_assert_msg(low && strstr(low, "base.bcim\\layer.cim") &&
                       strstr(top, "child.bcim") < strstr(top, "base.bcim"),
                   "%s", log);
-    const char *m = slurp("cims\\merged.bcim");
+    const char *m = cimfs_slurp("cims\\merged.bcim");
     const char *mc = strstr(m, "child.bcim\\layer.cim"), *mb = strstr(m, "base.bcim\\layer.cim");
     ck_assert_msg(strstr(m, "block merged.cim\n") && mc && mb && mc < mb, "%s", m);
     free(b.p);
@@ -268,12 +194,12 @@ START_TEST(a_failed_merge_leaves_no_merged_file_and_one_source_is_refused)
     ck_assert_int_lt(
         cim_block_merge(api, block("merged.bcim"), "merged.cim", src, "layer.cim", 2, &err), 0);
     ck_assert_msg(strstr(err.msg, "gone.bcim"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 2);
+    ck_assert_int_eq(cimfs_files_in("cims"), 2);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "merge");
     const char *ok[] = {block("child.bcim"), block("base.bcim")};
     ck_assert_int_lt(
         cim_block_merge(api, block("merged.bcim"), "merged.cim", ok, "layer.cim", 2, &err), 0);
-    ck_assert_int_eq(cim_files(), 2);
+    ck_assert_int_eq(cimfs_files_in("cims"), 2);
     struct err e2 = {0};
     ck_assert_int_eq(
         cim_block_merge(api, block("merged.bcim"), "merged.cim", ok, "layer.cim", 1, &e2), -EINVAL);
@@ -300,7 +226,7 @@ START_TEST(a_cimfs_dll_without_the_block_exports_refuses_naming_the_missing_one)
         cim_block_layer_write(&old, block("base.bcim"), "layer.cim", true, tb_read, &b, NULL, &e2),
         -ERR_UNAVAILABLE);
     ck_assert_msg(strstr(e2.msg, "has no CimMergeMountImage"), "%s", e2.msg);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     free(b.p);
 }
 END_TEST

@@ -27,61 +27,25 @@
 #include "store/cim_writer.h"
 #include "store/cimfs_api.h"
 #include "store/mount_journal.h"
-#include "wcs_double.h"
+#include "cimfs_double.h"
 
 #define TOP_ID "6ba9cac1-7086-5ee9-a197-c465d3f50ad7"
 #define BASE_ID "02740e08-d1d3-5715-9c08-c255eab4ca01"
 #define ENTRY "container.build-1.rootfs"
 #define OWNER "container:build-1"
 
-static char dbl_path[MAX_PATH + 32];
-static char rec_dir[MAX_PATH + 64];
-static char cim_dir[MAX_PATH + 80], jdir[MAX_PATH + 80];
+static char jdir[MAX_PATH + 100];
 static char top_cim[MAX_PATH + 100], base_cim[MAX_PATH + 100], scratch[MAX_PATH + 100];
 static char scratch_b[MAX_PATH + 100];
 static struct mjournal *journal;
 static struct layer_list *list;
-
-static const char *
-slurp(const char *rel)
-{
-    static char out[65536];
-    out[0] = '\0';
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\%s", rec_dir, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return out;
-    size_t n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    fclose(f);
-    return out;
-}
-
-/* How many volumes the double has mounted now. */
-static int
-mounted(void)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\mounts\\*", rec_dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    int n = 0;
-    if (f != INVALID_HANDLE_VALUE) {
-        do
-            n += !(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
-        while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    return n;
-}
 
 static void
 write_images(void)
 {
     struct cimfs_api *api = NULL;
     struct err err = {0};
-    ck_assert_msg(cimfs_api_open(dbl_path, &api, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cimfs_api_open(cimfs_dbl_path, &api, &err) == 0, "%s", err.msg);
     struct tbuf b = {0}, c = {0};
     entry(&b, "Files", '5', NULL, NULL, NULL);
     entry(&b, "Files/base.txt", '0', "base", NULL, NULL);
@@ -90,11 +54,11 @@ write_images(void)
     entry(&c, "Files", '5', NULL, NULL, NULL);
     entry(&c, "Files/top.txt", '0', "top", NULL, NULL);
     finish(&c);
-    ck_assert_msg(cim_layer_write(api, cim_dir, NULL, "base.cim", tb_read, &b, NULL, &err) == 0,
+    ck_assert_msg(cim_layer_write(api, cimfs_cims, NULL, "base.cim", tb_read, &b, NULL, &err) == 0,
                   "%s", err.msg);
-    ck_assert_msg(cim_layer_write(api, cim_dir, "base.cim", "top.cim", tb_read, &c, NULL, &err) ==
-                      0,
-                  "%s", err.msg);
+    ck_assert_msg(
+        cim_layer_write(api, cimfs_cims, "base.cim", "top.cim", tb_read, &c, NULL, &err) == 0, "%s",
+        err.msg);
     free(b.p);
     free(c.p);
     cimfs_api_free(api);
@@ -103,40 +67,30 @@ write_images(void)
 static void
 setup(void)
 {
-    char exe[MAX_PATH];
-    GetModuleFileNameA(NULL, exe, sizeof(exe));
-    char *slash = strrchr(exe, '\\');
-    if (slash)
-        *slash = '\0';
-    snprintf(dbl_path, sizeof(dbl_path), "%s\\cimfs-double\\cimfs.dll", exe);
+    /* The storage doubles log to wcs_log_dir; cimfs.dll's to cimfs_dir. */
+    wcs_double_setup("cimm");
+    cimfs_double_setup();
     /* What cimfs_api_default() loads in this test build (it reads the C
      * runtime's environment, which _putenv updates with the process's). */
-    static char env[MAX_PATH + 64];
-    snprintf(env, sizeof(env), "BERTH_TEST_CIMFS_DLL=%s", dbl_path);
-    _putenv(env);
-    /* The storage doubles log to wcs_log_dir; cimfs.dll's to rec_dir. */
-    wcs_double_setup("cimm");
-    static char env2[2][MAX_PATH * 2];
-    snprintf(env2[0], sizeof(env2[0]), "BERTH_TEST_HCS_STORAGE_DLL=%s", wcs_dbl_path);
-    snprintf(env2[1], sizeof(env2[1]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
+    static char env[3][MAX_PATH * 2];
+    snprintf(env[0], sizeof(env[0]), "BERTH_TEST_CIMFS_DLL=%s", cimfs_dbl_path);
+    snprintf(env[1], sizeof(env[1]), "BERTH_TEST_HCS_STORAGE_DLL=%s", wcs_dbl_path);
+    char exe[MAX_PATH];
+    GetModuleFileNameA(NULL, exe, sizeof(exe));
+    *strrchr(exe, '\\') = '\0';
+    snprintf(env[2], sizeof(env[2]), "BERTH_TEST_VIRTDISK_DLL=%s\\virtdisk-double\\virtdisk.dll",
              exe);
-    _putenv(env2[0]);
-    _putenv(env2[1]);
+    for (int i = 0; i < 3; i++)
+        _putenv(env[i]);
     SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_DIR", wcs_log_dir);
     SetEnvironmentVariableA("BERTH_VIRTDISK_DOUBLE_FAIL", NULL);
-    snprintf(rec_dir, sizeof(rec_dir), "%s\\cimfs", wcs_tmp);
-    CreateDirectoryA(rec_dir, NULL);
-    snprintf(cim_dir, sizeof(cim_dir), "%s\\cims", rec_dir);
-    CreateDirectoryA(cim_dir, NULL);
-    snprintf(jdir, sizeof(jdir), "%s\\journal", rec_dir);
-    snprintf(top_cim, sizeof(top_cim), "%s\\top.cim", cim_dir);
-    snprintf(base_cim, sizeof(base_cim), "%s\\base.cim", cim_dir);
-    snprintf(scratch, sizeof(scratch), "%s\\scratch", rec_dir);
-    snprintf(scratch_b, sizeof(scratch_b), "%s\\scratch-b", rec_dir);
+    snprintf(jdir, sizeof(jdir), "%s\\journal", cimfs_dir);
+    snprintf(top_cim, sizeof(top_cim), "%s\\top.cim", cimfs_cims);
+    snprintf(base_cim, sizeof(base_cim), "%s\\base.cim", cimfs_cims);
+    snprintf(scratch, sizeof(scratch), "%s\\scratch", cimfs_dir);
+    snprintf(scratch_b, sizeof(scratch_b), "%s\\scratch-b", cimfs_dir);
     CreateDirectoryA(scratch, NULL);
     CreateDirectoryA(scratch_b, NULL);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_DIR", rec_dir);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
     write_images();
     struct err err = {0};
     ck_assert_msg(mjournal_open(jdir, &journal, &err) == 0, "%s", err.msg);
@@ -194,8 +148,9 @@ START_TEST(the_top_most_cim_is_mounted_with_a_scratch_and_the_union_filter_over_
     char id[64], line[512], vol[128];
     entry_volume(id, "filter");
     snprintf(line, sizeof(line), "CimMountImage flags=0 volume=%s %s", id, top_cim);
-    ck_assert_msg(strstr(slurp("calls.log"), line), "%s\nnot in\n%s", line, slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), line), "%s\nnot in\n%s", line,
+                  cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk AttachVirtualDisk "
                                   "HcsFormatWritableLayerVhd HcsGetLayerVhdMountPath "
                                   "HcsInitializeWritableLayer HcsAttachOverlayFilter ");
@@ -225,8 +180,8 @@ START_TEST(the_top_most_cim_is_mounted_with_a_scratch_and_the_union_filter_over_
                   "%s", calls);
     ck_assert(!attached(scratch));
     snprintf(line, sizeof(line), "CimDismountImage volume=%s", id);
-    ck_assert_msg(strstr(slurp("calls.log"), line), "%s", slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), line), "%s", cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
     /* Twice is fine: nothing is mounted any more. */
@@ -252,15 +207,15 @@ START_TEST(each_mount_gets_a_volume_of_its_own)
     struct layer_mount_rec rb = {journal, "container.b.rootfs", "container:b"};
     ck_assert_msg(layers_mount(list, NULL, NULL, &ra, &a, &err) == 0, "%s", err.msg);
     ck_assert_msg(layers_mount(list, scratch_b, NULL, &rb, &b, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(mounted(), 2);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 2);
     ck_assert(attached(scratch) && attached(scratch_b));
     ck_assert_str_ne(mounted_layers_rootfs(a), mounted_layers_rootfs(b));
     ck_assert_str_ne(mounted_layers_layer_path(a, 0), mounted_layers_layer_path(b, 0));
     ck_assert_msg(layers_unmount_owner(journal, "container:a", &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     ck_assert(!attached(scratch) && attached(scratch_b));
     ck_assert_msg(mounted_layers_unmount(b, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     ck_assert(!attached(scratch_b));
     mounted_layers_free(a);
     mounted_layers_free(b);
@@ -280,8 +235,9 @@ START_TEST(a_failure_half_way_undoes_the_scratch_and_the_cim)
                                 "DetachVirtualDisk "),
                   "%s", calls);
     ck_assert(!attached(scratch));
-    ck_assert_msg(strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), "CimDismountImage"), "%s",
+                  cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
 }
@@ -295,10 +251,10 @@ START_TEST(a_failed_mount_leaves_no_entry_and_no_volume)
     ck_assert_int_eq(mount(&m, &err), -EACCES);
     ck_assert_msg(strstr(err.msg, "mount cim") && strstr(err.msg, "top.cim"), "%s", err.msg);
     ck_assert_ptr_null(m);
-    ck_assert_msg(strstr(slurp("calls.log"), "CimMountImage"), "the mount was not tried");
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), "CimMountImage"), "the mount was not tried");
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     /* No scratch over a CIM that is not there. */
     ck_assert_str_eq(wcs_calls(), "");
 }
@@ -313,8 +269,9 @@ START_TEST(a_journal_that_cannot_be_written_stops_the_mount_before_cimfs)
     struct mounted_layers *m = NULL;
     struct err err = {0};
     ck_assert_int_lt(mount(&m, &err), 0);
-    ck_assert_msg(!strstr(slurp("calls.log"), "CimMountImage"), "mounted without a journal entry");
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_msg(!strstr(cimfs_slurp("calls.log"), "CimMountImage"),
+                  "mounted without a journal entry");
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     ck_assert_str_eq(wcs_calls(), "");
     RemoveDirectoryA(blocker);
 }
@@ -345,7 +302,7 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     mounted_layers_free(m);
     mjournal_free(journal);
     journal = NULL;
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
 
     /* A first restart where cimfs.dll fails the dismount keeps the entry. */
     ck_assert_msg(mjournal_open(jdir, &journal, &err) == 0, "%s", err.msg);
@@ -355,7 +312,7 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     ck_assert_uint_eq(st.failed, 1);
     ck_assert_uint_eq(st.undone, 0);
     entry_volume(id, "filter");
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     ck_assert(!attached(scratch)); /* the scratch went first, the CIM could not */
 
     /* The next one undoes it. */
@@ -364,8 +321,8 @@ START_TEST(a_restart_after_a_crash_dismounts_what_was_left_and_removes_the_entry
     ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(st.undone, 1);
     snprintf(line, sizeof(line), "CimDismountImage volume=%s", id);
-    ck_assert_msg(strstr(slurp("calls.log"), line), "%s", slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), line), "%s", cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
 }
@@ -395,13 +352,15 @@ START_TEST(an_entry_undoes_only_the_steps_it_journaled)
     ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
     mj_entry_free(e);
     ck_assert_str_eq(wcs_calls(), "");
-    ck_assert_msg(!strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
+    ck_assert_msg(!strstr(cimfs_slurp("calls.log"), "CimDismountImage"), "%s",
+                  cimfs_slurp("calls.log"));
     /* At the CIM: only its dismount (one never mounted is success). */
     e = entry_at("cim");
     ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
     mj_entry_free(e);
     ck_assert_str_eq(wcs_calls(), "");
-    ck_assert_msg(strstr(slurp("calls.log"), "CimDismountImage"), "%s", slurp("calls.log"));
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), "CimDismountImage"), "%s",
+                  cimfs_slurp("calls.log"));
     /* At the attach: the VHDX (absent: nothing) and the CIM, no filter. */
     e = entry_at("attach");
     ck_assert_msg(layers_undo_entry(e, &err) == 0, "%s", err.msg);
@@ -445,12 +404,12 @@ block_list(bool merged, struct layer_list **out)
 {
     struct cimfs_api *api = NULL;
     struct err err = {0};
-    snprintf(bdir, sizeof(bdir), "%s\\block", rec_dir);
+    snprintf(bdir, sizeof(bdir), "%s\\block", cimfs_dir);
     CreateDirectoryA(bdir, NULL);
     snprintf(btop, sizeof(btop), "%s\\top.cim", bdir);
     snprintf(bbase, sizeof(bbase), "%s\\base.cim", bdir);
     snprintf(bmerged, sizeof(bmerged), "%s\\top-merged.cim", bdir);
-    ck_assert_msg(cimfs_api_open(dbl_path, &api, &err) == 0, "%s", err.msg);
+    ck_assert_msg(cimfs_api_open(cimfs_dbl_path, &api, &err) == 0, "%s", err.msg);
     struct tbuf b = {0}, c = {0};
     entry(&b, "Files", '5', NULL, NULL, NULL);
     entry(&b, "Files/base.txt", '0', "base", NULL, NULL);
@@ -505,8 +464,9 @@ START_TEST(a_merged_block_cim_is_mounted_with_its_sources_top_most_first)
         line, sizeof(line),
         "CimMergeMountImage n=3 flags=0x20 volume=%s %s\\merged.cim %s\\layer.cim %s\\layer.cim",
         mj_entry_get(e, "cim-guid"), bmerged, btop, bbase);
-    ck_assert_msg(strstr(slurp("calls.log"), line), "%s\nnot in\n%s", line, slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), line), "%s\nnot in\n%s", line,
+                  cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     /* The same scratch and UnionFS steps as forked CIMs, over the merged volume. */
     ck_assert_str_eq(wcs_calls(), "OpenVirtualDisk CreateVirtualDisk AttachVirtualDisk "
                                   "HcsFormatWritableLayerVhd HcsGetLayerVhdMountPath "
@@ -517,8 +477,8 @@ START_TEST(a_merged_block_cim_is_mounted_with_its_sources_top_most_first)
     ck_assert_str_eq(mounted_layers_layer_id(m, 0), TOP_ID);
     ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
     snprintf(line, sizeof(line), "CimDismountImage volume=%s", mj_entry_get(e, "cim-guid"));
-    ck_assert_msg(strstr(slurp("calls.log"), line), "%s", slurp("calls.log"));
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_msg(strstr(cimfs_slurp("calls.log"), line), "%s", cimfs_slurp("calls.log"));
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     mj_entry_free(e);
     mounted_layers_free(m);
     layer_list_free(l);
@@ -534,13 +494,13 @@ START_TEST(one_block_layer_is_mounted_alone_as_a_single_file_cim)
     ck_assert_msg(mount_list(l, &m, &err) == 0, "%s", err.msg);
     char line[MAX_PATH * 3];
     snprintf(line, sizeof(line), "CimMountImage flags=32 volume=");
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     const char *at = strstr(log, line);
     snprintf(line, sizeof(line), " %s\\layer.cim\n", bbase);
     ck_assert_msg(at && strstr(at, line) && !strstr(log, "CimMergeMountImage"), "%s", log);
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     ck_assert_msg(mounted_layers_unmount(m, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     mounted_layers_free(m);
     layer_list_free(l);
 }
@@ -557,19 +517,19 @@ START_TEST(a_failed_merged_mount_leaves_no_entry_and_a_crash_after_it_is_undone_
     l->merged = NULL;
     ck_assert_int_eq(mount_list(l, &m, &err), -EINVAL);
     ck_assert_msg(strstr(err.msg, "no merged cim"), "%s", err.msg);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     l->merged = keep;
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "mount");
     ck_assert_int_eq(mount_list(l, &m, &err), -EACCES);
     ck_assert_msg(strstr(err.msg, "mount merged cim"), "%s", err.msg);
     struct mj_entry *e = NULL;
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
     /* Merged and mounted, then the scratch fails: the merged volume goes too. */
     SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", "HcsAttachOverlayFilter");
     ck_assert_int_lt(mount_list(l, &m, &err), 0);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     ck_assert(!attached(scratch));
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
     SetEnvironmentVariableA("BERTH_HCS_STORAGE_DOUBLE_FAIL", NULL);
@@ -578,12 +538,12 @@ START_TEST(a_failed_merged_mount_leaves_no_entry_and_a_crash_after_it_is_undone_
     mounted_layers_free(m);
     mjournal_free(journal);
     journal = NULL;
-    ck_assert_int_eq(mounted(), 1);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 1);
     ck_assert_msg(mjournal_open(jdir, &journal, &err) == 0, "%s", err.msg);
     struct mj_replay_stats st = {0};
     ck_assert_msg(mjournal_replay(journal, keep_none, undo, NULL, &st, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(st.undone, 1);
-    ck_assert_int_eq(mounted(), 0);
+    ck_assert_int_eq(cimfs_files_in("mounts"), 0);
     ck_assert(!attached(scratch));
     ck_assert_int_eq(mjournal_get(journal, ENTRY, &e, &err), -ENOENT);
     layer_list_free(l);

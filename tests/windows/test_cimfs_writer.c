@@ -20,6 +20,7 @@
 
 #include "tests/fixtures/wclayer_tar.h"
 #include "store/cimfs_api.h"
+#include "cimfs_double.h"
 
 #define SD_B64                                                                                     \
     "AQAEgBQAAAAgAAAAAAAAACwAAAABAQAAAAAABRIAAAABAQAAAAAABRIAAAACABwAAQAAAAAAFAD/AR8AAQEAAAAAAAUS" \
@@ -30,105 +31,27 @@
 /* 1600000000.25 s after 1970 as a FILETIME. */
 #define CTIME_FT "132444736002500000"
 
-static char dbl_path[MAX_PATH + 32];
-static char rec_dir[MAX_PATH + 64];
-static char cim_dir[MAX_PATH + 80];
 static struct cimfs_api *api;
-
-static void
-rm_tree(const char *dir)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\*", dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    if (f != INVALID_HANDLE_VALUE) {
-        do {
-            if (strcmp(fd.cFileName, ".") == 0 || strcmp(fd.cFileName, "..") == 0)
-                continue;
-            char p[MAX_PATH * 2];
-            snprintf(p, sizeof(p), "%s\\%s", dir, fd.cFileName);
-            if (fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY)
-                rm_tree(p);
-            else
-                DeleteFileA(p);
-        } while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    RemoveDirectoryA(dir);
-}
 
 static void
 setup(void)
 {
-    static int n;
-    char exe[MAX_PATH];
-    GetModuleFileNameA(NULL, exe, sizeof(exe));
-    char *slash = strrchr(exe, '\\');
-    if (slash)
-        *slash = '\0';
-    snprintf(dbl_path, sizeof(dbl_path), "%s\\cimfs-double\\cimfs.dll", exe);
-    char tmp[MAX_PATH];
-    GetTempPathA(sizeof(tmp), tmp);
-    snprintf(rec_dir, sizeof(rec_dir), "%sberth-cimw-%lu-%d", tmp, GetCurrentProcessId(), ++n);
-    CreateDirectoryA(rec_dir, NULL);
-    snprintf(cim_dir, sizeof(cim_dir), "%s\\cims", rec_dir);
-    CreateDirectoryA(cim_dir, NULL);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_DIR", rec_dir);
-    SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", NULL);
-    struct err err = {0};
-    ck_assert_msg(cimfs_api_open(dbl_path, &api, &err) == 0, "%s", err.msg);
+    api = cimfs_double_open("cimw");
 }
 
 static void
 teardown(void)
 {
-    cimfs_api_free(api);
+    cimfs_double_close(api);
     api = NULL;
-    rm_tree(rec_dir);
-}
-
-/* The whole of a file under rec_dir ("calls.log", "cims\\base.cim"), or "" (static). */
-static const char *
-slurp(const char *rel)
-{
-    static char out[65536];
-    out[0] = '\0';
-    char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\%s", rec_dir, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return out;
-    size_t n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    fclose(f);
-    return out;
 }
 
 static bool
 exists(const char *rel)
 {
     char path[MAX_PATH * 2];
-    snprintf(path, sizeof(path), "%s\\%s", rec_dir, rel);
+    snprintf(path, sizeof(path), "%s\\%s", cimfs_dir, rel);
     return GetFileAttributesA(path) != INVALID_FILE_ATTRIBUTES;
-}
-
-/* How many files cim_dir holds. */
-static int
-cim_files(void)
-{
-    char pat[MAX_PATH * 2];
-    snprintf(pat, sizeof(pat), "%s\\*", cim_dir);
-    WIN32_FIND_DATAA fd;
-    HANDLE f = FindFirstFileA(pat, &fd);
-    int n = 0;
-    if (f != INVALID_HANDLE_VALUE) {
-        do
-            n += !(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY);
-        while (FindNextFileA(f, &fd));
-        FindClose(f);
-    }
-    return n;
 }
 
 static int
@@ -136,7 +59,7 @@ write_layer(struct tbuf *t, const char *parent, const char *name, struct wcl_lay
             struct err *err)
 {
     t->off = 0;
-    return cim_layer_write(api, cim_dir, parent, name, tb_read, t, info, err);
+    return cim_layer_write(api, cimfs_cims, parent, name, tb_read, t, info, err);
 }
 
 /* A base layer: directories, a file with every record, its stream, a link to it, hives. */
@@ -167,7 +90,7 @@ START_TEST(a_base_layer_becomes_an_image_with_every_record_kept)
     ck_assert_msg(write_layer(&t, NULL, "base.cim", &info, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(info.entries, 9);
     ck_assert_uint_eq(info.hives, 1u << WCL_HIVE_SOFTWARE);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     ck_assert_msg(strstr(log, "CimCreateImage dir=") && strstr(log, "existing=- new=base.cim"),
                   "%s", log);
     /* The file: attributes, descriptor, size, creation time, and its bytes. */
@@ -188,7 +111,7 @@ START_TEST(a_base_layer_becomes_an_image_with_every_record_kept)
     ck_assert_msg(strstr(log, "CimCloseStream bytes=4 hash="), "%s", log);
     ck_assert_msg(strstr(log, "CimCommitImage name=base.cim entries=9"), "%s", log);
     /* The image the double wrote lists them all, the hive delta too. */
-    const char *cim = slurp("cims\\base.cim");
+    const char *cim = cimfs_slurp("cims\\base.cim");
     ck_assert_msg(strncmp(cim, "berth-cimfs-double 1\n", 21) == 0 && strstr(cim, "\nend\n"), "%s",
                   cim);
     ck_assert_msg(strstr(cim, "hash=" HELLO_FNV " Files\\Windows\\hello.txt\n"), "%s", cim);
@@ -205,7 +128,7 @@ START_TEST(a_legacy_sddl_descriptor_reaches_the_image_in_binary)
     base_tar(&t);
     struct err err = {0};
     ck_assert_msg(write_layer(&t, NULL, "base.cim", NULL, &err) == 0, "%s", err.msg);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     const char *line = strstr(log, " Files\\ProgramData\n");
     ck_assert_ptr_nonnull(line);
     while (line > log && line[-1] != '\n')
@@ -232,10 +155,10 @@ START_TEST(a_child_layer_is_forked_from_its_parent_and_applies_its_whiteouts)
     entry(&child, "Hives/System_Delta", '0', "regf2", NULL, NULL);
     finish(&child);
     ck_assert_msg(write_layer(&child, "base.cim", "child.cim", NULL, &err) == 0, "%s", err.msg);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     ck_assert_msg(strstr(log, "existing=base.cim new=child.cim"), "%s", log);
     ck_assert_msg(strstr(log, "CimDeletePath Files\\Windows\\hello.txt"), "%s", log);
-    const char *cim = slurp("cims\\child.cim");
+    const char *cim = cimfs_slurp("cims\\child.cim");
     /* The fork holds the parent's entries but the deleted file and its stream;
      * the hard link to it keeps its bytes, as on NTFS. */
     ck_assert_msg(!strstr(cim, "hash=" HELLO_FNV " Files\\Windows\\hello.txt\n") &&
@@ -247,8 +170,9 @@ START_TEST(a_child_layer_is_forked_from_its_parent_and_applies_its_whiteouts)
                       strstr(cim, " Hives\\System_Delta\n") && strstr(cim, " Files\\ProgramData\n"),
                   "%s", cim);
     /* The parent image is untouched. */
-    ck_assert_msg(strstr(slurp("cims\\base.cim"), "hash=" HELLO_FNV " Files\\Windows\\hello.txt\n"),
-                  "base changed");
+    ck_assert_msg(
+        strstr(cimfs_slurp("cims\\base.cim"), "hash=" HELLO_FNV " Files\\Windows\\hello.txt\n"),
+        "base changed");
     free(base.p);
     free(child.p);
 }
@@ -266,7 +190,7 @@ START_TEST(a_commit_that_fails_half_way_leaves_no_cim_behind)
     ck_assert(!exists("cims\\child.cim"));
     ck_assert(exists("cims\\base.cim"));
     /* base.cim with its region and object ID files; none of child's. */
-    ck_assert_int_eq(cim_files(), 3);
+    ck_assert_int_eq(cimfs_files_in("cims"), 3);
     free(t.p);
 }
 END_TEST
@@ -281,8 +205,8 @@ START_TEST(a_refused_tar_leaves_no_cim_and_commits_nothing)
     struct err err = {0};
     ck_assert_int_eq(write_layer(&t, NULL, "bad.cim", NULL, &err), -ERR_INVALID_CONTENT);
     ck_assert_msg(strstr(err.msg, "escape.txt"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 0);
-    const char *log = slurp("calls.log");
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
+    const char *log = cimfs_slurp("calls.log");
     ck_assert_msg(!strstr(log, "CimCommitImage") && strstr(log, "CimCloseImage"), "%s", log);
     free(t.p);
 }
@@ -296,11 +220,11 @@ START_TEST(a_cimfs_error_names_the_entry_and_leaves_no_cim)
     struct err err = {0};
     ck_assert_int_eq(write_layer(&t, NULL, "base.cim", NULL, &err), -ENOSPC);
     ck_assert_msg(strstr(err.msg, "write Files/Windows/hello.txt"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     SetEnvironmentVariableA("BERTH_CIMFS_DOUBLE_FAIL", "hard-link");
     ck_assert_int_lt(write_layer(&t, NULL, "base.cim", NULL, &err), 0);
     ck_assert_msg(strstr(err.msg, "link Files/Windows/again.txt"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     free(t.p);
 }
 END_TEST
@@ -312,11 +236,11 @@ START_TEST(an_image_name_taken_or_malformed_is_refused_before_cimfs_is_called)
     struct err err = {0};
     ck_assert_msg(write_layer(&t, NULL, "base.cim", NULL, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(write_layer(&t, NULL, "base.cim", NULL, &err), -EEXIST);
-    ck_assert(strstr(slurp("cims\\base.cim"), "\nend\n")); /* still the first one */
+    ck_assert(strstr(cimfs_slurp("cims\\base.cim"), "\nend\n")); /* still the first one */
     ck_assert_int_eq(write_layer(&t, NULL, "x\\..\\y.cim", NULL, &err), -EINVAL);
     ck_assert_int_eq(write_layer(&t, NULL, "layer.vhdx", NULL, &err), -EINVAL);
     ck_assert_int_eq(write_layer(&t, "../base.cim", "c.cim", NULL, &err), -EINVAL);
-    ck_assert_int_eq(cim_files(), 3); /* base.cim, its region and object ID files */
+    ck_assert_int_eq(cimfs_files_in("cims"), 3); /* base.cim, its region and object ID files */
     free(t.p);
 }
 END_TEST
@@ -328,7 +252,7 @@ START_TEST(a_missing_parent_image_fails_the_create)
     struct err err = {0};
     ck_assert_int_lt(write_layer(&t, "nope.cim", "child.cim", NULL, &err), 0);
     ck_assert_msg(strstr(err.msg, "create image child.cim"), "%s", err.msg);
-    ck_assert_int_eq(cim_files(), 0);
+    ck_assert_int_eq(cimfs_files_in("cims"), 0);
     free(t.p);
 }
 END_TEST
@@ -345,7 +269,7 @@ START_TEST(a_base_layer_links_its_registry_hives_under_hives_and_a_child_does_no
     finish(&t); /* no Hives/ in the tar: the writer makes it */
     struct err err = {0};
     ck_assert_msg(write_layer(&t, NULL, "base.cim", NULL, &err) == 0, "%s", err.msg);
-    const char *cim = slurp("cims\\base.cim");
+    const char *cim = cimfs_slurp("cims\\base.cim");
     ck_assert_msg(strstr(cim, " Hives\n"), "%s", cim);
     ck_assert_msg(
         strstr(cim, " Hives\\SYSTEM_BASE => Files\\Windows\\System32\\config\\SYSTEM\n") &&
@@ -358,7 +282,7 @@ START_TEST(a_base_layer_links_its_registry_hives_under_hives_and_a_child_does_no
     entry(&c, "Hives/System_Delta", '0', "delta", NULL, NULL);
     finish(&c);
     ck_assert_msg(write_layer(&c, "base.cim", "child.cim", NULL, &err) == 0, "%s", err.msg);
-    const char *log = slurp("calls.log");
+    const char *log = cimfs_slurp("calls.log");
     const char *child = strstr(log, "new=child.cim");
     ck_assert_ptr_nonnull(child);
     ck_assert_msg(!strstr(child, "CimCreateHardLink"), "%s", child);
