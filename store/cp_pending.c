@@ -159,12 +159,40 @@ root_mounted(const char *root)
     return osfs_stat(root, &rs) == 0 && osfs_stat(parent, &ps) == 0 && rs.st_dev != ps.st_dev;
 }
 
+/* Whether the directory rfd holds has no entry (or cannot be listed). */
+static bool
+dir_is_empty(int rfd)
+{
+    struct osfs_dir *d = NULL;
+    if (osfs_dir_open_at(rfd, &d) < 0)
+        return true;
+    int r = 0;
+    bool empty = !osfs_dir_next(d, &r) || r < 0;
+    osfs_dir_close(d);
+    return empty;
+}
+
+/*
+ * Whether a target missing in the root rfd holds may still come: a
+ * mount's source that is an empty directory may be a mount point whose
+ * filesystem is not mounted yet. A root filesystem is known mounted here
+ * (root_mounted), and a source with files in it is the filesystem
+ * itself: the container removed the target, the staging with it.
+ */
+static bool
+target_may_come(const struct note *n, int rfd)
+{
+    return !n->rootfs && dir_is_empty(rfd);
+}
+
 /*
  * Replays one note (its journal, if any, journal in nfd): 1 when it is
  * done with (the note may go), 0 when it must wait (the root filesystem
- * is not mounted, or the root or the target is missing: it may be a
- * filesystem not mounted yet, and the note is the only record of what is
- * in it), or a negative errno (a bad note, set aside).
+ * is not mounted, the root is missing, or the target is missing in a
+ * mount's empty source: it may be a filesystem not mounted yet, and the
+ * note is the only record of what is in it), or a negative errno (a bad
+ * note, set aside; so is one whose target the container removed: it
+ * would wait for ever, read again before every upload).
  */
 static int
 note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
@@ -185,12 +213,16 @@ note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
      * directory in another directory of the container's choosing. */
     const char *rel = n->target + strspn(n->target, "/");
     int tfd = rootdir_open_dir(rfd, rel);
+    bool may_come = tfd == -ENOENT && target_may_come(n, rfd);
     rootdir_close(rfd);
-    if (tfd == -ENOENT) {
+    if (may_come) {
         log_warn("upload into %s%s: the directory is missing, the note waits for it", n->root,
                  n->target);
         return 0;
     }
+    if (tfd == -ENOENT)
+        return err_set(err, ENOENT, "open %s in %s: missing (the container removed it)", n->target,
+                       n->root);
     if (tfd == -ELOOP || tfd == -ENOTDIR)
         return err_set(err, -tfd, "open %s in %s: %s on the way (the container changed it)",
                        n->target, n->root, tfd == -ELOOP ? "a symlink" : "not a directory");

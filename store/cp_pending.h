@@ -57,14 +57,15 @@ void cp_pending_remove(const char *dir, const struct cp_note *note);
 /*
  * Replays every note in dir that a process other than this one wrote
  * (one that died: a store root has one daemon), and removes it with its
- * journal. A note whose root filesystem is not mounted, or whose root or
- * target directory is missing (it may be on a filesystem not mounted
- * yet), stays for a later call. A note that cannot be replayed (not one
- * of this version, its journal cannot be undone, what it names was
- * changed into something else) is logged and moved to dir/aside/ with its
- * journal, what it names left as it is: one bad note never holds up the
- * uploads after it. 0, or the error of reading dir itself. A missing dir
- * is none.
+ * journal. A note whose root filesystem is not mounted, whose root is
+ * missing, or whose target directory is missing in a mount's empty
+ * source (it may be a filesystem not mounted yet), stays for a later
+ * call. A note that cannot be replayed (not one of this version, its
+ * journal cannot be undone, what it names was changed into something
+ * else or removed by the container from a root that is there) is logged
+ * and moved to dir/aside/ with its journal, what it names left as it is:
+ * one bad note never holds up the uploads after it. 0, or the error of
+ * reading dir itself. A missing dir is none.
  */
 int cp_pending_recover(const char *dir, struct err *err);
 

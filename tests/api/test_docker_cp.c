@@ -182,7 +182,10 @@ START_TEST(docker_cp_a_gives_the_files_to_the_containers_user)
 END_TEST
 
 /* A stopped container whose rootfs is no longer mounted (a reboot): an
- * upload is refused rather than written into the bare mount point. */
+ * upload is refused rather than written into the bare mount point. Before
+ * that, mounted: the note of a dead daemon's upload into a directory the
+ * container removed since is set aside by the next upload, not kept
+ * waiting for a directory that cannot come back. */
 START_TEST(docker_cp_into_an_unmounted_rootfs_is_refused)
 {
     const struct dk_client *cl = &clis[0];
@@ -191,6 +194,21 @@ START_TEST(docker_cp_into_an_unmounted_rootfs_is_refused)
     dk_load_busybox(&b);
     char *id = dk_ok(&b, cl, 0, "\"$D\" run -d --name um busybox sleep 300");
     ctr_track(&b, id);
+    char *st = run_all(
+        &b, cl,
+        "set -e; C='%s/containers/%s'; mkdir -p \"$C/cp-pending\"; "
+        "printf 'berth-cp-pending 2\\0pdead\\0rootfs\\0%%s\\0/gone\\0"
+        ".berth-cp-0123456789abcdef\\0' \"$C/rootfs\" "
+        "> \"$C/cp-pending/pdead-.berth-cp-0123456789abcdef\"; "
+        "cd \"$(mktemp -d)\"; echo x > y; tar cf t.tar y; " CURL
+        "-o /dev/null -w '%%{http_code} ' -X PUT --data-binary @t.tar "
+        "'http://d/containers/um/archive?path=/'; ls -A \"$C/cp-pending\" \"$C/cp-pending/aside\" "
+        "| tr '\\n' ' '",
+        b.root, id);
+    ck_assert_msg(strncmp(st, "200 ", 4) == 0 && dk_contains(st, "/cp-pending: aside  ") &&
+                      dk_contains(st, "/aside: pdead-.berth-cp-0123456789abcdef "),
+                  "%s", st);
+    free(st);
     free(dk_ok(&b, cl, 0, "\"$D\" stop -t 1 um && umount '%s/containers/%s/rootfs'", b.root, id));
     char *r = run_all(
         &b, cl,

@@ -3,10 +3,11 @@
  * that writes its own tree while berth works there: nothing berth reads
  * back (note, journal) is ever in the container's tree, a journal forged
  * there is not replayed, a crash mid-merge is undone from the daemon's
- * journal and leaves nothing of berth's behind, a note waits while what
- * it names is missing, a bad note is set aside without holding up the
- * rest, and the note names the directory the staging is really in even
- * when the container swaps a symlink of the path during the upload.
+ * journal and leaves nothing of berth's behind, a note waits while its
+ * root is missing or not mounted but not for a target the container
+ * removed, a bad note is set aside without holding up the rest, and the
+ * note names the directory the staging is really in even when the
+ * container swaps a symlink of the path during the upload.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -48,6 +49,7 @@ setup(void)
 static void
 teardown(void)
 {
+    tu_sh("umount %s 2>/dev/null", rootfs);
     tu_rmtree(base);
     free(base);
     free(rootfs);
@@ -197,6 +199,72 @@ START_TEST(a_note_waits_while_its_root_is_missing)
 }
 END_TEST
 
+/* A container's root filesystem that is not mounted is the bare mount
+ * point: the note waits for it, its target missing or not. */
+START_TEST(a_rootfs_note_waits_while_its_root_is_not_mounted)
+{
+    dead_note(STAGING, "rootfs", rootfs, "/gone");
+    struct err err = {0};
+    ck_assert_int_eq(cp_pending_recover(notes, &err), 0);
+    ck_assert_int_eq(tu_sh("test \"$(ls -A %s | tr '\\n' ' ')\" = 'pdead-%s '", notes, STAGING), 0);
+}
+END_TEST
+
+/* Mounts a tmpfs on the root filesystem (a container's is a mount of its
+ * own), with the target /t in it. */
+static void
+mount_rootfs(void)
+{
+    ck_assert_int_eq(
+        tu_sh("mount -t tmpfs -o size=1m tmpfs %s && mkdir -m 0755 %s/t", rootfs, rootfs), 0);
+}
+
+/* The notes' directory holds aside/ only, and aside/ the note and its journal. */
+static void
+check_set_aside(const char *name)
+{
+    ck_assert_int_eq(tu_sh("test \"$(ls -A %s | tr '\\n' ' ')\" = '%s ' && "
+                           "test \"$(ls -A %s/%s | tr '\\n' ' ')\" = '%s %s.journal '",
+                           notes, CP_PENDING_ASIDE, notes, CP_PENDING_ASIDE, name, name),
+                     0);
+}
+
+/* The container removed its target after the crash (rm -rf, the staging
+ * with it) from a root that is there: a mounted root filesystem, or a
+ * mount's source with files in it. Nothing can bring the target back, so
+ * the note is set aside with its journal rather than wait for ever (read
+ * again before every upload), and a second replay has nothing to do. */
+START_TEST(a_note_whose_target_the_container_removed_is_set_aside)
+{
+    mount_rootfs();
+    ck_assert_int_eq(
+        tu_sh("mkdir -p %s/t/%s && echo x > %s/t/%s/f", rootfs, STAGING, rootfs, STAGING), 0);
+    dead_note(STAGING, "rootfs", rootfs, "/t");
+    ck_assert_int_eq(tu_sh("printf 'berth-volume-merge 1\\nS %s\\nB -\\nE\\n' "
+                           "> '%s/pdead-%s.journal' && rm -rf %s/t",
+                           STAGING_HEX, notes, STAGING, rootfs),
+                     0);
+    struct err err = {0};
+    ck_assert_int_eq(cp_pending_recover(notes, &err), 0);
+    check_set_aside("pdead-" STAGING);
+    ck_assert_int_eq(cp_pending_recover(notes, &err), 0);
+    check_set_aside("pdead-" STAGING);
+    ck_assert_int_eq(tu_sh("umount %s", rootfs), 0);
+
+    /* A mount's source with files in it is the filesystem itself. */
+    ck_assert_int_eq(tu_sh("rm -rf %s/%s && mkdir -p %s/v && echo mine > %s/v/keep", notes,
+                           CP_PENDING_ASIDE, base, base),
+                     0);
+    char *vol = fs_path_join(base, "v");
+    dead_note(STAGING, "mount", vol, "/t");
+    ck_assert_int_eq(tu_sh("printf x > '%s/pdead-%s.journal'", notes, STAGING), 0);
+    ck_assert_int_eq(cp_pending_recover(notes, &err), 0);
+    check_set_aside("pdead-" STAGING);
+    ck_assert_int_eq(tu_sh("test \"$(ls -A %s)\" = keep", vol), 0);
+    free(vol);
+}
+END_TEST
+
 /* One note that cannot be replayed (the container made its target a
  * symlink loop) is reported and set aside; the other notes are replayed
  * and a later upload into the container goes through. */
@@ -332,6 +400,8 @@ cp_pending_suite(void)
     tcase_add_test(tc, a_crash_mid_merge_leaves_nothing_in_the_container_after_recovery);
     tcase_add_test(tc, a_journal_forged_in_the_target_is_not_replayed);
     tcase_add_test(tc, a_note_waits_while_its_root_is_missing);
+    tcase_add_test(tc, a_rootfs_note_waits_while_its_root_is_not_mounted);
+    tcase_add_test(tc, a_note_whose_target_the_container_removed_is_set_aside);
     tcase_add_test(tc, a_bad_note_is_set_aside_and_holds_up_nothing);
     tcase_add_test(tc, a_recovery_does_not_follow_a_symlink_put_in_the_target_path);
     tcase_add_test(tc, the_note_names_the_directory_the_staging_is_in_while_a_symlink_flips);
