@@ -10,6 +10,9 @@
  *
  *   container.json   the record (below), written before anything else is
  *                    made, rewritten as "deleting" before the undo starts
+ *   main-start-failure.json
+ *                    the main process's latest start, when its program
+ *                    could not run (struct ctr_start_failure)
  *   scratch/         the writable layer (upper, work) and the mount record
  *   rootfs/          the overlay mount of the image's snapshots
  *   anything else        the runtime driver's, laid out as it chooses
@@ -340,6 +343,31 @@ int containers_delete_blocking(struct containers *reg, struct store *st, const s
 
 /* Removes a tree that containers_delete_blocking renamed out of the way. Blocks. */
 int containers_trash_remove_blocking(const char *trash, struct err *err);
+
+/*
+ * A start of the main process whose program could not run, kept beside
+ * the container's record so that a restart of the daemon still shows it
+ * (Docker's State.ExitCode and State.Error): written by the start's job
+ * when it fails, removed by the next start that does not, and taken back
+ * at start-up only when it is newer than every run of the main process
+ * its records keep (a later run wins, whatever became of the file).
+ */
+struct ctr_start_failure {
+    int exit_code;           /* 126, 127 or 128: process_start_exit_code */
+    char error[ERR_MSG_MAX]; /* the start's message */
+    int64_t at_ms;           /* when it failed, unix ms */
+};
+
+/* Writes f into the container directory dir, atomically. Blocks. */
+int ctr_start_failure_write(const char *dir, const struct ctr_start_failure *f, struct err *err);
+/* Removes it; none there is no error. Blocks. */
+int ctr_start_failure_clear(const char *dir, struct err *err);
+/*
+ * Reads it back: 0, -ENOENT when there is none, or another negative
+ * errno when it is not one this daemon wrote (too large, not a regular
+ * file, malformed, a value out of range), the reason in err. Blocks.
+ */
+int ctr_start_failure_read(const char *dir, struct ctr_start_failure *out, struct err *err);
 
 /*
  * Resolves user ("uid[:gid]", a name, or "name:group") against the

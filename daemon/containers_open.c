@@ -95,6 +95,21 @@ load_procs(struct containers *reg, struct container *c)
     strv_free(ids);
 }
 
+/* The main process's latest start when its program could not run, as
+ * its record beside container.json keeps it. A record this daemon did not
+ * write as it is (too large, malformed) is only reported. */
+static void
+reload_start_failure(struct container *c)
+{
+    struct ctr_start_failure f;
+    struct err err = {0};
+    int ret = c->p->main ? ctr_start_failure_read(c->dir, &f, &err) : -ENOENT;
+    if (ret == 0)
+        ctr_main_reload_start_failure(c, &f);
+    else if (ret != -ENOENT)
+        log_warn("container %s: %s; ignored", c->p->handle, err.msg);
+}
+
 /* Undoes the archive uploads (docker cp) a crash cut short in the
  * container handle at dir: their merges rolled back, their staging
  * directories removed. One whose root filesystem is not mounted waits
@@ -281,6 +296,7 @@ containers_open(struct daemon *d, struct containers **out, struct err *err)
         }
         load_procs(reg, c);
         ctr_main_reload(c);
+        reload_start_failure(c);
         recover_uploads(c->p->handle, c->dir);
         log_info("container %s: %s, %u processes running", p->handle, ctr_state_name(c->state),
                  container_procs_running(c));

@@ -2,8 +2,11 @@
  * A container's on-disk record, container.json in its directory: an
  * on-disk format in JSON, as the store's and the runtime's are. Written
  * atomically before each step of create and delete (containers_ops.c)
- * and read back at start-up (containers_open.c). Pool threads, or main
- * before the loop runs; blocks on disk.
+ * and read back at start-up (containers_open.c). Beside it,
+ * main-start-failure.json: the main process's latest start when its
+ * program could not run (written and removed by the start's job,
+ * daemon/svc_processes.c). Pool threads, or main before the loop runs;
+ * blocks on disk.
  */
 #include "daemon/containers_int.h"
 
@@ -21,6 +24,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "common/osfs.h"
+#include "common/rootdir.h"
 #include "common/strv.h"
 #include "jsonutil/jsonutil.h"
 #include "store/digest.h"
@@ -35,6 +39,9 @@
 
 #define RECORD_NAME "container.json"
 #define RECORD_MAX (1 << 20)
+#define START_FAILURE_NAME "main-start-failure.json"
+/* A message of ERR_MSG_MAX bytes, each escaped as \u00XX at worst, and the rest. */
+#define START_FAILURE_MAX (6 * ERR_MSG_MAX + 256)
 
 static json_object *
 strv_to_json(char *const *v)
@@ -298,4 +305,85 @@ ctr_record_read(const char *dir, struct ctr_params **out, char **state, struct e
     json_object_put(o);
     *out = p;
     return 0;
+}
+
+/* ---- the main process's failed start ------------------------------------------ */
+
+int
+ctr_start_failure_write(const char *dir, const struct ctr_start_failure *f, struct err *err)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "exit_code", json_object_new_int(f->exit_code));
+    json_object_object_add(o, "error", json_object_new_string(f->error));
+    json_object_object_add(o, "at_ms", json_object_new_int64(f->at_ms));
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
+    cleanup_free char *path = fs_path_join(dir, START_FAILURE_NAME);
+    int ret = path ? fs_write_file_atomic(path, text, len, 0600, err)
+                   : err_set(err, ENOMEM, "start failure record: out of memory");
+    json_object_put(o);
+    return ret;
+}
+
+int
+ctr_start_failure_clear(const char *dir, struct err *err)
+{
+    cleanup_free char *path = fs_path_join(dir, START_FAILURE_NAME);
+    if (!path)
+        return err_set(err, ENOMEM, "start failure record: out of memory");
+    int ret = osfs_unlink(path);
+    if (ret < 0 && ret != -ENOENT)
+        return err_errno(err, -ret, "remove %s", path);
+    return 0;
+}
+
+/* The members of a start failure record, each required and in range. */
+static int
+start_failure_parse(json_object *o, struct ctr_start_failure *out, struct err *err)
+{
+    static const char *const fields[] = {"exit_code", "error", "at_ms", NULL};
+    int64_t code = 0, at = 0;
+    const char *msg = NULL;
+    int ret = jsonutil_check_fields(o, "", fields, err);
+    if (ret >= 0)
+        ret = jsonutil_get_int64(o, "", "exit_code", true, &code, err);
+    if (ret >= 0)
+        ret = jsonutil_get_string(o, "", "error", true, &msg, err);
+    if (ret >= 0)
+        ret = jsonutil_get_int64(o, "", "at_ms", true, &at, err);
+    if (ret < 0)
+        return ret;
+    if (code < 126 || code > 128)
+        return err_set(err, EINVAL, "field \"exit_code\": %lld is not 126, 127 or 128",
+                       (long long)code);
+    if (!msg[0] || strlen(msg) >= sizeof(out->error))
+        return err_set(err, EINVAL, "field \"error\": expected 1 to %zu characters",
+                       sizeof(out->error) - 1);
+    if (at <= 0)
+        return err_set(err, EINVAL, "field \"at_ms\": %lld is not a time", (long long)at);
+    out->exit_code = (int)code;
+    snprintf(out->error, sizeof(out->error), "%s", msg);
+    out->at_ms = at;
+    return 0;
+}
+
+int
+ctr_start_failure_read(const char *dir, struct ctr_start_failure *out, struct err *err)
+{
+    /* Never through a symlink, never a FIFO or a device put there. */
+    cleanup_close int dfd = rootdir_open(dir);
+    if (dfd < 0)
+        return err_errno(err, -dfd, "open %s", dir);
+    cleanup_free char *text = NULL;
+    size_t len = 0;
+    int ret = fs_read_file_at(dfd, START_FAILURE_NAME, START_FAILURE_MAX, &text, &len, err);
+    if (ret == -ENOENT)
+        return ret;
+    json_object *o = NULL;
+    if (ret == 0)
+        ret = jsonutil_parse_object(text, len, false, &o, err);
+    if (ret == 0)
+        ret = start_failure_parse(o, out, err);
+    json_object_put(o);
+    return ret < 0 ? err_wrap(err, "start failure record in %s", dir) : 0;
 }

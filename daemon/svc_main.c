@@ -129,6 +129,29 @@ ctr_main_reload(struct container *c)
     c->main_exit_pending = c->p->main && c->main_proc && c->main_proc->exited;
 }
 
+/* Whether a run of the main process its records keep began or ended at or after at_ms. */
+static bool
+main_ran_since(const struct container *c, int64_t at_ms)
+{
+    for (const struct ctr_proc *pr = c->procs; pr; pr = pr->next)
+        if (strncmp(pr->id, MAIN_PREFIX, strlen(MAIN_PREFIX)) == 0 &&
+            (pr->started_at >= at_ms || pr->finished_at >= at_ms))
+            return true;
+    return false;
+}
+
+void
+ctr_main_reload_start_failure(struct container *c, const struct ctr_start_failure *f)
+{
+    if (!c->p->main || main_ran_since(c, f->at_ms))
+        return;
+    c->main_start_failed = f->exit_code;
+    snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", f->error);
+    /* As a run that exited while the daemon was down: an auto-remove
+     * container whose removal the daemon's end cut short goes now. */
+    c->main_exit_pending = true;
+}
+
 void
 containers_main_resume(struct daemon *d)
 {
@@ -203,6 +226,7 @@ start_submit(struct daemon *d, struct container *c, enum ctr_change_kind event,
     struct process_spec spec;
     container_main_spec(m, &spec);
     spec.id = id;
+    spec.keeps_start_failure = true;
     struct start_op *op = calloc(1, sizeof(*op));
     if (!op)
         return err_set(err, ENOMEM, "start container %s: out of memory", c->p->handle);

@@ -102,6 +102,9 @@ void containers_main_resume(struct daemon *d);
 void ctr_main_exited(struct container *c);
 /* At reload: finds the latest run among c's processes. */
 void ctr_main_reload(struct container *c);
+/* Then: takes f back as the latest start's failure (ExitCode, Error) when
+ * it is newer than every run of the main process c's records keep. */
+void ctr_main_reload_start_failure(struct container *c, const struct ctr_start_failure *f);
 /* The registry closes: stops in progress are dropped silently. */
 void ctr_stop_abandon(struct container *c);
 

@@ -16,6 +16,7 @@
 
 #include "common/os.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/randid.h"
 #include "common/strv.h"
 #include "daemon/daemon.h"
@@ -45,6 +46,7 @@ struct spawn_job {
     char **argv, **env;
     char *cwd, *user;
     bool has_stdin;
+    bool keeps_start_failure;
     struct rt_proc_status st;
     int64_t started_ms, finished_ms; /* from the driver's records, 0 when unknown */
     int rc;
@@ -62,10 +64,32 @@ spawn_job_free(struct spawn_job *j)
     free(j);
 }
 
+/*
+ * A main run's start as the container's records keep it for the next
+ * daemon: its failure to run the program written, or any earlier one
+ * removed, as start_done (daemon/svc_main.c) sets the loop's copy. Blocks.
+ */
 static void
-spawn_work(void *ctx)
+spawn_keep_failure(struct spawn_job *j)
 {
-    struct spawn_job *j = ctx;
+    struct err err = {0};
+    int rc = 0;
+    if (j->rc == -ERR_INVALID_CONTENT) {
+        struct ctr_start_failure f = {.exit_code = process_start_exit_code(&j->err),
+                                      .at_ms = clock_unix_ms()};
+        snprintf(f.error, sizeof(f.error), "%s", j->err.msg);
+        rc = ctr_start_failure_write(j->t.dir, &f, &err);
+    } else {
+        rc = ctr_start_failure_clear(j->t.dir, &err);
+    }
+    if (rc < 0)
+        log_warn("container %s: %s", j->t.handle, err.msg);
+}
+
+/* Resolves the user and asks the driver to spawn; the outcome in j->rc and j->err. */
+static void
+spawn_run(struct spawn_job *j)
+{
     struct rt_proc_spec spec = {.id = j->t.id,
                                 .path = j->argv[0],
                                 .argv = j->argv,
@@ -102,6 +126,15 @@ spawn_work(void *ctx)
         j->err.code = ERR_INVALID_CONTENT;
         j->rc = -ERR_INVALID_CONTENT;
     }
+}
+
+static void
+spawn_work(void *ctx)
+{
+    struct spawn_job *j = ctx;
+    spawn_run(j);
+    if (j->keeps_start_failure)
+        spawn_keep_failure(j);
 }
 
 int
@@ -265,6 +298,7 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     j->cb = cb;
     j->arg = arg;
     j->has_stdin = o->has_stdin;
+    j->keeps_start_failure = o->keeps_start_failure;
     if ((ret = job_submit_prompt(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
         spawn_job_free(j);
         return err_set(err, ECANCELED, "start process %s: cannot start the job: %s", id,

@@ -38,6 +38,10 @@ struct process_spec {
     const char *dir;  /* NULL: the container's working_dir, else the image's, else "/" */
     const char *user; /* NULL: the container's user, else the image's User, else root */
     bool has_stdin;   /* the JSON field "stdin" */
+    /* A run of the container's main process (daemon/svc_main.h): the start's
+     * job writes a failure to start beside the container's record, and
+     * removes it when the start goes otherwise (struct ctr_start_failure). */
+    bool keeps_start_failure;
 };
 
 /*

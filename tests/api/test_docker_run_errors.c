@@ -6,12 +6,14 @@
  * that exit code, or removed with --rm instead of a run that never
  * ends), an exec into a container that does not run (409 "is not
  * running"), an exec whose program is not there or cannot be run (126,
- * 127, the message on the terminal), and a create whose error names the
- * container once.
+ * 127, the message on the terminal), a create whose error names the
+ * container once, and a failed start's ExitCode and Error that a restart
+ * of berthd keeps (unless a later run replaced them).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness_containers.h"
@@ -225,6 +227,122 @@ START_TEST(docker_create_error_names_the_container_once)
 }
 END_TEST
 
+/* State.Status, ExitCode and Error of container name, on one line (caller frees). */
+static char *
+state_line(const struct berthd *b, const struct dk_client *cl, const char *name)
+{
+    return dk_ok(b, cl, 0,
+                 "\"$D\" inspect --format '{{.State.Status}} {{.State.ExitCode}} {{.State.Error}}' "
+                 "%s",
+                 name);
+}
+
+/* A raw start of container name (the CLI hides the status): "<body> <status>" (caller frees). */
+static char *
+raw_start(const struct berthd *b, const struct dk_client *cl, const char *name)
+{
+    return dk_ok(b, cl, 0,
+                 "curl -s -w ' %%{http_code}' --unix-socket '%s' -X POST "
+                 "'http://d/v1.44/containers/%s/start' | tr -d '\\n'",
+                 b->docker_sock, name);
+}
+
+/* The failed start's record of container name in b's store, into path. */
+static void
+failure_record(const struct berthd *b, const char *name, char *path, size_t len)
+{
+    char *id = dk_ok(b, &clis[0], 0, "\"$D\" inspect --format '{{.Id}}' %s", name);
+    snprintf(path, len, "%s/containers/%s/main-start-failure.json", b->root, id);
+    free(id);
+}
+
+/* Each case once: a failed start (a first one, and one after a run), one
+ * that a later run replaced, and records that berthd did not write as
+ * they are, which it ignores. */
+START_TEST(docker_failed_start_survives_a_restart_of_berthd)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    static const char *const names[] = {"fresh", "ranbefore", "fixed", "garbled", "huge", "fifo"};
+    enum { NNAMES = sizeof(names) / sizeof(names[0]), NKEPT = 3 };
+    free(dk_ok(&b, cl, 0, "\"$D\" create --name fresh busybox nosuchprog"));
+    /* Its first run removes its own program: the second start cannot run it. */
+    free(dk_ok(&b, cl, 0, "\"$D\" create --name ranbefore busybox /bin/rm /bin/rm"));
+    free(dk_ok(&b, cl, 0, "\"$D\" start ranbefore && \"$D\" wait ranbefore"));
+    /* Its program is put in after its failed start. */
+    free(dk_ok(&b, cl, 0, "\"$D\" create --name fixed busybox /bin/later"));
+    for (size_t i = NKEPT; i < NNAMES; i++)
+        free(dk_ok(&b, cl, 0, "\"$D\" create --name %s busybox nosuchprog", names[i]));
+    dk_track_all(&b);
+    char *out = raw_start(&b, cl, "fresh");
+    ck_assert_msg(dk_contains(out, "executable file not found in $PATH") &&
+                      dk_contains(out, "} 400"),
+                  "%s", out);
+    free(out);
+    out = raw_start(&b, cl, "ranbefore");
+    ck_assert_msg(dk_contains(out, "stat /bin/rm: no such file or directory") &&
+                      dk_contains(out, "} 400"),
+                  "%s", out);
+    free(out);
+    for (size_t i = 2; i < NNAMES; i++)
+        free(raw_start(&b, cl, names[i]));
+    char paths[NNAMES][PATH_MAX + 128];
+    for (size_t i = 0; i < NNAMES; i++)
+        failure_record(&b, names[i], paths[i], sizeof(paths[i]));
+    ck_assert_msg(access(paths[2], F_OK) == 0, "fixed: no record of its failed start");
+    free(dk_ok(&b, cl, 0,
+               "printf '#!/bin/sh\\nexit 3\\n' > '%s/later' && chmod 755 '%s/later' && "
+               "\"$D\" cp '%s/later' fixed:/bin/later && \"$D\" start fixed && \"$D\" wait fixed",
+               b.tmp, b.tmp, b.tmp));
+    ck_assert_msg(access(paths[2], F_OK) != 0, "fixed: the record of its failed start is left");
+    char *before[NNAMES];
+    for (size_t i = 0; i < NNAMES; i++)
+        before[i] = state_line(&b, cl, names[i]);
+    ck_assert_msg(strncmp(before[0], "created 127 ", 12) == 0 &&
+                      dk_contains(before[0], "failed to create task") &&
+                      dk_contains(before[0], "executable file not found"),
+                  "%s", before[0]);
+    ck_assert_msg(strncmp(before[1], "exited 127 ", 11) == 0 &&
+                      dk_contains(before[1], "stat /bin/rm: no such file or directory"),
+                  "%s", before[1]);
+    ck_assert_str_eq(before[2], "exited 3 ");
+
+    berthd_stop(&b);
+    /* A failure older than fixed's run (a removal a power loss undid). */
+    ck_assert_int_eq(ctr_sh("cp '%s' '%s'", paths[0], paths[2]), 0);
+    /* What berthd did not write: not JSON, too large, a FIFO (a read would block). */
+    ck_assert_int_eq(ctr_sh("printf '{\"exit_code\":127,' > '%s'", paths[3]), 0);
+    ck_assert_int_eq(ctr_sh("head -c 100000 /dev/zero | tr '\\0' ' ' > '%s'", paths[4]), 0);
+    ck_assert_int_eq(unlink(paths[5]), 0);
+    ck_assert_int_eq(mkfifo(paths[5], 0600), 0);
+    dk_start(&b, false, NULL);
+
+    for (size_t i = 0; i < NKEPT; i++) {
+        char *after = state_line(&b, cl, names[i]);
+        ck_assert_msg(strcmp(after, before[i]) == 0, "%s: before the restart \"%s\", after \"%s\"",
+                      names[i], before[i], after);
+        free(after);
+    }
+    /* The others loaded, their records ignored, each with a log line. */
+    for (size_t i = NKEPT; i < NNAMES; i++) {
+        char *after = state_line(&b, cl, names[i]);
+        ck_assert_msg(strcmp(after, "created 0 ") == 0, "%s: %s", names[i], after);
+        free(after);
+    }
+    char *log = berthd_log(&b);
+    ck_assert_msg(count(log, "start failure record in ") == 3 && count(log, "; ignored\n") == 3,
+                  "%s", log);
+    free(log);
+    for (size_t i = 0; i < NNAMES; i++) {
+        free(before[i]);
+        free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", names[i]));
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_run_errors_suite(void)
 {
@@ -238,6 +356,7 @@ docker_run_errors_suite(void)
     tcase_add_test(tc, docker_exec_into_a_container_that_does_not_run_is_409_not_running);
     tcase_add_test(tc, docker_exec_of_a_missing_program_shows_why_and_exits_127);
     tcase_add_test(tc, docker_create_error_names_the_container_once);
+    tcase_add_test(tc, docker_failed_start_survives_a_restart_of_berthd);
     suite_add_tcase(s, tc);
     return s;
 }
