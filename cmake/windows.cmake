@@ -357,6 +357,7 @@ berth_win_skip_suite(test_store_scratch "store/scratch.c: XFS quotas and ext4 im
 berth_win_skip_suite(test_runtime_rootfs "runtime/oci: Linux only by design")
 berth_win_skip_suite(test_net "runs the real CNI plugins in network namespaces: Linux only")
 berth_win_skip_suite(test_net_conf "CNI conflists and resolv.conf: Linux only")
+berth_win_skip_suite(test_containers_record "makes a FIFO (mkfifo) and a symlink where the start-failure record goes, POSIX calls mingw has not; daemon/containers_record.c itself is built and runs in berthd.exe")
 berth_win_skip_suite(test_config "its defaults are Linux's (geteuid, XDG_DATA_HOME, HOME) and it sets them with setenv/unsetenv; the Windows defaults (a root in %ProgramData%, runtime hcs) were checked by hand under Wine only")
 berth_win_skip_suite(test_runtime_oci "runc: Linux only by design")
 berth_win_skip_suite(test_runtime_oci_records "the records of runtime/oci (proc.c, runc.c), which is Linux only by design")
