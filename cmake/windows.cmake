@@ -216,6 +216,7 @@ set(BERTH_WIN_SOURCES
     runtime/hcs/driver_win.c
     runtime/hcs/guid.c
     runtime/hcs/hcn_api_win.c
+    runtime/hcs/hcn_props.c
     runtime/hcs/hcs_api_win.c
     runtime/hcs/host_win.c
     runtime/hcs/hresult.c
@@ -311,6 +312,7 @@ set(BERTH_WIN_SUITES
     test_runtime_hcs_doc_request
     test_runtime_hcs_doc_system
     test_runtime_hcs_guid
+    test_runtime_hcs_hcn_props
     test_runtime_hcs_hresult
     test_runtime_hcs_pipename
     test_runtime_hcs_props

@@ -61,8 +61,8 @@ hcn_ipv4_parse(const char *s, uint32_t *out)
     return 0;
 }
 
-static int
-cidr_parse(const char *s, uint32_t *addr, unsigned *prefix)
+int
+hcn_cidr_parse(const char *s, uint32_t *addr, unsigned *prefix)
 {
     const char *slash = strchr(s, '/');
     char ip[16];
@@ -138,7 +138,7 @@ hcn_doc_network(const struct hcn_network_doc *n, struct err *err)
     }
     uint32_t net, gw;
     unsigned prefix;
-    if (!n->pool || cidr_parse(n->pool, &net, &prefix) < 0 || prefix < 8 || prefix > 30) {
+    if (!n->pool || hcn_cidr_parse(n->pool, &net, &prefix) < 0 || prefix < 8 || prefix > 30) {
         err_set(err, EINVAL, "hcn network %s: pool %.64s is not an IPv4 CIDR of prefix 8-30",
                 n->name, n->pool ? n->pool : "(null)");
         return NULL;

@@ -85,5 +85,7 @@ json_object *hcn_doc_query_name(const char *name, struct err *err);
 
 /* Parses a dotted IPv4 address (no leading zeros, four parts): 0, or -EINVAL. */
 int hcn_ipv4_parse(const char *s, uint32_t *out);
+/* Parses "a.b.c.d/n" (n 0-32, no leading zeros): 0, or -EINVAL. Host bits are not checked. */
+int hcn_cidr_parse(const char *s, uint32_t *addr, unsigned *prefix);
 
 #endif
