@@ -1,9 +1,9 @@
 /*
  * The Windows network's health probe and teardown (daemon/net.h): the
  * probe asks computenetwork.dll, on the monitor's thread, whether the
- * NAT network is still there; the teardown deletes it (a job) when no
- * container is on it, as Linux removes its bridge. The rest of the
- * service is net_hcn_windows.c's.
+ * NAT network is still there, and still the one the flags describe; the
+ * teardown deletes it (a job) when no container is on it, as Linux
+ * removes its bridge. The rest of the service is net_hcn_windows.c's.
  */
 #include "daemon/net_hcn_int.h"
 
@@ -73,6 +73,7 @@ net_teardown(struct net *n, net_done_cb cb, void *arg, struct err *err)
 struct net_probe {
     bool disabled;
     char name[NET_NAME_MAX + 1];
+    char pool[NET_CIDR_STRLEN], gw[INET_ADDRSTRLEN];
 };
 
 struct net_probe *
@@ -83,6 +84,8 @@ net_probe_new(const struct net *n)
         return NULL;
     p->disabled = n->disabled;
     snprintf(p->name, sizeof(p->name), "%s", n->name);
+    snprintf(p->pool, sizeof(p->pool), "%s", n->pool_s);
+    snprintf(p->gw, sizeof(p->gw), "%s", n->gw_s);
     return p;
 }
 
@@ -102,11 +105,16 @@ net_probe_run(struct net_probe *p, struct net_health *out)
     struct err err = {0};
     char id[HCS_GUID_SIZE];
     bool found = false;
+    /* A network of that name and other settings (made since, or the one
+     * the setup refused) is no more usable than none. */
+    struct hcn_network_doc want = {.name = p->name, .pool = p->pool, .gateway = p->gw};
     if (hcn_api_open(NULL, &api, &err) < 0 || hcn_network_find(api, p->name, id, &found, &err) < 0)
         snprintf(out->reason, sizeof(out->reason), "%s", err.msg);
     else if (!found)
         snprintf(out->reason, sizeof(out->reason),
                  "hcn network %s: missing (deleted since the setup?)", p->name);
+    else if (hcn_network_check(api, id, &want, &err) < 0)
+        snprintf(out->reason, sizeof(out->reason), "%s", err.msg);
     else
         out->usable = true;
     hcn_api_free(api);

@@ -2,9 +2,12 @@
  * The network service on Windows (daemon/net.h) through HCN: the NAT
  * network that --network-name, --network-pool and --network-gateway
  * describe (as on Linux), found by name or created in computenetwork.dll,
- * loaded at run time; an endpoint in a host namespace of its own per
- * container (net_hcn_attach_windows.c), whose namespace is what the hcs
- * driver puts in the compute system's Networking.Namespace; records under
+ * loaded at run time (a network found by name is used only when it is
+ * a NAT network of that pool and gateway: the setup fails naming both
+ * otherwise, as Linux refuses a bridge with another address); an
+ * endpoint in a host namespace of its own per container
+ * (net_hcn_attach_windows.c), whose namespace is what the hcs driver
+ * puts in the compute system's Networking.Namespace; records under
  * <root>/network/hcn (net_hcn_record_windows.c) reconciled at start-up;
  * and the health probe (net_hcn_health_windows.c, with the teardown).
  * This file: options, entries, setup and reconciliation.
@@ -119,8 +122,9 @@ net_set_api(struct net *n, const char *host, unsigned port)
 void
 net_ipam_get(const struct net *n, struct net_ipam *out)
 {
-    /* What the setup found HNS's network by, or made it with, and what
-     * endpoints get their addresses and gateway from. */
+    /* What the setup made HNS's network with, or checked the one it found
+     * against (hcn_network_check), and what endpoints get their addresses
+     * and gateway from. */
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", n->name);
     snprintf(out->pools[0].subnet, sizeof(out->pools[0].subnet), "%s", n->pool_s);

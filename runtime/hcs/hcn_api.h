@@ -2,9 +2,10 @@
  * computenetwork.dll (HCN), loaded at run time as computecore.dll is
  * (hcs_api.h: an .exe that imported it would not start where it is
  * absent, Wine included), and the three things berth does with it:
- * find or create its NAT network by name, give a container an endpoint
- * in a namespace of its own, and take them away again. The documents
- * are doc_network.h's.
+ * find its NAT network by name (checked against the flags) or create
+ * it, give a container an endpoint in a namespace of its own, and take
+ * them away again. The documents are doc_network.h's; HNS's answers
+ * about a network are read by hcn_props.h.
  *
  * Ids: berth makes every endpoint's and namespace's GUID itself
  * (hcs_guid_random) and passes it to HcnCreate*, so it knows them
@@ -39,8 +40,20 @@ int hcn_network_find(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZ
                      struct err *err);
 
 /*
+ * The properties of the network id match want (hcn_props.h): a NAT
+ * network of want->pool with want->gateway as its next hop. 0; EEXIST
+ * naming what it is and what want asks for when not; EIO naming the field
+ * when HNS's answer is not a network's; HNS's error when it has no such
+ * network.
+ */
+int hcn_network_check(struct hcn_api *api, const char *id, const struct hcn_network_doc *want,
+                      struct err *err);
+
+/*
  * The id of the network named doc->name: the one HcnEnumerateNetworks
- * finds by that name, else a new one made from doc (*created says which).
+ * finds by that name if hcn_network_check says it is doc's (else its
+ * EEXIST, and the network is left as it is: it is not berth's to
+ * delete), or a new one made from doc (*created says which).
  */
 int hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc,
                        char id[HCS_GUID_SIZE], bool *created, struct err *err);

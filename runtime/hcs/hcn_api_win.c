@@ -1,7 +1,8 @@
 /*
  * computenetwork.dll through LoadLibraryExW and GetProcAddress (hcn_api.h):
- * the network found or created, a container's endpoint and namespace
- * made, joined and taken away. Windows only; pool threads.
+ * the network found (and checked against the flags) or created, a
+ * container's endpoint and namespace made, joined and taken away.
+ * Windows only; pool threads.
  */
 #include "runtime/hcs/hcn_api.h"
 
@@ -18,7 +19,11 @@
 
 #include "common/windll.h"
 #include "common/winutil.h"
+#include "runtime/hcs/hcn_props.h"
 #include "runtime/hcs/hresult.h"
+
+/* A properties query as hcsshim sends it: HNS answers in schema 2.0's field names. */
+#define HCN_QUERY_V2 L"{\"SchemaVersion\":{\"Major\":2,\"Minor\":0},\"Flags\":0}"
 
 /* HNS's own HRESULTs (Microsoft's HCN reference), absent from mingw-w64's headers. */
 #define HCN_E_NETWORK_NOT_FOUND ((HRESULT)0x803B0001L)
@@ -31,6 +36,7 @@
     X(HcnCreateNetwork)                                                                            \
     X(HcnDeleteNetwork)                                                                            \
     X(HcnOpenNetwork)                                                                              \
+    X(HcnQueryNetworkProperties)                                                                   \
     X(HcnCloseNetwork)                                                                             \
     X(HcnEnumerateEndpoints)                                                                       \
     X(HcnOpenEndpoint)                                                                             \
@@ -217,6 +223,41 @@ hcn_network_find(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], 
     return network_query(api, name, id, found, err);
 }
 
+/* The properties HNS has of network id, parsed (hcn_props.h). */
+static int
+network_props(struct hcn_api *api, const char *id, struct hcn_network_props *out, struct err *err)
+{
+    GUID g;
+    int r = guid_of(id, &g, err);
+    if (r < 0)
+        return r;
+    HCN_NETWORK h = NULL;
+    PWSTR props = NULL, record = NULL;
+    HRESULT hr = api->HcnOpenNetwork(&g, &h, &record);
+    if (SUCCEEDED(hr)) {
+        hr = api->HcnQueryNetworkProperties(h, HCN_QUERY_V2, &props, &record);
+        api->HcnCloseNetwork(h);
+    }
+    if (FAILED(hr))
+        return fail(err, hr, record, "query hcn network", id);
+    if (record)
+        CoTaskMemFree(record);
+    char *text = take(props);
+    r = hcn_network_props_parse(text, text ? strlen(text) : 0, out, err);
+    free(text);
+    return r;
+}
+
+int
+hcn_network_check(struct hcn_api *api, const char *id, const struct hcn_network_doc *want,
+                  struct err *err)
+{
+    struct hcn_network_props p;
+    if (network_props(api, id, &p, err) < 0)
+        return err_wrap(err, "hcn network %s (%s)", want->name, id);
+    return hcn_network_props_match(&p, want, err);
+}
+
 int
 hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc, char id[HCS_GUID_SIZE],
                    bool *created, struct err *err)
@@ -230,7 +271,10 @@ hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc, char 
     bool found = false;
     *created = false;
     int r = network_query(api, doc->name, id, &found, err);
-    if (r == 0 && !found) {
+    if (r == 0 && found) {
+        /* Adopted only if it is the network doc would make; never deleted, it is not ours. */
+        r = hcn_network_check(api, id, doc, err);
+    } else if (r == 0) {
         struct hcs_guid g;
         GUID wg;
         HCN_NETWORK h = NULL;
@@ -248,6 +292,8 @@ hcn_network_ensure(struct hcn_api *api, const struct hcn_network_doc *doc, char 
         }
     }
     free(ws);
+    if (r < 0)
+        id[0] = '\0';
     return r;
 }
 

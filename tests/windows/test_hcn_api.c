@@ -1,10 +1,11 @@
 /*
  * runtime/hcs/hcn_api_win.c against the TEST DOUBLE of computenetwork.dll
  * (tests/doubles/computenetwork/): the NAT network made once and found by
- * name after, a container's endpoint and namespace made, joined and
- * taken away (twice is fine), a failed create that leaves nothing in HNS,
- * and a missing DLL. The double is not HNS: these show what berth sends
- * and how it cleans up, not that a real host accepts it.
+ * name after (and one of that name with another pool refused), a
+ * container's endpoint and namespace made, joined and taken away (twice
+ * is fine), a failed create that leaves nothing in HNS, and a missing
+ * DLL. The double is not HNS: these show what berth sends and how it
+ * cleans up, not that a real host accepts it.
  */
 #include "runtime/hcs/hcn_api.h"
 
@@ -128,7 +129,20 @@ START_TEST(network_is_created_once_then_found_by_name)
     ck_assert_msg(hcn_network_ensure(api, &doc, again, &created, &err) == 0, "%s", err.msg);
     ck_assert(!created);
     ck_assert_str_eq(id, again);
-    ck_assert_str_eq(calls(), "HcnEnumerateNetworks HcnCreateNetwork HcnEnumerateNetworks ");
+    /* Found, then checked against doc (its properties, as hcsshim asks for them). */
+    ck_assert_str_eq(calls(), "HcnEnumerateNetworks HcnCreateNetwork HcnEnumerateNetworks "
+                              "HcnOpenNetwork HcnQueryNetworkProperties ");
+    /* The same name with another pool is not adopted, and stays. */
+    struct hcn_network_doc other = {"berth0", "10.99.0.0/16", "10.99.0.1", NULL, 0};
+    ck_assert_int_eq(hcn_network_ensure(api, &other, again, &created, &err), -EEXIST);
+    ck_assert(!created);
+    ck_assert_str_eq(again, "");
+    ck_assert_msg(strstr(err.msg, "hcn network berth0 has the subnet 10.88.0.0/16 and gateway "
+                                  "10.88.0.1, not --network-pool 10.99.0.0/16"),
+                  "%s", err.msg);
+    int nets, eps, nss;
+    counts(&nets, &eps, &nss);
+    ck_assert_int_eq(nets, 1);
     ck_assert_int_eq(hcn_network_delete(api, id, &err), 0);
     ck_assert_int_eq(hcn_network_delete(api, id, &err), 0); /* already gone */
 }

@@ -5,8 +5,10 @@
  * the reconciliation, an attach that gives a container an address, its
  * ports, an endpoint and a namespace (and a record), the detach that
  * takes them away, failures injected at each HCN step that leave nothing
- * in HNS nor on disk, the reconciliation after a simulated crash, the
- * disabled mode and a host without computenetwork.dll. The double is not
+ * in HNS nor on disk, the reconciliation after a simulated crash, a
+ * network of that name made beforehand (adopted when it is the flags',
+ * refused otherwise), the disabled mode and a host without
+ * computenetwork.dll. The double is not
  * HNS: these show what berth asks for and what it cleans up.
  */
 #include "daemon/net.h"
@@ -688,6 +690,198 @@ START_TEST(net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with)
     ck_assert_msg(a, "attach: %s", err.msg);
     ck_assert_str_eq(a->gateway, ipam.pools[0].gateway);
     detach_ok(n, "web");
+    /* The next tests' hcnt has the default gateway: this one would be refused. */
+    r = (struct result){0};
+    ck_assert_int_eq(net_teardown(n, done_cb, &r, &err), 0);
+    run_until(&r);
+    ck_assert_msg(r.err.code == 0, "teardown: %s", r.err.msg);
+    close_net(n);
+}
+END_TEST
+
+/* ---- a network of that name made beforehand ---- */
+
+/* A network made by someone else than berth, from document (its Name in it), with id. */
+static void
+foreign_network(const char *id, const char *document)
+{
+    HRESULT(WINAPI * create)(REFGUID, PCWSTR, PHCN_NETWORK, PWSTR *) = dbl_fn("HcnCreateNetwork");
+    HRESULT(WINAPI * close_net_h)(HCN_NETWORK) = dbl_fn("HcnCloseNetwork");
+    GUID g;
+    guid_parse_ok(id, &g);
+    wchar_t doc[1024];
+    ck_assert(MultiByteToWideChar(CP_UTF8, 0, document, -1, doc, 1024) > 0);
+    HCN_NETWORK h = NULL;
+    PWSTR rec = NULL;
+    ck_assert(SUCCEEDED(create(&g, doc, &h, &rec)));
+    close_net_h(h);
+}
+
+/* Does HNS (the double) still have the network id? Deletes it when delete is set. */
+static bool
+network_exists(const char *id, bool delete)
+{
+    HRESULT(WINAPI * open)(REFGUID, PHCN_NETWORK, PWSTR *) = dbl_fn("HcnOpenNetwork");
+    HRESULT(WINAPI * close_net_h)(HCN_NETWORK) = dbl_fn("HcnCloseNetwork");
+    HRESULT(WINAPI * del)(REFGUID, PWSTR *) = dbl_fn("HcnDeleteNetwork");
+    GUID g;
+    guid_parse_ok(id, &g);
+    HCN_NETWORK h = NULL;
+    PWSTR rec = NULL;
+    HRESULT hr = open(&g, &h, &rec);
+    if (SUCCEEDED(hr))
+        close_net_h(h);
+    if (rec)
+        CoTaskMemFree(rec);
+    if (SUCCEEDED(hr) && delete)
+        ck_assert(SUCCEEDED(del(&g, &rec)));
+    return SUCCEEDED(hr);
+}
+
+/* A NAT network's document as HNS keeps one: name, type (as written), subnet and next hop. */
+static void
+network_doc(char *out, size_t size, const char *name, const char *type, const char *subnet,
+            const char *next_hop)
+{
+    snprintf(out, size,
+             "{\"SchemaVersion\":{\"Major\":2,\"Minor\":0},\"Name\":\"%s\",\"Type\":\"%s\","
+             "\"Flags\":0,\"Ipams\":[{\"Type\":\"Static\",\"Subnets\":[{\"IpAddressPrefix\":"
+             "\"%s\",\"Routes\":[{\"NextHop\":\"%s\",\"DestinationPrefix\":\"0.0.0.0/0\"}]}]}]}",
+             name, type, subnet, next_hop);
+}
+
+/* net_new for the network name on 10.77.0.0/24 (gateway 10.77.0.1), and its start-up. */
+static struct net *
+net_start_named(const char *name, struct err *out_err)
+{
+    struct net_opts o = {.state_dir = state_dir, .name = name, .pool = "10.77.0.0/24"};
+    struct net *n = NULL;
+    struct err err = {0};
+    ck_assert_msg(net_new(&loop, jobs, &o, &n, &err) == 0, "%s", err.msg);
+    struct result r = {0};
+    ck_assert_msg(net_reconcile(n, NULL, 0, reconcile_cb, &r, &err) == 0, "%s", err.msg);
+    run_until(&r);
+    *out_err = r.err;
+    return n;
+}
+
+/* The setup refused the network: its error is why, attaches get it, health says it. */
+static void
+assert_refused(struct net *n, const struct err *setup, const char *why)
+{
+    ck_assert_msg(setup->code != 0 && strstr(setup->msg, why), "setup: %s", setup->msg);
+    const struct err *kept = net_setup_error(n);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert_msg(strstr(kept->msg, why), "kept: %s", kept->msg);
+    struct err err = {0};
+    ck_assert_ptr_null(attach(n, "c1", NULL, 0, false, &err));
+    ck_assert_int_eq(err.code, ERR_UNAVAILABLE);
+    ck_assert_msg(strstr(err.msg, why), "attach: %s", err.msg);
+    ck_assert(!record_exists("c1"));
+    struct net_probe *p = net_probe_new(n);
+    struct net_health h;
+    net_probe_run(p, &h);
+    ck_assert(!h.usable);
+    ck_assert_msg(strstr(h.reason, why), "health: %s", h.reason);
+    net_probe_free(p);
+    /* Nothing was made on it, nor was it deleted: it is not berth's. */
+    ck_assert_int_eq(called("HcnCreateNetwork"), 1); /* the test's own */
+    ck_assert_int_eq(called("HcnCreateEndpoint"), 0);
+    ck_assert_int_eq(called("HcnDeleteNetwork"), 0);
+}
+
+START_TEST(a_network_of_that_name_with_another_subnet_fails_the_setup_naming_both)
+{
+    static const char id[] = "0b5e0e57-0000-4000-8000-00000000a001";
+    char doc[1024];
+    network_doc(doc, sizeof(doc), "hcnsub", "NAT", "10.9.0.0/24", "10.9.0.1");
+    foreign_network(id, doc);
+    struct err setup = {0};
+    struct net *n = net_start_named("hcnsub", &setup);
+    assert_refused(n, &setup,
+                   "hcn network hcnsub has the subnet 10.9.0.0/24 and gateway 10.9.0.1, not "
+                   "--network-pool 10.77.0.0/24 --network-gateway 10.77.0.1 (remove it, or choose "
+                   "another --network-name, --network-pool or --network-gateway)");
+    ck_assert_int_eq(setup.code, EEXIST);
+    /* Asked as hcsshim asks, in schema 2.0. */
+    json_object *q = last_doc("HcnQueryNetworkProperties");
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(
+                         json_object_object_get(q, "SchemaVersion"), "Major")),
+                     2);
+    json_object_put(q);
+    /* A teardown leaves it too: the setup never made it berth's. */
+    struct result r = {0};
+    struct err err = {0};
+    ck_assert_int_eq(net_teardown(n, done_cb, &r, &err), 0);
+    run_until(&r);
+    close_net(n);
+    ck_assert(network_exists(id, true));
+}
+END_TEST
+
+START_TEST(a_network_of_that_name_and_another_type_is_refused)
+{
+    static const char id[] = "0b5e0e57-0000-4000-8000-00000000a002";
+    char doc[1024];
+    network_doc(doc, sizeof(doc), "hcntype", "Transparent", "10.77.0.0/24", "10.77.0.1");
+    foreign_network(id, doc);
+    struct err setup = {0};
+    struct net *n = net_start_named("hcntype", &setup);
+    assert_refused(n, &setup, "hcn network hcntype is a Transparent network, not NAT");
+    close_net(n);
+    ck_assert(network_exists(id, true));
+}
+END_TEST
+
+START_TEST(a_network_of_that_name_whose_properties_lack_a_field_is_refused_naming_it)
+{
+    static const char id[] = "0b5e0e57-0000-4000-8000-00000000a003";
+    foreign_network(id, "{\"Name\":\"hcnbad\",\"Type\":\"NAT\",\"Ipams\":[{\"Type\":\"Static\"}]}");
+    struct err setup = {0};
+    struct net *n = net_start_named("hcnbad", &setup);
+    assert_refused(n, &setup, "field \"Ipams[0].Subnets\": required");
+    ck_assert_int_eq(setup.code, EIO);
+    close_net(n);
+    ck_assert(network_exists(id, true));
+}
+END_TEST
+
+START_TEST(a_nat_network_of_the_pool_and_gateway_made_beforehand_is_adopted)
+{
+    /* Made by someone else, as HNS may write it ("nat"). */
+    static const char id[] = "0b5e0e57-0000-4000-8000-00000000a004";
+    char doc[1024];
+    network_doc(doc, sizeof(doc), "hcnsame", "nat", "10.77.0.0/24", "10.77.0.1");
+    foreign_network(id, doc);
+    struct err setup = {0};
+    struct net *n = net_start_named("hcnsame", &setup);
+    ck_assert_msg(setup.code == 0, "setup: %s", setup.msg);
+    ck_assert_int_eq(called("HcnCreateNetwork"), 1); /* the test's own */
+    ck_assert_int_ge(called("HcnQueryNetworkProperties"), 1);
+    struct err err = {0};
+    const struct net_attachment *a = attach(n, "web", NULL, 0, false, &err);
+    ck_assert_msg(a, "attach: %s", err.msg);
+    json_object *ep = last_doc("HcnCreateEndpoint");
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(ep, "HostComputeNetwork")), id);
+    json_object_put(ep);
+    detach_ok(n, "web");
+    close_net(n);
+    ck_assert(network_exists(id, true));
+
+    /* Made by an earlier berth run: the next start finds the same one. */
+    n = net_start_named("hcnrun", &setup);
+    ck_assert_msg(setup.code == 0, "first run: %s", setup.msg);
+    close_net(n);
+    ck_assert_int_eq(called("HcnCreateNetwork"), 2);
+    int queried = called("HcnQueryNetworkProperties");
+    n = net_start_named("hcnrun", &setup);
+    ck_assert_msg(setup.code == 0, "second run: %s", setup.msg);
+    ck_assert_int_eq(called("HcnCreateNetwork"), 2);
+    ck_assert_int_gt(called("HcnQueryNetworkProperties"), queried);
+    struct result r = {0};
+    ck_assert_int_eq(net_teardown(n, done_cb, &r, &err), 0);
+    run_until(&r);
+    ck_assert_msg(r.err.code == 0, "teardown: %s", r.err.msg);
     close_net(n);
 }
 END_TEST
@@ -762,6 +956,10 @@ main(void)
     tcase_add_test(tc, network_none_attaches_loopback_only_and_the_probe_says_disabled);
     tcase_add_test(tc, the_probe_reports_the_network_usable_then_missing);
     tcase_add_test(tc, net_ipam_get_reports_the_pool_and_gateway_the_network_was_made_with);
+    tcase_add_test(tc, a_network_of_that_name_with_another_subnet_fails_the_setup_naming_both);
+    tcase_add_test(tc, a_network_of_that_name_and_another_type_is_refused);
+    tcase_add_test(tc, a_network_of_that_name_whose_properties_lack_a_field_is_refused_naming_it);
+    tcase_add_test(tc, a_nat_network_of_the_pool_and_gateway_made_beforehand_is_adopted);
     tcase_add_test(tc, a_setup_begun_from_the_last_ones_callback_ends_for_its_own_caller);
     tcase_add_test(tc, bad_requests_and_options_are_refused_with_the_value);
     suite_add_tcase(s, tc);

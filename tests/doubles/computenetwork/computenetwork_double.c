@@ -11,6 +11,10 @@
  * Name, HostComputeNetwork and HostComputeNamespace (the namespace it was
  * added to, "" if none); HcnEnumerateEndpoints takes hcsshim's
  * {"VirtualNetwork": id} filter and lists that network's endpoints.
+ * HcnQueryNetworkProperties answers the document the network was made
+ * with and its ID, as HNS answers its settings: a test that calls
+ * HcnCreateNetwork itself (another subnet, another Type, fields left out)
+ * makes the network berth then finds by name.
  *
  * Controlled through the environment, read at every call:
  *
@@ -23,6 +27,7 @@
  *     create-namespace HcnCreateNamespace: E_OUTOFMEMORY
  *     modify-namespace HcnModifyNamespace: E_FAIL
  *     query-endpoint   HcnQueryEndpointProperties: E_FAIL
+ *     query-network    HcnQueryNetworkProperties: E_FAIL
  *
  * An endpoint or namespace that does not exist is HCN_E_ENDPOINT_NOT_FOUND
  * or ERROR_NOT_FOUND, as HNS answers; documents are checked for the
@@ -46,6 +51,7 @@ struct object {
     GUID network;    /* endpoints */
     GUID members[8]; /* namespaces: endpoints added */
     int nmembers;
+    char doc[4096]; /* networks: the document they were made with */
 };
 
 static SRWLOCK lock = SRWLOCK_INIT;
@@ -304,6 +310,7 @@ HcnCreateNetwork(REFGUID Id, PCWSTR Settings, PHCN_NETWORK Network, PWSTR *Error
         json_object *n;
         json_object_object_get_ex(s, "Name", &n);
         snprintf(o->name, sizeof(o->name), "%s", json_object_get_string(n));
+        snprintf(o->doc, sizeof(o->doc), "%s", doc);
         *Network = handle(Id);
     }
     json_object_put(s);
@@ -316,6 +323,39 @@ HcnOpenNetwork(REFGUID Id, PHCN_NETWORK Network, PWSTR *ErrorRecord)
 {
     return open_object("HcnOpenNetwork", networks, Id, (HRESULT)0x803B0001L, "Network not found",
                        Network, ErrorRecord);
+}
+
+/* The network's settings as it was made, with its ID, as HNS answers them. */
+HRESULT WINAPI
+HcnQueryNetworkProperties(HCN_NETWORK Network, PCWSTR Query, PWSTR *Properties, PWSTR *ErrorRecord)
+{
+    pin();
+    static char doc[8192];
+    AcquireSRWLockExclusive(&lock);
+    json_object *q = settings_parse(Query, NULL, doc, sizeof(doc));
+    const GUID *id = Network;
+    record("HcnQueryNetworkProperties", id, doc);
+    struct object *o = id ? find(networks, id) : NULL;
+    json_object *props = o ? json_tokener_parse(o->doc) : NULL;
+    HRESULT hr = S_OK;
+    if (failing("query-network"))
+        hr = error(E_FAIL, "The network's properties cannot be read", ErrorRecord);
+    else if (!q)
+        hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
+    else if (!o)
+        hr = error((HRESULT)0x803B0001L, "Network not found", ErrorRecord);
+    else if (!props)
+        hr = error(E_FAIL, "The network's settings are not JSON", ErrorRecord);
+    else {
+        char ids[40];
+        guid_text(id, ids);
+        json_object_object_add(props, "ID", json_object_new_string(ids));
+        *Properties = co_wide(json_object_to_json_string_ext(props, JSON_C_TO_STRING_PLAIN));
+    }
+    json_object_put(props);
+    json_object_put(q);
+    ReleaseSRWLockExclusive(&lock);
+    return hr;
 }
 
 HRESULT WINAPI
