@@ -45,6 +45,7 @@ struct ctr_delete;
 struct ctr_events;
 struct ctr_stops;
 struct ctr_stop;
+struct container_waiter;
 
 #define CTR_HANDLE_MAX 128
 #define CTR_ID_MAX 64
@@ -189,6 +190,9 @@ struct container {
                                  * (126, 127, 128; process_start_exit_code), else 0 */
     char main_start_error[256]; /* ... and why (process_start's message), else "" */
     struct ctr_stop *stopping;  /* a stop in progress (svc_main.c) */
+    /* The not-running waits that came while main_starting: that start's
+     * end answers them or leaves them to the run it began (svc_main.c). */
+    struct container_waiter *start_waiters;
 };
 
 struct containers {

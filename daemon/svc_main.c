@@ -169,6 +169,8 @@ containers_main_resume(struct daemon *d)
 
 /* ---- start ------------------------------------------------------------------ */
 
+static void waiters_after_start(struct container *c, bool began);
+
 struct start_op {
     struct svc_call call;
     container_main_cb cb;
@@ -200,6 +202,7 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
         if (pr->exited)
             ctr_main_exited(c);
     }
+    waiters_after_start(c, !err);
     if (!op->call.detached)
         op->cb(op->arg, err);
     if (failed && c->registered && !c->deleting && c->state == CTR_RUNNING &&
@@ -519,7 +522,32 @@ struct container_waiter {
     uv_timer_t *now; /* answers a condition already met, on the next turn */
     bool ended;
     int exit_code;
+    /* In c->start_waiters: a not-running wait that came during a start. */
+    struct container_waiter *start_next, **start_link;
 };
+
+static void
+waiter_start_unlink(struct container_waiter *w)
+{
+    if (!w->start_link)
+        return;
+    *w->start_link = w->start_next;
+    if (w->start_next)
+        w->start_next->start_link = w->start_link;
+    w->start_next = NULL;
+    w->start_link = NULL;
+}
+
+static void
+waiter_start_link(struct container_waiter *w)
+{
+    struct container *c = w->c;
+    w->start_next = c->start_waiters;
+    if (c->start_waiters)
+        c->start_waiters->start_link = &w->start_next;
+    c->start_waiters = w;
+    w->start_link = &c->start_waiters;
+}
 
 static void
 waiter_end(struct container_waiter *w, bool report, const struct err *err)
@@ -527,6 +555,7 @@ waiter_end(struct container_waiter *w, bool report, const struct err *err)
     if (w->ended)
         return;
     w->ended = true;
+    waiter_start_unlink(w);
     ctr_events_unsubscribe(w->reg, &w->sub);
     if (report)
         w->cb(w->arg, err, w->exit_code);
@@ -588,10 +617,32 @@ container_wait(struct daemon *d, const char *handle, enum container_wait_cond co
         uv_timer_init(d->loop, w->now);
         w->now->data = w;
         uv_timer_start(w->now, waiter_now_cb, 0, 0);
+    } else if (cond == CTR_WAIT_NOT_RUNNING && c->main_starting) {
+        waiter_start_link(w);
     }
     ctr_events_subscribe(c->reg, &w->sub);
     *out = w;
     return 0;
+}
+
+/*
+ * The end of a start, for the not-running waits that came while it ran:
+ * they follow the run it began; when none began, the container does not
+ * run, and they are met now with its exit code (a program that could not
+ * start: 127 or 126). The engine answers them so once the start let go of
+ * the container.
+ */
+static void
+waiters_after_start(struct container *c, bool began)
+{
+    struct container_waiter *w;
+    while ((w = c->start_waiters)) {
+        waiter_start_unlink(w);
+        if (!began) {
+            w->exit_code = container_main_exit_code(c);
+            waiter_end(w, true, NULL);
+        }
+    }
 }
 
 void

@@ -72,7 +72,8 @@ int container_kill(struct daemon *d, const char *handle, int sig, container_main
                    struct svc_call **call, struct err *err);
 
 enum container_wait_cond {
-    CTR_WAIT_NOT_RUNNING, /* now if it does not run, else its next exit */
+    CTR_WAIT_NOT_RUNNING, /* now if it does not run, else its next exit (a start in flight:
+                           * at its end when it began no run) */
     CTR_WAIT_NEXT_EXIT,   /* the next exit of a run */
     CTR_WAIT_REMOVED,     /* the container's removal */
 };

@@ -343,6 +343,60 @@ START_TEST(docker_failed_start_survives_a_restart_of_berthd)
 }
 END_TEST
 
+/*
+ * Not-running waits sent, a few milliseconds apart, while a start of
+ * container id runs, in 5 rounds of 25: "<round>.<wait>:<its body>" lines;
+ * a wait that got no answer within 5 s has none (caller frees).
+ */
+static char *
+waits_during_starts(const struct berthd *b, const char *id)
+{
+    char *out = NULL;
+    int st = dk_run(b, &clis[0], &out,
+                    "U='http://d/v1.44/containers/%s'; for r in 1 2 3 4 5; do "
+                    "curl -s -o /dev/null --unix-socket '%s' -X POST \"$U/start\" & "
+                    "for i in $(seq 1 25); do curl -s -m 5 -o \"%s/w$r.$i\" --unix-socket '%s' "
+                    "-X POST \"$U/wait?condition=not-running\" & sleep 0.005; done; wait; done; "
+                    "for f in '%s'/w*; do echo \"${f##*/w}:$(cat \"$f\")\"; done",
+                    id, b->docker_sock, b->tmp, b->docker_sock, b->tmp);
+    ck_assert_msg(st == 0, "sh: %d: %s", st, out);
+    return out;
+}
+
+/* As the engine, which answers them once the start let go of the container. */
+START_TEST(docker_not_running_wait_during_a_start_ends_with_it_or_follows_its_run)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    /* A start that fails: each wait is answered with its 127 (the first
+     * start made it the container's, for the waits that come before one). */
+    char *id = dk_ok(&b, cl, 0, "\"$D\" create busybox nosuchprog");
+    ctr_track(&b, id);
+    free(raw_start(&b, cl, id));
+    char *out = waits_during_starts(&b, id);
+    unsigned failed = count(out, ":{\"StatusCode\":127");
+    ck_assert_msg(failed == 125, "%u of 125 waits answered: %.900s", failed, out);
+    free(out);
+    free(dk_ok(&b, cl, 0, "\"$D\" rm %s", id));
+    free(id);
+    /* A start that runs: the waits that came during it follow its run. */
+    ck_assert_int_eq(ctr_sh("rm -f '%s'/w*", b.tmp), 0);
+    id = dk_ok(&b, cl, 0, "\"$D\" create busybox sh -c 'sleep 0.3; exit 3'");
+    ctr_track(&b, id);
+    out = waits_during_starts(&b, id);
+    unsigned ran = count(out, ":{\"StatusCode\":3");
+    unsigned before = count(out, ":{\"StatusCode\":0");
+    ck_assert_msg(ran > 0 && ran + before == 125, "%u waits followed a run, %u came before: %.900s",
+                  ran, before, out);
+    free(out);
+    free(dk_ok(&b, cl, 0, "\"$D\" rm %s", id));
+    free(id);
+    berthd_finish(&b);
+}
+END_TEST
+
 static Suite *
 docker_run_errors_suite(void)
 {
@@ -353,6 +407,7 @@ docker_run_errors_suite(void)
     ctr_add_fixture(tc);
     tcase_add_test(tc, docker_run_rm_of_a_missing_program_says_so_exits_127_and_removes_it);
     tcase_add_test(tc, docker_failed_start_is_400_and_ends_the_waits_of_an_auto_remove_container);
+    tcase_add_test(tc, docker_not_running_wait_during_a_start_ends_with_it_or_follows_its_run);
     tcase_add_test(tc, docker_exec_into_a_container_that_does_not_run_is_409_not_running);
     tcase_add_test(tc, docker_exec_of_a_missing_program_shows_why_and_exits_127);
     tcase_add_test(tc, docker_create_error_names_the_container_once);
