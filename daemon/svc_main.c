@@ -190,8 +190,15 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
      * exit code (127: not there) is the container's, and an auto-remove
      * container goes, which ends the waits for its removal. */
     bool failed = err && err->code == ERR_INVALID_CONTENT;
-    c->main_start_failed = failed ? process_start_exit_code(err) : 0;
-    snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", failed ? err->msg : "");
+    /* A start the shutdown cancelled before its job ran neither ran the
+     * program nor failed to: an earlier failure stays, here as beside the
+     * container's record (the job did not get to it), which the next
+     * daemon reads back. */
+    bool never_ran = err && err->code == ECANCELED;
+    if (!never_ran) {
+        c->main_start_failed = failed ? process_start_exit_code(err) : 0;
+        snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", failed ? err->msg : "");
+    }
     if (!err) {
         c->main_proc = pr;
         log_info("container %s: main process %s started", c->p->handle, pr->id);

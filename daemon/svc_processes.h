@@ -62,6 +62,8 @@ typedef void (*process_start_cb)(void *arg, const struct err *err, struct ctr_pr
  * default above when nothing sets it. A process that cannot start (no
  * such program, a bad dir, an unknown user) fails with
  * ERR_INVALID_CONTENT and leaves no record: its id is free again at once.
+ * One whose job the daemon's shutdown cancelled before it ran fails with
+ * ECANCELED and changed nothing, beside the records or in them.
  */
 int process_start(struct daemon *d, const char *handle, const struct process_spec *o,
                   process_start_cb cb, void *arg, struct svc_call **call, struct err *err);
