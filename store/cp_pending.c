@@ -192,10 +192,12 @@ target_may_come(const struct note *n, int rfd)
  * mount's empty source: it may be a filesystem not mounted yet, and the
  * note is the only record of what is in it), or a negative errno (a bad
  * note, set aside; so is one whose target the container removed: it
- * would wait for ever, read again before every upload).
+ * would wait for ever, read again before every upload). *theirs says
+ * when the container's doing made it bad (its target removed, or a
+ * symlink or a file on the way), not berth's.
  */
 static int
-note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
+note_replay(const struct note *n, int nfd, const char *journal, bool *theirs, struct err *err)
 {
     if (n->rootfs && !root_mounted(n->root))
         return 0;
@@ -220,6 +222,7 @@ note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
                  n->target);
         return 0;
     }
+    *theirs = tfd == -ENOENT || tfd == -ELOOP || tfd == -ENOTDIR;
     if (tfd == -ENOENT)
         return err_set(err, ENOENT, "open %s in %s: missing (the container removed it)", n->target,
                        n->root);
@@ -246,9 +249,16 @@ note_replay(const struct note *n, int nfd, const char *journal, struct err *err)
     return ret;
 }
 
-/* Moves a bad note (and its journal) to aside/, out of every later replay's way. */
+/*
+ * Moves a bad note (and its journal) to aside/, out of every later
+ * replay's way. A warning when the container made it bad (theirs: it
+ * removed or replaced the target, which is its right), an error when
+ * the note itself is (berth cannot read it, or did not write it so) or
+ * berth cannot move it.
+ */
 static void
-note_set_aside(int fd, const char *dir, const char *name, const char *journal, const char *why)
+note_set_aside(int fd, const char *dir, const char *name, const char *journal, const char *why,
+               bool theirs)
 {
     bool made = false;
     int afd = rootdir_open_or_make_dir(fd, ASIDE_DIR, 0700, &made);
@@ -263,7 +273,8 @@ note_set_aside(int fd, const char *dir, const char *name, const char *journal, c
         log_error("upload note %s/%s: %s; setting it aside failed: %s", dir, name, why,
                   strerror(-r));
     else
-        log_error("upload note %s/%s: %s; set aside in %s/%s (what it names is left as it is)", dir,
+        log_write(theirs ? LOG_WARN : LOG_ERROR,
+                  "upload note %s/%s: %s; set aside in %s/%s (what it names is left as it is)", dir,
                   name, why, dir, ASIDE_DIR);
 }
 
@@ -306,20 +317,21 @@ cp_pending_recover(const char *dir, struct err *err)
         char journal[sizeof(((struct cp_note *)0)->journal)];
         if (snprintf(journal, sizeof(journal), "%s%s", name, VOLUME_JOURNAL_SUFFIX) >=
             (int)sizeof(journal)) {
-            note_set_aside(fd, dir, name, "", "not an upload note (name too long)");
+            note_set_aside(fd, dir, name, "", "not an upload note (name too long)", false);
             continue;
         }
         cleanup_free char *text = NULL;
         size_t len = 0;
         struct err e = {0};
         struct note n = {0};
+        bool theirs = false;
         int r = fs_read_file_at(fd, name, NOTE_MAX, &text, &len, &e);
         if (r == -ENOENT)
             continue; /* replayed meanwhile */
         if (r == 0 && note_parse(text, len, &n) < 0)
             r = err_set(&e, ERR_INVALID_CONTENT, "not an upload note of this version");
         if (r == 0)
-            r = note_replay(&n, fd, journal, &e);
+            r = note_replay(&n, fd, journal, &theirs, &e);
         if (r == 1) {
             removed |= rootdir_remove(fd, journal, false) == 0;
             removed |= rootdir_remove(fd, name, false) == 0;
@@ -327,7 +339,7 @@ cp_pending_recover(const char *dir, struct err *err)
             /* One bad note (what it names changed under it, or it is not
              * ours) must not hold up every later upload into the
              * container: reported, kept aside for a look, and skipped. */
-            note_set_aside(fd, dir, name, journal, e.msg);
+            note_set_aside(fd, dir, name, journal, e.msg, theirs);
         }
     }
     if (removed)
