@@ -209,55 +209,61 @@ cim_chain_ensure_block(struct blob_store *bs, const char *cim_dir, const struct 
     return chain_ensure(bs, cim_dir, layers, n, true, out, n > 1 ? merged : NULL, err);
 }
 
-/* Does the record text hold the line "file <name>"? */
-static bool
-own_has_file(const char *text, const char *name)
-{
-    size_t nl = strlen(name);
-    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, "file ", 5) == 0 && strncmp(l + 5, name, nl) == 0 &&
-            (l[5 + nl] == '\n' || l[5 + nl] == '\0'))
-            return true;
-    return false;
-}
+#define MERGED_OF "merged-of "
 
 /*
- * Whether the merged CIM file is missing or older than one of the layers
- * it merges: another call wrote that layer again after the merge (the gc
- * removed it, a crash stopped the gc before the top, and an image of the
- * lower chain alone wrote it back). A merge is written after its sources
- * under chain_lock, so a source newer than it is one it was not made of.
+ * What a merged CIM of cims[0..n) is made of: a digest of each source's
+ * file index, size and last write time, bottom first. A layer written
+ * again (the gc removed the base, a crash stopped it before the top, and
+ * an image of the base alone wrote it back) is another file with another
+ * time, so the top's record line MERGED_OF "<digest>" names the sources a
+ * merged CIM was made for by equality, whatever the clock did meanwhile.
  */
-static bool
-merged_older(const char *file, char **cims, size_t n)
+static int
+sources_id(char **cims, size_t n, char out[DIGEST_STR_LEN], struct err *err)
 {
-    struct os_stat m, s;
-    if (osfs_stat(file, &m) < 0)
-        return true;
+    struct strbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        if (osfs_stat(cims[i], &s) < 0)
-            return true;
-        if (win_ticks(&s.st_mtim) > win_ticks(&m.st_mtim))
-            return true;
+        struct os_stat st;
+        int r = osfs_stat(cims[i], &st);
+        if (r < 0) {
+            strbuf_clear(&b);
+            return err_errno(err, -r, "stat %s", cims[i]);
+        }
+        strbuf_printf(&b, "%llu %lld %lld\n", (unsigned long long)st.st_ino, (long long)st.st_size,
+                      (long long)win_ticks(&st.st_mtim));
     }
+    int r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
+                     : digest_of(b.data, b.len, out);
+    strbuf_clear(&b);
+    return r < 0 ? err_set(err, -r, "merged cim: digest of its sources") : 0;
+}
+
+/* Does the record text hold the line prefix + value? */
+static bool
+own_has_line(const char *text, const char *prefix, const char *value)
+{
+    size_t pl = strlen(prefix), vl = strlen(value);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, pl) == 0 && strncmp(l + pl, value, vl) == 0 &&
+            (l[pl + vl] == '\n' || l[pl + vl] == '\0'))
+            return true;
     return false;
 }
 
 /*
  * The merged block CIM of cims[0..n) (bottom first), <dir>\<tophex>-merged.cim,
- * written when the top layer's record does not name it, when it is not
- * there, or when stale (a layer under it was written again, by this call
- * or by an earlier one: a merged CIM is made for the very files it
- * merges), and then named in
- * that record ("file"), so that it is shared by every image of that top
- * chain and goes with the top CIM at the gc. The record names it only
- * while it is whole: the line goes before a rewrite and comes back after.
+ * written unless the top layer's record names it ("file") as made of these
+ * very sources (MERGED_OF, sources_id) and it is there, and then named in
+ * that record, so that it is shared by every image of that top chain and
+ * goes with the top CIM at the gc. The record names it only while it is
+ * whole: the lines go before a rewrite and come back after.
  */
 static int
 merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char **cims, size_t n,
-              bool stale, char **out, struct err *err)
+              char **out, struct err *err)
 {
-    char mname[DIGEST_HEX_LEN + 16], line[DIGEST_HEX_LEN + 24];
+    char mname[DIGEST_HEX_LEN + 16], line[DIGEST_HEX_LEN + 24], made_of[DIGEST_STR_LEN];
     snprintf(mname, sizeof(mname), "%.*s-merged.cim", DIGEST_HEX_LEN, top_name);
     snprintf(line, sizeof(line), "file %s\n", mname);
     cleanup_free char *own = dir_file(dir, top_name, DIGEST_HEX_LEN, ".own");
@@ -267,25 +273,29 @@ merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char
     if (!own || !file)
         return err_set(err, ENOMEM, "merged cim: out of memory");
     int r = fs_read_file(own, OWN_MAX, &text, &len, err);
+    if (r == 0)
+        r = sources_id(cims, n, made_of, err);
     if (r < 0)
         return err_wrap(err, "merged cim %s", mname);
-    bool recorded = own_has_file(text, mname);
-    if (recorded && !stale && !merged_older(file, cims, n)) {
+    bool recorded = own_has_line(text, "file ", mname);
+    if (recorded && own_has_line(text, MERGED_OF, made_of) && osfs_exists(file)) {
         *out = file;
         file = NULL;
         return 0;
     }
-    /* The record without the line: what stays true while it is written. */
+    /* The record without its lines: what stays true while it is written. */
     struct strbuf b = {0};
     for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
         nl = strchr(l, '\n');
         size_t ll = nl ? (size_t)(nl - l) + 1 : strlen(l);
-        if (ll != strlen(line) || strncmp(l, line, ll) != 0)
+        bool ours = (ll == strlen(line) && strncmp(l, line, ll) == 0) ||
+                    strncmp(l, MERGED_OF, strlen(MERGED_OF)) == 0;
+        if (!ours)
             strbuf_printf(&b, "%.*s", (int)ll, l);
     }
     if (b.failed)
         r = err_set(err, ENOMEM, "merged cim: out of memory");
-    if (r == 0 && recorded)
+    if (r == 0 && b.len != len)
         r = fs_write_file_atomic(own, b.data, b.len, 0600, err);
     int u = r == 0 ? osfs_unlink(file) : 0;
     if (u < 0 && u != -ENOENT)
@@ -299,7 +309,7 @@ merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char
         r = cim_block_merge(api, file, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, n, err);
     free(src);
     if (r == 0) {
-        strbuf_printf(&b, "%s", line);
+        strbuf_printf(&b, "%s%s%s\n", line, MERGED_OF, made_of);
         r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
                      : fs_write_file_atomic(own, b.data, b.len, 0600, err);
         if (r < 0)
@@ -340,7 +350,6 @@ chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer
     }
     AcquireSRWLockExclusive(&chain_lock);
     char parent[DIGEST_STR_LEN + 8] = "", name[DIGEST_STR_LEN + 8];
-    bool wrote = false; /* a layer was written (again) by this call */
     for (size_t i = 0; r == 0 && i < n; i++) {
         if ((r = cim_name(layers[i].chain_id, name, sizeof(name), err)) < 0)
             break;
@@ -365,13 +374,12 @@ chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer
         if (r == 0 && !have) {
             r = layer_write_recorded(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name,
                                      block, err);
-            wrote = true;
         }
         if (r < 0)
             err_wrap(err, "cim of layer %zu (%s)", i, layers[i].chain_id);
         memcpy(parent, name, sizeof(name));
     }
-    if (r == 0 && merged && (r = merged_ensure(api, dir, name, cims, n, wrote, merged, err)) < 0)
+    if (r == 0 && merged && (r = merged_ensure(api, dir, name, cims, n, merged, err)) < 0)
         err_wrap(err, "merged cim of %s", layers[n - 1].chain_id);
     ReleaseSRWLockExclusive(&chain_lock);
     if (r < 0) {
@@ -418,6 +426,9 @@ own_read(const char *dir, const char *hex, struct cim_own *o, struct err *err)
             memcpy(o->parent, line + 7, DIGEST_HEX_LEN);
         else if (strncmp(line, "file ", 5) == 0 && plain_name(line + 5))
             r = strv_push(&o->files, &o->nfiles, line + 5) < 0 ? err_set(err, ENOMEM, "oom") : 0;
+        else if (strncmp(line, MERGED_OF, strlen(MERGED_OF)) == 0 &&
+                 digest_valid(line + strlen(MERGED_OF)))
+            continue; /* merged_ensure's */
         else
             r = err_set(err, ERR_INVALID_CONTENT, "%s: bad line %.80s", path, line);
     }
