@@ -119,7 +119,7 @@ ctr_main_reload(struct container *c)
             continue;
         char *end = NULL;
         unsigned long n = strtoul(pr->id + strlen(MAIN_PREFIX), &end, 10);
-        if (!end || *end || n == 0 || n > 1000000)
+        if (!end || *end || n == 0 || n > CTR_MAIN_RUNS_MAX)
             continue;
         if (n > c->main_runs) {
             c->main_runs = (unsigned)n;
@@ -237,6 +237,7 @@ start_submit(struct daemon *d, struct container *c, enum ctr_change_kind event,
     container_main_spec(m, &spec);
     spec.id = id;
     spec.keeps_start_failure = true;
+    spec.main_run = c->main_runs + 1;
     struct start_op *op = calloc(1, sizeof(*op));
     if (!op)
         return err_set(err, ENOMEM, "start container %s: out of memory", c->p->handle);
