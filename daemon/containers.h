@@ -353,16 +353,22 @@ int containers_trash_remove_blocking(const char *trash, struct err *err);
  * the container's record so that a restart of the daemon still shows it
  * (Docker's State.ExitCode and State.Error): written by the start's job
  * when it fails, removed by the next start that does not, and taken back
- * at start-up only when it is newer than every run of the main process
- * its records keep (a later run wins, whatever became of the file).
+ * at start-up only when no run of the main process its records keep has
+ * its number or a later one and the latest run is not alive (a later run
+ * wins, whatever became of the file: ctr_main_reload_start_failure).
  */
+/* The most runs of a main process (main.N) a container's records are read with. */
+#define CTR_MAIN_RUNS_MAX 1000000
+
 struct ctr_start_failure {
     int exit_code;           /* 126, 127 or 128: process_start_exit_code */
     char error[ERR_MSG_MAX]; /* the start's message */
     int64_t at_ms;           /* when it failed, unix ms */
+    unsigned run;            /* N of main.N, the run the start would have been; 0: not kept */
 };
 
-/* Writes f into the container directory dir, atomically. Blocks. */
+/* Writes f into the container directory dir, atomically; its run when
+ * f->run is not 0. Blocks. */
 int ctr_start_failure_write(const char *dir, const struct ctr_start_failure *f, struct err *err);
 /* Removes it; none there is no error. Blocks. */
 int ctr_start_failure_clear(const char *dir, struct err *err);

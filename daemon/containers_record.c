@@ -316,6 +316,8 @@ ctr_start_failure_write(const char *dir, const struct ctr_start_failure *f, stru
     json_object_object_add(o, "exit_code", json_object_new_int(f->exit_code));
     json_object_object_add(o, "error", json_object_new_string(f->error));
     json_object_object_add(o, "at_ms", json_object_new_int64(f->at_ms));
+    if (f->run)
+        json_object_object_add(o, "run", json_object_new_int64(f->run));
     size_t len = 0;
     const char *text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &len);
     cleanup_free char *path = fs_path_join(dir, START_FAILURE_NAME);
@@ -337,12 +339,13 @@ ctr_start_failure_clear(const char *dir, struct err *err)
     return 0;
 }
 
-/* The members of a start failure record, each required and in range. */
+/* The members of a start failure record, each required and in range but
+ * run, which a record written before it was kept may lack (0 then). */
 static int
 start_failure_parse(json_object *o, struct ctr_start_failure *out, struct err *err)
 {
-    static const char *const fields[] = {"exit_code", "error", "at_ms", NULL};
-    int64_t code = 0, at = 0;
+    static const char *const fields[] = {"exit_code", "error", "at_ms", "run", NULL};
+    int64_t code = 0, at = 0, run = 0;
     const char *msg = NULL;
     int ret = jsonutil_check_fields(o, "", fields, err);
     if (ret >= 0)
@@ -351,6 +354,8 @@ start_failure_parse(json_object *o, struct ctr_start_failure *out, struct err *e
         ret = jsonutil_get_string(o, "", "error", true, &msg, err);
     if (ret >= 0)
         ret = jsonutil_get_int64(o, "", "at_ms", true, &at, err);
+    if (ret >= 0)
+        ret = jsonutil_get_int64(o, "", "run", false, &run, err);
     if (ret < 0)
         return ret;
     if (code < 126 || code > 128)
@@ -361,6 +366,10 @@ start_failure_parse(json_object *o, struct ctr_start_failure *out, struct err *e
                        sizeof(out->error) - 1);
     if (at <= 0)
         return err_set(err, EINVAL, "field \"at_ms\": %lld is not a time", (long long)at);
+    /* Present, it is a number berthd wrote (a null is no number either). */
+    if (json_object_object_get_ex(o, "run", NULL) && (run < 1 || run > CTR_MAIN_RUNS_MAX))
+        return err_set(err, EINVAL, "field \"run\": expected 1 to %d", CTR_MAIN_RUNS_MAX);
+    out->run = (unsigned)run;
     out->exit_code = (int)code;
     snprintf(out->error, sizeof(out->error), "%s", msg);
     out->at_ms = at;

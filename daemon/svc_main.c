@@ -119,7 +119,7 @@ ctr_main_reload(struct container *c)
             continue;
         char *end = NULL;
         unsigned long n = strtoul(pr->id + strlen(MAIN_PREFIX), &end, 10);
-        if (!end || *end || n == 0 || n > 1000000)
+        if (!end || *end || n == 0 || n > CTR_MAIN_RUNS_MAX)
             continue;
         if (n > c->main_runs) {
             c->main_runs = (unsigned)n;
@@ -140,10 +140,30 @@ main_ran_since(const struct container *c, int64_t at_ms)
     return false;
 }
 
+/*
+ * Whether a run of the main process replaced the failed start f: the
+ * start's job runs the program before it removes the record, so a daemon
+ * killed between the two leaves the record of an earlier attempt beside a
+ * run that began. Not by the clock, which may have stepped back (and a
+ * run's start is 0 when its times could not be read): a run numbered as
+ * the failed start or later, and in any case a latest run that is alive.
+ * A record without its number (written before it was kept) falls back to
+ * the times.
+ */
+static bool
+main_replaced_start_failure(const struct container *c, const struct ctr_start_failure *f)
+{
+    if (c->main_proc && !c->main_proc->exited)
+        return true;
+    if (f->run)
+        return c->main_runs >= f->run;
+    return main_ran_since(c, f->at_ms);
+}
+
 void
 ctr_main_reload_start_failure(struct container *c, const struct ctr_start_failure *f)
 {
-    if (!c->p->main || main_ran_since(c, f->at_ms))
+    if (!c->p->main || main_replaced_start_failure(c, f))
         return;
     c->main_start_failed = f->exit_code;
     snprintf(c->main_start_error, sizeof(c->main_start_error), "%s", f->error);
@@ -237,6 +257,7 @@ start_submit(struct daemon *d, struct container *c, enum ctr_change_kind event,
     container_main_spec(m, &spec);
     spec.id = id;
     spec.keeps_start_failure = true;
+    spec.main_run = c->main_runs + 1;
     struct start_op *op = calloc(1, sizeof(*op));
     if (!op)
         return err_set(err, ENOMEM, "start container %s: out of memory", c->p->handle);

@@ -103,8 +103,10 @@ void containers_main_resume(struct daemon *d);
 void ctr_main_exited(struct container *c);
 /* At reload: finds the latest run among c's processes. */
 void ctr_main_reload(struct container *c);
-/* Then: takes f back as the latest start's failure (ExitCode, Error) when
- * it is newer than every run of the main process c's records keep. */
+/* Then: takes f back as the latest start's failure (ExitCode, Error)
+ * unless a run of the main process c's records keep replaced it: one
+ * numbered as f or later, or a latest run alive (the clock is not trusted;
+ * a record without its number is judged by the times). */
 void ctr_main_reload_start_failure(struct container *c, const struct ctr_start_failure *f);
 /* The registry closes: stops in progress are dropped silently. */
 void ctr_stop_abandon(struct container *c);

@@ -47,6 +47,7 @@ struct spawn_job {
     char *cwd, *user;
     bool has_stdin;
     bool keeps_start_failure;
+    unsigned main_run;
     struct rt_proc_status st;
     int64_t started_ms, finished_ms; /* from the driver's records, 0 when unknown */
     int rc;
@@ -76,7 +77,8 @@ spawn_keep_failure(struct spawn_job *j)
     int rc = 0;
     if (j->rc == -ERR_INVALID_CONTENT) {
         struct ctr_start_failure f = {.exit_code = process_start_exit_code(&j->err),
-                                      .at_ms = clock_unix_ms()};
+                                      .at_ms = clock_unix_ms(),
+                                      .run = j->main_run};
         snprintf(f.error, sizeof(f.error), "%s", j->err.msg);
         rc = ctr_start_failure_write(j->t.dir, &f, &err);
     } else {
@@ -299,6 +301,7 @@ process_start(struct daemon *d, const char *handle, const struct process_spec *o
     j->arg = arg;
     j->has_stdin = o->has_stdin;
     j->keeps_start_failure = o->keeps_start_failure;
+    j->main_run = o->main_run;
     if ((ret = job_submit_prompt(d->jobs, "process.start", spawn_work, spawn_done, j)) < 0) {
         spawn_job_free(j);
         return err_set(err, ECANCELED, "start process %s: cannot start the job: %s", id,

@@ -42,6 +42,7 @@ struct process_spec {
      * job writes a failure to start beside the container's record, and
      * removes it when the start goes otherwise (struct ctr_start_failure). */
     bool keeps_start_failure;
+    unsigned main_run; /* with it: N of the run's id main.N, which the record keeps */
 };
 
 /*

@@ -8,7 +8,7 @@
  * running"), an exec whose program is not there or cannot be run (126,
  * 127, the message on the terminal), a create whose error names the
  * container once, and a failed start's ExitCode and Error that a restart
- * of berthd keeps (unless a later run replaced them).
+ * of berthd keeps (unless a later run replaced them, or one is alive).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +343,73 @@ START_TEST(docker_failed_start_survives_a_restart_of_berthd)
 }
 END_TEST
 
+/* Writes text as the failed start's record of container name in b's store. */
+static void
+put_failure_record(const struct berthd *b, const char *name, const char *text)
+{
+    char path[PATH_MAX + 128];
+    failure_record(b, name, path, sizeof(path));
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f, "%s: cannot write %s", name, path);
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * A failed start's record beside a main run that is alive: the start's
+ * job runs the program before it removes the record, and berthd killed
+ * between the two leaves it. Its time (the year 2100: a clock that
+ * stepped back since) says nothing: the run wins, by its number (the
+ * record's is that of the run, or an earlier one) or by being alive (a
+ * record without a number, or one ahead of every run). An auto-remove
+ * container is not removed for it.
+ */
+START_TEST(docker_failed_start_record_beside_a_live_run_is_ignored_after_a_kill)
+{
+    const struct dk_client *cl = &clis[0];
+    struct berthd b = {0};
+    dk_start(&b, false, NULL);
+    dk_load_busybox(&b);
+    static const struct {
+        const char *name, *rm, *run;
+    } cases[] = {
+        {"unnumbered", "", ""},
+        {"unnumbered_rm", "--rm", ""},
+        {"numbered_rm", "--rm", ",\"run\":1"},
+        {"ahead_rm", "--rm", ",\"run\":9"},
+    };
+    enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+    for (size_t i = 0; i < NCASES; i++)
+        free(dk_ok(&b, cl, 0, "\"$D\" run -d %s --name %s busybox sleep 1000", cases[i].rm,
+                   cases[i].name));
+    dk_track_all(&b);
+    for (size_t i = 0; i < NCASES; i++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"exit_code\":127,\"error\":\"exec: \\\"gone\\\": executable file not "
+                 "found in $PATH\",\"at_ms\":4102444800000%s}",
+                 cases[i].run);
+        put_failure_record(&b, cases[i].name, text);
+    }
+    berthd_kill(&b);
+    dk_start(&b, false, NULL);
+
+    char *ps =
+        dk_ok(&b, cl, 0, "\"$D\" ps -a --format '{{.Names}} {{.State}}' | sort | tr '\\n' ,");
+    ck_assert_msg(strcmp(ps, "ahead_rm running,numbered_rm running,unnumbered running,"
+                             "unnumbered_rm running,") == 0,
+                  "%s", ps);
+    free(ps);
+    for (size_t i = 0; i < NCASES; i++) {
+        char *after = state_line(&b, cl, cases[i].name);
+        ck_assert_msg(strcmp(after, "running 0 ") == 0, "%s: %s", cases[i].name, after);
+        free(after);
+        free(dk_ok(&b, cl, 0, "\"$D\" rm -f %s", cases[i].name));
+    }
+    berthd_finish(&b);
+}
+END_TEST
+
 /*
  * Not-running waits sent, a few milliseconds apart, while a start of
  * container id runs, in 5 rounds of 25: "<round>.<wait>:<its body>" lines;
@@ -412,6 +479,7 @@ docker_run_errors_suite(void)
     tcase_add_test(tc, docker_exec_of_a_missing_program_shows_why_and_exits_127);
     tcase_add_test(tc, docker_create_error_names_the_container_once);
     tcase_add_test(tc, docker_failed_start_survives_a_restart_of_berthd);
+    tcase_add_test(tc, docker_failed_start_record_beside_a_live_run_is_ignored_after_a_kill);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,13 +56,16 @@ START_TEST(start_failure_round_trips_and_clear_removes_it)
     ck_assert_int_eq(back.exit_code, 127);
     ck_assert_str_eq(back.error, f.error);
     ck_assert_int_eq(back.at_ms, f.at_ms);
-    /* A second failure replaces the first. */
+    ck_assert_uint_eq(back.run, 0);
+    /* A second failure replaces the first, its run kept. */
+    f.run = 3;
     f.exit_code = 126;
     snprintf(f.error, sizeof(f.error), "exec: \"/etc\": permission denied");
     ck_assert_int_eq(ctr_start_failure_write(dir, &f, &err), 0);
     ck_assert_int_eq(ctr_start_failure_read(dir, &back, &err), 0);
     ck_assert_int_eq(back.exit_code, 126);
     ck_assert_str_eq(back.error, f.error);
+    ck_assert_uint_eq(back.run, 3);
     ck_assert_int_eq(ctr_start_failure_clear(dir, &err), 0);
     ck_assert_int_eq(ctr_start_failure_read(dir, &back, &err), -ENOENT);
     /* Nothing to clear is no error. */
@@ -106,6 +109,13 @@ START_TEST(start_failure_read_refuses_what_berthd_did_not_write)
         "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":0}",
         "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":-5}",
         "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1e400}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":0}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":-1}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":1000001}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":4294967297}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":\"2\"}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":2.5}",
+        "{\"exit_code\":127,\"error\":\"x\",\"at_ms\":1,\"run\":null}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         put_record(bad[i]);
