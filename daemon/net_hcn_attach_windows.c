@@ -163,18 +163,22 @@ attach_begin(struct hcn_waiter *w)
     }
 }
 
-void
-hcn_waiters_resume(struct net *n)
+struct hcn_waiter *
+hcn_waiters_take(struct net *n)
 {
-    if (n->reconciling || n->setup.state == NET_SETUP_RUNNING)
-        return;
     struct hcn_waiter *w = n->waiters;
     n->waiters = NULL;
+    return w;
+}
+
+void
+hcn_waiters_resume(struct hcn_waiter *w, bool failed)
+{
     while (w) {
         struct hcn_waiter *next = w->next;
-        if (!w->rec.disabled && n->setup.state == NET_SETUP_FAILED) {
+        if (!w->rec.disabled && failed) {
             struct err e;
-            net_setup_waiter_err(&n->setup, &e);
+            net_setup_waiter_err(&w->n->setup, &e);
             attach_fail(w, &e);
         } else {
             attach_begin(w);

@@ -92,8 +92,12 @@ int hcn_setup_start(struct net *n, struct err *err);
 
 /* ---- attach and detach (net_hcn_attach_windows.c) --------------------------- */
 
-/* The setup ended: the attaches that waited for it go on, or fail with its error. */
-void hcn_waiters_resume(struct net *n);
+/* The attaches waiting for the setup that ends, off the list: those that
+ * come meanwhile (a callback may begin another setup) wait for the next. */
+struct hcn_waiter *hcn_waiters_take(struct net *n);
+/* The setup they waited for ended: they go on, or fail with its error
+ * when it failed (judged by that setup's result, not by the state now). */
+void hcn_waiters_resume(struct hcn_waiter *w, bool failed);
 /* The reconciliation ended: the detaches that waited for it go on. */
 void hcn_detaches_resume(struct net *n);
 

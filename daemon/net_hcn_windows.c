@@ -346,9 +346,11 @@ setup_done(void *ctx, bool cancelled)
         n->reconciling = false;
     }
     /* This setup's callers first, as on Linux: a setup one of the calls
-     * below begins is not this one, and its callers must wait for it. */
+     * below begins is not this one, and its callers must wait for it. Its
+     * waiters are those present now, and its result is theirs. */
+    struct hcn_waiter *waiters = hcn_waiters_take(n);
     net_setup_notify(&n->setup, j->rc, &j->err);
-    hcn_waiters_resume(n);
+    hcn_waiters_resume(waiters, j->rc < 0);
     if (j->reconcile)
         hcn_detaches_resume(n);
     if (j->rcb)

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "common/windll.h"
 #include "common/winutil.h"
@@ -223,7 +224,47 @@ hcn_network_find(struct hcn_api *api, const char *name, char id[HCS_GUID_SIZE], 
     return network_query(api, name, id, found, err);
 }
 
-/* The properties HNS has of network id, parsed (hcn_props.h). */
+/* w as UTF-8 into *out (caller frees): -EILSEQ when w is not UTF-16 (a lone surrogate), or
+ * -ENOMEM. */
+static int
+utf8_strict(PCWSTR w, char **out)
+{
+    *out = NULL;
+    int n = WideCharToMultiByte(CP_UTF8, WC_ERR_INVALID_CHARS, w, -1, NULL, 0, NULL, NULL);
+    if (n <= 0)
+        return -EILSEQ;
+    if (!(*out = malloc((size_t)n)))
+        return -ENOMEM;
+    if (WideCharToMultiByte(CP_UTF8, WC_ERR_INVALID_CHARS, w, -1, *out, n, NULL, NULL) != n) {
+        free(*out);
+        *out = NULL;
+        return -EILSEQ;
+    }
+    return 0;
+}
+
+/* HNS's properties answer w (freed) as UTF-8 into *out (caller frees): refused unconverted when
+ * longer than HCN_PROPS_MAX characters, and refused when it is not UTF-16. */
+static int
+props_text(PWSTR w, char **out, struct err *err)
+{
+    *out = NULL;
+    if (!w)
+        return err_set(err, EIO, "hcn network properties: HNS answered nothing");
+    int r;
+    if (wcsnlen(w, (size_t)HCN_PROPS_MAX + 1) > HCN_PROPS_MAX)
+        r = err_set(err, EIO, "hcn network properties: HNS answered more than %d characters",
+                    HCN_PROPS_MAX);
+    else if ((r = utf8_strict(w, out)) == -ENOMEM)
+        r = err_set(err, ENOMEM, "hcn network properties: out of memory");
+    else if (r < 0)
+        r = err_set(err, EIO, "hcn network properties: HNS's answer is not valid UTF-16");
+    CoTaskMemFree(w);
+    return r;
+}
+
+/* The properties HNS has of network id, parsed (hcn_props.h). Each call's error record is
+ * freed as soon as it returns, and its answer on every path. */
 static int
 network_props(struct hcn_api *api, const char *id, struct hcn_network_props *out, struct err *err)
 {
@@ -234,16 +275,20 @@ network_props(struct hcn_api *api, const char *id, struct hcn_network_props *out
     HCN_NETWORK h = NULL;
     PWSTR props = NULL, record = NULL;
     HRESULT hr = api->HcnOpenNetwork(&g, &h, &record);
-    if (SUCCEEDED(hr)) {
-        hr = api->HcnQueryNetworkProperties(h, HCN_QUERY_V2, &props, &record);
-        api->HcnCloseNetwork(h);
-    }
     if (FAILED(hr))
         return fail(err, hr, record, "query hcn network", id);
-    if (record)
-        CoTaskMemFree(record);
-    char *text = take(props);
-    r = hcn_network_props_parse(text, text ? strlen(text) : 0, out, err);
+    CoTaskMemFree(record); /* a success's record, if any, says nothing */
+    record = NULL;
+    hr = api->HcnQueryNetworkProperties(h, HCN_QUERY_V2, &props, &record);
+    api->HcnCloseNetwork(h);
+    if (FAILED(hr)) {
+        CoTaskMemFree(props);
+        return fail(err, hr, record, "query hcn network", id);
+    }
+    CoTaskMemFree(record);
+    char *text = NULL;
+    if ((r = props_text(props, &text, err)) == 0)
+        r = hcn_network_props_parse(text, strlen(text), out, err);
     free(text);
     return r;
 }

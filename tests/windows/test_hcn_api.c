@@ -148,6 +148,32 @@ START_TEST(network_is_created_once_then_found_by_name)
 }
 END_TEST
 
+/* A network found by name whose properties HNS will not give, gives too many of or gives not as
+ * UTF-16 is not adopted, and the error says which. */
+START_TEST(a_properties_answer_refused_says_why)
+{
+    struct err err = {0};
+    struct hcn_network_doc doc = {"berth3", "10.91.0.0/16", "10.91.0.1", NULL, 0};
+    char id[HCS_GUID_SIZE];
+    bool created;
+    ck_assert_msg(hcn_network_ensure(api, &doc, id, &created, &err) == 0, "%s", err.msg);
+    const char *modes[] = {"query-network", "query-network-long", "query-network-utf16"};
+    const char *why[] = {"The network's properties cannot be read",
+                         "HNS answered more than 262144 characters",
+                         "HNS's answer is not valid UTF-16"};
+    for (int i = 0; i < 3; i++) {
+        SetEnvironmentVariableA("BERTH_HCN_DOUBLE_FAIL", modes[i]);
+        char again[HCS_GUID_SIZE];
+        memset(&err, 0, sizeof(err));
+        ck_assert_int_lt(hcn_network_ensure(api, &doc, again, &created, &err), 0);
+        ck_assert_msg(strstr(err.msg, why[i]), "%s: %s", modes[i], err.msg);
+        ck_assert_msg(strstr(err.msg, "hcn network berth3"), "%s: %s", modes[i], err.msg);
+    }
+    SetEnvironmentVariableA("BERTH_HCN_DOUBLE_FAIL", NULL);
+    ck_assert_int_eq(hcn_network_delete(api, id, &err), 0);
+}
+END_TEST
+
 START_TEST(container_attach_and_detach_leave_nothing)
 {
     struct err err = {0};
@@ -238,6 +264,7 @@ hcn_suite(void)
     TCase *tc = tcase_create("hcn_api");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, network_is_created_once_then_found_by_name);
+    tcase_add_test(tc, a_properties_answer_refused_says_why);
     tcase_add_test(tc, container_attach_and_detach_leave_nothing);
     tcase_add_test(tc, failed_create_removes_what_it_made);
     tcase_add_test(tc, missing_dll_is_unavailable);

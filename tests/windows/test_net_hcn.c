@@ -918,6 +918,39 @@ START_TEST(a_setup_begun_from_the_last_ones_callback_ends_for_its_own_caller)
 }
 END_TEST
 
+/* A setup whose caller begins another, which fails: an attach that waited
+ * for the first goes on with the first one's success, not the second's end. */
+static void
+setup_then_failing_setup_cb(void *arg, const struct err *err)
+{
+    struct setup_in_cb *s = arg;
+    done_cb(&s->r, err);
+    env_put("BERTH_HCN_DOUBLE_FAIL", "query-network,create-network");
+    struct err e = {0};
+    ck_assert_msg(net_setup(s->n, done_cb, &s->again, &e) == 0, "%s", e.msg);
+}
+
+START_TEST(a_waiter_of_a_setup_that_succeeded_attaches_though_the_next_one_fails)
+{
+    struct setup_in_cb s = {.n = net_open(false)};
+    struct err err = {0};
+    ck_assert_msg(net_setup(s.n, setup_then_failing_setup_cb, &s, &err) == 0, "%s", err.msg);
+    struct result a = {0};
+    struct net_attach_req req = {.handle = "web"};
+    ck_assert_msg(net_attach(s.n, &req, attach_cb, &a, &err) == 0, "%s", err.msg);
+    run_until(&s.r);
+    run_until(&s.again);
+    run_until(&a);
+    ck_assert_msg(s.r.err.code == 0, "setup: %s", s.r.err.msg);
+    ck_assert_msg(s.again.err.code != 0, "the second setup did not fail");
+    ck_assert_msg(a.a, "attach: %s", a.err.msg);
+    ck_assert_str_eq(a.a->ip, "10.77.0.2");
+    env_put("BERTH_HCN_DOUBLE_FAIL", NULL);
+    detach_ok(s.n, "web");
+    close_net(s.n);
+}
+END_TEST
+
 START_TEST(bad_requests_and_options_are_refused_with_the_value)
 {
     struct net *n = net_start(false, NULL, NULL, NULL);
@@ -961,6 +994,7 @@ main(void)
     tcase_add_test(tc, a_network_of_that_name_whose_properties_lack_a_field_is_refused_naming_it);
     tcase_add_test(tc, a_nat_network_of_the_pool_and_gateway_made_beforehand_is_adopted);
     tcase_add_test(tc, a_setup_begun_from_the_last_ones_callback_ends_for_its_own_caller);
+    tcase_add_test(tc, a_waiter_of_a_setup_that_succeeded_attaches_though_the_next_one_fails);
     tcase_add_test(tc, bad_requests_and_options_are_refused_with_the_value);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -27,7 +27,10 @@
  *     create-namespace HcnCreateNamespace: E_OUTOFMEMORY
  *     modify-namespace HcnModifyNamespace: E_FAIL
  *     query-endpoint   HcnQueryEndpointProperties: E_FAIL
- *     query-network    HcnQueryNetworkProperties: E_FAIL
+ *     query-network    HcnQueryNetworkProperties: E_FAIL, with an answer too
+ *                      (an empty object, which berth must free and not read)
+ *     query-network-long  HcnQueryNetworkProperties: an answer of 300 Ki characters
+ *     query-network-utf16 HcnQueryNetworkProperties: an answer with a lone surrogate
  *
  * An endpoint or namespace that does not exist is HCN_E_ENDPOINT_NOT_FOUND
  * or ERROR_NOT_FOUND, as HNS answers; documents are checked for the
@@ -338,9 +341,24 @@ HcnQueryNetworkProperties(HCN_NETWORK Network, PCWSTR Query, PWSTR *Properties, 
     struct object *o = id ? find(networks, id) : NULL;
     json_object *props = o ? json_tokener_parse(o->doc) : NULL;
     HRESULT hr = S_OK;
-    if (failing("query-network"))
+    if (failing("query-network")) {
         hr = error(E_FAIL, "The network's properties cannot be read", ErrorRecord);
-    else if (!q)
+        *Properties = co_wide("{}");
+    } else if (failing("query-network-long")) {
+        size_t n = 300 * 1024;
+        PWSTR w = CoTaskMemAlloc((n + 1) * sizeof(WCHAR));
+        for (size_t i = 0; i < n; i++)
+            w[i] = L' ';
+        w[n] = 0;
+        *Properties = w;
+    } else if (failing("query-network-utf16")) {
+        PWSTR w = CoTaskMemAlloc(4 * sizeof(WCHAR));
+        w[0] = L'{';
+        w[1] = 0xD800;
+        w[2] = L'}';
+        w[3] = 0;
+        *Properties = w;
+    } else if (!q)
         hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
     else if (!o)
         hr = error((HRESULT)0x803B0001L, "Network not found", ErrorRecord);
