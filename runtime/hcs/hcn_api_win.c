@@ -243,22 +243,22 @@ utf8_strict(PCWSTR w, char **out)
     return 0;
 }
 
-/* HNS's properties answer w (freed) as UTF-8 into *out (caller frees): refused unconverted when
- * longer than HCN_PROPS_MAX characters, and refused when it is not UTF-16. */
+/* HNS's properties answer w (freed) of what ("hcn network properties") as UTF-8 into *out
+ * (caller frees): refused unconverted when longer than HCN_PROPS_MAX characters, and refused
+ * when it is not UTF-16. */
 static int
-props_text(PWSTR w, char **out, struct err *err)
+props_text(PWSTR w, const char *what, char **out, struct err *err)
 {
     *out = NULL;
     if (!w)
-        return err_set(err, EIO, "hcn network properties: HNS answered nothing");
+        return err_set(err, EIO, "%s: HNS answered nothing", what);
     int r;
     if (wcsnlen(w, (size_t)HCN_PROPS_MAX + 1) > HCN_PROPS_MAX)
-        r = err_set(err, EIO, "hcn network properties: HNS answered more than %d characters",
-                    HCN_PROPS_MAX);
+        r = err_set(err, EIO, "%s: HNS answered more than %d characters", what, HCN_PROPS_MAX);
     else if ((r = utf8_strict(w, out)) == -ENOMEM)
-        r = err_set(err, ENOMEM, "hcn network properties: out of memory");
+        r = err_set(err, ENOMEM, "%s: out of memory", what);
     else if (r < 0)
-        r = err_set(err, EIO, "hcn network properties: HNS's answer is not valid UTF-16");
+        r = err_set(err, EIO, "%s: HNS's answer is not valid UTF-16", what);
     CoTaskMemFree(w);
     return r;
 }
@@ -287,7 +287,7 @@ network_props(struct hcn_api *api, const char *id, struct hcn_network_props *out
     }
     CoTaskMemFree(record);
     char *text = NULL;
-    if ((r = props_text(props, &text, err)) == 0)
+    if ((r = props_text(props, "hcn network properties", &text, err)) == 0)
         r = hcn_network_props_parse(text, strlen(text), out, err);
     free(text);
     return r;
@@ -430,12 +430,17 @@ endpoint_mac(struct hcn_api *api, HCN_ENDPOINT eh, const char *container, char m
 {
     PWSTR props = NULL, record = NULL;
     HRESULT hr = api->HcnQueryEndpointProperties(eh, L"{}", &props, &record);
-    if (FAILED(hr))
+    if (FAILED(hr)) {
+        CoTaskMemFree(props);
         return fail(err, hr, record, "query the hcn endpoint of container", container);
-    char *text = take(props);
-    json_object *o = text ? json_tokener_parse(text) : NULL, *v;
+    }
+    CoTaskMemFree(record);
+    char *text = NULL;
+    int r = props_text(props, "hcn endpoint properties", &text, err);
+    if (r < 0)
+        return err_wrap(err, "hcn endpoint of container %s", container);
+    json_object *o = json_tokener_parse(text), *v;
     free(text);
-    int r = 0;
     const char *m = o && json_object_object_get_ex(o, "MacAddress", &v) &&
                             json_object_is_type(v, json_type_string)
                         ? json_object_get_string(v)
@@ -563,19 +568,24 @@ endpoint_info(struct hcn_api *api, const char *id, struct hcn_endpoint_info *inf
     PWSTR props = NULL, record = NULL;
     HRESULT hr = api->HcnOpenEndpoint(&g, &eh, &record);
     if (SUCCEEDED(hr)) {
+        CoTaskMemFree(record); /* a success's record, if any, says nothing */
+        record = NULL;
         hr = api->HcnQueryEndpointProperties(eh, L"{}", &props, &record);
         api->HcnCloseEndpoint(eh);
     }
-    if (FAILED(hr) && gone(hr)) {
+    if (FAILED(hr)) {
+        CoTaskMemFree(props);
+        if (!gone(hr))
+            return fail(err, hr, record, "query hcn endpoint", id);
         *gone_out = true;
-        if (record)
-            CoTaskMemFree(record);
+        CoTaskMemFree(record);
         return 0;
     }
-    if (FAILED(hr))
-        return fail(err, hr, record, "query hcn endpoint", id);
-    char *text = take(props);
-    json_object *o = text ? json_tokener_parse(text) : NULL, *v;
+    CoTaskMemFree(record);
+    char *text = NULL;
+    if ((r = props_text(props, "hcn endpoint properties", &text, err)) < 0)
+        return err_wrap(err, "hcn endpoint %s", id);
+    json_object *o = json_tokener_parse(text), *v;
     free(text);
     memset(info, 0, sizeof(*info));
     snprintf(info->id, sizeof(info->id), "%s", id);

@@ -224,13 +224,15 @@ START_TEST(failed_create_removes_what_it_made)
     bool created;
     ck_assert_msg(hcn_network_ensure(api, &doc, net, &created, &err) == 0, "%s", err.msg);
     struct hcn_endpoint_doc ep = {.container = "c-fail", .network_id = net};
-    const char *modes[] = {"modify-namespace", "create-namespace", "create-endpoint",
-                           "query-endpoint"};
+    const char *modes[] = {"modify-namespace", "create-namespace",    "create-endpoint",
+                           "query-endpoint",   "query-endpoint-long", "query-endpoint-utf16"};
     const char *why[] = {"add endpoint to hcn namespace",
                          "create the hcn namespace of container c-fail",
                          "create the hcn endpoint of container c-fail",
-                         "query the hcn endpoint of container c-fail"};
-    for (int i = 0; i < 4; i++) {
+                         "query the hcn endpoint of container c-fail",
+                         "hcn endpoint properties: HNS answered more than 262144 characters",
+                         "hcn endpoint properties: HNS's answer is not valid UTF-16"};
+    for (int i = 0; i < 6; i++) {
         SetEnvironmentVariableA("BERTH_HCN_DOUBLE_FAIL", modes[i]);
         struct hcn_attachment a = {{0}};
         memset(&err, 0, sizeof(err));

@@ -31,6 +31,7 @@
  *                      (an empty object, which berth must free and not read)
  *     query-network-long  HcnQueryNetworkProperties: an answer of 300 Ki characters
  *     query-network-utf16 HcnQueryNetworkProperties: an answer with a lone surrogate
+ *     query-endpoint-long, query-endpoint-utf16  the same of HcnQueryEndpointProperties
  *
  * An endpoint or namespace that does not exist is HCN_E_ENDPOINT_NOT_FOUND
  * or ERROR_NOT_FOUND, as HNS answers; documents are checked for the
@@ -328,6 +329,35 @@ HcnOpenNetwork(REFGUID Id, PHCN_NETWORK Network, PWSTR *ErrorRecord)
                        Network, ErrorRecord);
 }
 
+/* For "<kind>-long" and "<kind>-utf16": an answer of 300 Ki characters, or one with a lone
+ * surrogate, in *props; whether one was asked for. */
+static bool
+bad_answer(const char *kind, PWSTR *props)
+{
+    char mode[64];
+    snprintf(mode, sizeof(mode), "%s-long", kind);
+    if (failing(mode)) {
+        size_t n = 300 * 1024;
+        PWSTR w = CoTaskMemAlloc((n + 1) * sizeof(WCHAR));
+        for (size_t i = 0; i < n; i++)
+            w[i] = L' ';
+        w[n] = 0;
+        *props = w;
+        return true;
+    }
+    snprintf(mode, sizeof(mode), "%s-utf16", kind);
+    if (failing(mode)) {
+        PWSTR w = CoTaskMemAlloc(4 * sizeof(WCHAR));
+        w[0] = L'{';
+        w[1] = 0xD800;
+        w[2] = L'}';
+        w[3] = 0;
+        *props = w;
+        return true;
+    }
+    return false;
+}
+
 /* The network's settings as it was made, with its ID, as HNS answers them. */
 HRESULT WINAPI
 HcnQueryNetworkProperties(HCN_NETWORK Network, PCWSTR Query, PWSTR *Properties, PWSTR *ErrorRecord)
@@ -344,20 +374,7 @@ HcnQueryNetworkProperties(HCN_NETWORK Network, PCWSTR Query, PWSTR *Properties, 
     if (failing("query-network")) {
         hr = error(E_FAIL, "The network's properties cannot be read", ErrorRecord);
         *Properties = co_wide("{}");
-    } else if (failing("query-network-long")) {
-        size_t n = 300 * 1024;
-        PWSTR w = CoTaskMemAlloc((n + 1) * sizeof(WCHAR));
-        for (size_t i = 0; i < n; i++)
-            w[i] = L' ';
-        w[n] = 0;
-        *Properties = w;
-    } else if (failing("query-network-utf16")) {
-        PWSTR w = CoTaskMemAlloc(4 * sizeof(WCHAR));
-        w[0] = L'{';
-        w[1] = 0xD800;
-        w[2] = L'}';
-        w[3] = 0;
-        *Properties = w;
+    } else if (bad_answer("query-network", Properties)) {
     } else if (!q)
         hr = error(E_INVALIDARG, "Invalid JSON document", ErrorRecord);
     else if (!o)
@@ -441,7 +458,8 @@ HcnQueryEndpointProperties(HCN_ENDPOINT Endpoint, PCWSTR Query, PWSTR *Propertie
         hr = error(E_FAIL, "The endpoint's properties cannot be read", ErrorRecord);
     else if (!id || !find(endpoints, id))
         hr = error((HRESULT)0x803B0002L, "Endpoint not found", ErrorRecord);
-    else {
+    else if (bad_answer("query-endpoint", Properties)) {
+    } else {
         struct object *o = find(endpoints, id);
         char ids[40], net[40], ns[40] = "", buf[512];
         guid_text(id, ids);
