@@ -309,9 +309,13 @@ merged_ensure(struct cimfs_api *api, const char *dir, const char *top_name, char
         r = cim_block_merge(api, file, CIM_MERGED_IMAGE, src, CIM_BLOCK_IMAGE, n, err);
     free(src);
     if (r == 0) {
-        strbuf_printf(&b, "%s%s%s\n", line, MERGED_OF, made_of);
-        r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
-                     : fs_write_file_atomic(own, b.data, b.len, 0600, err);
+        /* Taken again: should a merge touch its sources, the line names them as they are. */
+        r = sources_id(cims, n, made_of, err);
+        if (r == 0)
+            strbuf_printf(&b, "%s%s%s\n", line, MERGED_OF, made_of);
+        if (r == 0)
+            r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
+                         : fs_write_file_atomic(own, b.data, b.len, 0600, err);
         if (r < 0)
             osfs_unlink(file);
     }
