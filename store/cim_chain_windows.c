@@ -233,8 +233,7 @@ sources_id(char **cims, size_t n, char out[DIGEST_STR_LEN], struct err *err)
         strbuf_printf(&b, "%llu %lld %lld\n", (unsigned long long)st.st_ino, (long long)st.st_size,
                       (long long)win_ticks(&st.st_mtim));
     }
-    int r = b.failed ? err_set(err, ENOMEM, "merged cim: out of memory")
-                     : digest_of(b.data, b.len, out);
+    int r = b.failed ? -ENOMEM : digest_of(b.data, b.len, out);
     strbuf_clear(&b);
     return r < 0 ? err_set(err, -r, "merged cim: digest of its sources") : 0;
 }
@@ -375,10 +374,9 @@ chain_ensure(struct blob_store *bs, const char *cim_dir, const struct meta_layer
                 r = err_errno(err, -u, "remove half-written %s", cims[i]);
             have = false;
         }
-        if (r == 0 && !have) {
+        if (r == 0 && !have)
             r = layer_write_recorded(api, bs, dir, &layers[i], parent[0] ? parent : NULL, name,
                                      block, err);
-        }
         if (r < 0)
             err_wrap(err, "cim of layer %zu (%s)", i, layers[i].chain_id);
         memcpy(parent, name, sizeof(name));
