@@ -357,6 +357,52 @@ out:
     return rc;
 }
 
+/* Leases what the stored record img names: blobs and snapshots. */
+static int
+lease_stored(struct image_build *b, const struct meta_image *img, struct err *err)
+{
+    int rc = image_build_lease_blob(b, img->digest, err);
+    if (rc == 0)
+        rc = image_build_lease_blob(b, img->config_digest, err);
+    for (size_t i = 0; rc == 0 && i < img->n_layers; i++) {
+        rc = image_build_lease_blob(b, img->layers[i].digest, err);
+        if (rc == 0)
+            rc = meta_lease_add_snapshot(b->st->meta, b->lease, img->layers[i].chain_id, err);
+    }
+    return rc;
+}
+
+int
+image_build_hold_stored(struct image_build *b, const char *digest, struct meta_image **out,
+                        struct err *err)
+{
+    *out = NULL;
+    if (!digest_valid(digest))
+        return 0;
+    /* The manifest first: no prune removes the image from here on. */
+    int rc = image_build_lease_blob(b, digest, err);
+    if (rc < 0)
+        return rc;
+    struct meta_image *img = NULL;
+    struct err missing = {0};
+    if (meta_image_get(b->st->meta, digest, &img, &missing) < 0)
+        return 0;
+    if (strcmp(img->digest, digest) != 0 || (rc = lease_stored(b, img, err)) < 0) {
+        meta_image_free(img);
+        return rc;
+    }
+    /* Still there once all it names is leased: from now on no GC takes
+     * any of it, whatever happens to the image's names. */
+    struct meta_image *again = NULL;
+    if (meta_image_get(b->st->meta, digest, &again, &missing) < 0) {
+        meta_image_free(img);
+        return 0;
+    }
+    meta_image_free(again);
+    *out = img;
+    return 1;
+}
+
 int
 image_build_answer_stored(struct image_build *b, struct meta_image *stored, const char *name,
                           struct meta_image **out, struct err *err)

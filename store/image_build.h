@@ -116,8 +116,23 @@ int image_build_layer_unpack(struct image_build *b, size_t i, const char *const 
 int image_build_commit(struct image_build *b, const char *name, char *const *names, size_t n_names,
                        struct meta_image **out, bool *created, struct err *err);
 
-/* An image already stored: adds name (NULL: none) and answers with its
- * record. Takes stored (frees it). */
+/*
+ * Looks digest up among the stored images and, when it is there, holds
+ * it for image_build_answer_stored: its manifest, config and layer blobs
+ * and every layer's snapshot leased, then looked up again. A prune skips
+ * a leased image, but a delete of its last name does not; without the
+ * snapshot leases a GC after such a delete took the snapshots while the
+ * answer recorded the image again from the copy read here, naming
+ * snapshots that were gone. If the image went before the leases, the
+ * second look-up misses it and the caller builds it as a new one.
+ * 1 with *out (meta_image_free) when held, 0 when not stored, or a
+ * negative errno (a lease that failed).
+ */
+int image_build_hold_stored(struct image_build *b, const char *digest, struct meta_image **out,
+                            struct err *err);
+
+/* An image already stored and held (image_build_hold_stored): adds name
+ * (NULL: none) and answers with its record. Takes stored (frees it). */
 int image_build_answer_stored(struct image_build *b, struct meta_image *stored, const char *name,
                               struct meta_image **out, struct err *err);
 

@@ -100,13 +100,12 @@ store_image_import(struct store *st, const struct import_request *req, struct me
     /* One import per image at a time; the second finds it stored. */
     store_inflight_begin(st, imp.b.manifest_digest);
     inflight = true;
-    /* Leased before it is looked up: no prune removes the image between
-     * this lookup (or the commit) and the answer (meta_prune_images). */
-    if ((rc = lease_blob(&imp, imp.b.manifest_digest, err)) < 0)
-        goto out;
+    /* Held when stored: nothing of it goes before the answer, whatever a
+     * prune or a delete does meanwhile (image_build_hold_stored). */
     struct meta_image *stored = NULL;
-    struct err lookup = {0};
-    if (meta_image_get(st->meta, imp.b.manifest_digest, &stored, &lookup) == 0) {
+    if ((rc = image_build_hold_stored(&imp.b, imp.b.manifest_digest, &stored, err)) < 0)
+        goto out;
+    if (rc == 1) {
         *created = false;
         rc = image_build_answer_stored(&imp.b, stored, n_names ? names[0] : NULL, out, err);
         goto out;

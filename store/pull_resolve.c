@@ -120,15 +120,10 @@ lookup_stored(struct pull_plan *p, const char *digest)
 {
     struct err ignored = {0};
     struct meta_image *img = NULL;
-    /* Leased first (the plan has its lease from the start): no prune
-     * removes it before the commit answers with it. */
-    if (!digest_valid(digest) || image_build_lease_blob(&p->b, digest, &ignored) < 0 ||
-        meta_image_get(p->st->meta, digest, &img, &ignored) < 0)
+    /* Held (the plan has its lease from the start): neither a prune nor a
+     * delete and GC takes any of it before the commit answers with it. */
+    if (image_build_hold_stored(&p->b, digest, &img, &ignored) != 1)
         return false;
-    if (strcmp(img->digest, digest) != 0) {
-        meta_image_free(img);
-        return false;
-    }
     p->stored = true;
     p->stored_img = img;
     return true;

@@ -20,6 +20,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "store/gc.h"
+#include "store/image_build.h"
 #include "store/oci.h"
 #include "store/pull.h"
 #include "store/registry.h"
@@ -504,6 +505,92 @@ START_TEST(a_prune_between_a_stored_digest_lookup_and_its_answer_keeps_the_image
         free(removed[i]);
     free(removed);
     ck_assert_int_eq(n_removed, 1);
+}
+END_TEST
+
+/* Deletes ref (the image goes with its last name) and runs GC. */
+static void
+delete_and_collect(const char *ref)
+{
+    struct err err = {0};
+    bool removed = false;
+    ck_assert_msg(meta_image_delete(st->meta, ref, NULL, &removed, &err) == 0, "%s", err.msg);
+    ck_assert_msg(removed, "deleting %s left the image", ref);
+    struct gc_result gr = {0};
+    ck_assert_msg(gc_run(st->blobs, st->meta, st->root, &gr, &err) == 0, "%s", err.msg);
+}
+
+/* Pulls test/base:1 into the store; *digest is its manifest digest. */
+static void
+pull_base(char digest[DIGEST_STR_LEN])
+{
+    start_registry(NULL);
+    push("base", "base", "test/base:1", NULL);
+    make_client(&(struct client_cfg){.insecure = {reg.host}});
+    struct meta_image *img = NULL;
+    pull_ok(&(struct pull_args){.repo = "test/base", .tag = "1"}, &img);
+    snprintf(digest, DIGEST_STR_LEN, "%s", img->digest);
+    meta_image_free(img);
+}
+
+/* The delete of the image's last name is no prune: the image goes at
+ * once. GC after it took the snapshot while the answer recorded the
+ * image again, so the pull said 200 for an image whose rootfs was gone
+ * (the crash campaign's "mount overlay of 1 layers: No such file"). */
+START_TEST(a_delete_between_a_stored_digest_lookup_and_its_answer_leaves_a_whole_image)
+{
+    char digest[DIGEST_STR_LEN];
+    pull_base(digest);
+    struct pull_request req = {.registry = reg.host, .repository = "test/base", .digest = digest};
+    struct pull_plan *p = NULL;
+    struct err err = {0};
+    ck_assert_msg(pull_plan_new(st, rc, &req, &p, &err) == 0, "%s", err.msg);
+    ck_assert(pull_plan_stored(p));
+    delete_and_collect(digest);
+    struct meta_image *img = NULL;
+    bool created = true;
+    ck_assert_msg(pull_plan_commit(p, &img, &created, &err) == 0, "%s", err.msg);
+    pull_plan_free(p);
+    ck_assert_str_eq(img->digest, digest);
+    ck_assert_msg(snapshot_has(img, 0, "bin/busybox"),
+                  "the pull answered with an image whose snapshot GC removed");
+    meta_image_free(img);
+}
+END_TEST
+
+/* The same hold as an import of stored bytes uses it: between the look-up
+ * and the answer the image loses its last name and GC runs; the answer
+ * records it whole. And an image deleted before it is held is not
+ * stored: the caller builds it again rather than recording a copy. */
+START_TEST(a_held_stored_image_keeps_its_snapshots_through_a_delete_and_gc)
+{
+    char digest[DIGEST_STR_LEN];
+    pull_base(digest);
+    struct image_build b;
+    struct err err = {0};
+    ck_assert_msg(image_build_begin(&b, st, &err) == 0, "%s", err.msg);
+    snprintf(b.manifest_digest, sizeof(b.manifest_digest), "%s", digest);
+    struct meta_image *stored = NULL;
+    ck_assert_int_eq(image_build_hold_stored(&b, digest, &stored, &err), 1);
+    delete_and_collect(digest);
+    struct meta_image *img = NULL;
+    ck_assert_msg(image_build_answer_stored(&b, stored, "test/again:1", &img, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(snapshot_has(img, 0, "bin/busybox"),
+                  "the answer recorded an image whose snapshot GC removed");
+    ck_assert_int_eq((int)img->n_names, 1);
+    meta_image_free(img);
+    image_build_end(&b, false);
+
+    /* Gone before the hold: not stored, and nothing recorded. */
+    delete_and_collect(digest);
+    ck_assert_msg(image_build_begin(&b, st, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(image_build_hold_stored(&b, digest, &stored, &err), 0);
+    ck_assert_ptr_null(stored);
+    image_build_end(&b, false);
+    int64_t n = -1;
+    ck_assert_msg(meta_image_count(st->meta, &n, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq((int)n, 0);
 }
 END_TEST
 
@@ -1213,6 +1300,8 @@ pull_suite(void)
     tcase_add_test(tc, pull_by_digest_checks_the_manifest_digest);
     tcase_add_test(tc, a_stored_image_costs_one_manifest_request);
     tcase_add_test(tc, a_prune_between_a_stored_digest_lookup_and_its_answer_keeps_the_image);
+    tcase_add_test(tc, a_delete_between_a_stored_digest_lookup_and_its_answer_leaves_a_whole_image);
+    tcase_add_test(tc, a_held_stored_image_keeps_its_snapshots_through_a_delete_and_gc);
     tcase_add_test(tc, an_index_gives_the_manifest_of_this_host);
     tcase_add_test(tc, layers_fetched_out_of_order_unpack_in_order);
     tcase_add_test(tc, parallel_layers_and_stored_blobs_are_not_downloaded_again);
