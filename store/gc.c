@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "store/db.h"
 #include "store/layer.h"
+#include "store/snapshot.h"
 #ifdef _WIN32
 #include "store/cim_chain.h"
 #endif
@@ -164,6 +165,12 @@ sweep_blobs(sqlite3 *db, struct gc_ctx *ctx, struct err *err)
 /*
  * Removes <root>/snapshots/<hex>. Refuses (EBUSY) when the directory is
  * itself a mount point: fs_remove_tree only notices mounts below it.
+ * It is set aside first (snapshot_dir_set_aside), so a removal cut short
+ * by a crash or a failed unlink never leaves part of a snapshot at its
+ * name, where the next import of that chain would find it "cached" and
+ * record an image over it; what such a removal leaves goes at the next
+ * start. On Windows the layer goes at its own path, as HcsDestroyLayer
+ * is given it (layer_folder_remove).
  */
 static int
 snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
@@ -179,7 +186,18 @@ snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
         return err_errno(err, -r, "stat %s", snap_root);
     if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev)
         return err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
-    return layer_folder_remove(path, err); /* Windows: HcsDestroyLayer first */
+#ifdef _WIN32
+    return layer_folder_remove(path, err); /* HcsDestroyLayer first */
+#else
+    cleanup_free char *aside = NULL;
+    if ((r = snapshot_dir_set_aside(snap_root, hex, &aside, err)) < 0 || !aside)
+        return r;
+    struct err rerr = {0};
+    if (layer_folder_remove(aside, &rerr) < 0)
+        log_warn("gc: snapshot sha256:%s set aside as %s, which stays until the next start: %s",
+                 hex, aside, rerr.msg);
+    return 0;
+#endif
 }
 
 /* Removes one snapshot's directory; true when it is gone, counting failures. */

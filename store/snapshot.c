@@ -69,9 +69,11 @@ snapshot_store_clean(const char *root, struct err *err)
             break;
         }
         log_info("snapshots: removing %s left by an earlier run", path);
-        ret = fs_remove_tree(path, err);
-        if (ret < 0)
-            break;
+        /* A leftover that will not go (a filesystem mounted in it) is no
+         * reason to refuse the store: nothing looks a tmp- name up. */
+        struct err rerr = {0};
+        if (fs_remove_tree(path, &rerr) < 0)
+            log_warn("snapshots: %s stays: %s", path, rerr.msg);
     }
     osfs_dir_close(d);
     return ret;
@@ -321,33 +323,44 @@ snapshot_abort(struct snapshot_claim *c)
 }
 
 int
+snapshot_dir_set_aside(const char *dir, const char *hex, char **aside, struct err *err)
+{
+    static atomic_uint aside_seq;
+    *aside = NULL;
+    cleanup_free char *final = fs_path_join(dir, hex);
+    char *tmp = NULL;
+    unsigned seq = atomic_fetch_add(&aside_seq, 1);
+    if (!final || asprintf(&tmp, "%s/tmp-rm-%s-%ld-%u", dir, hex, os_pid(), seq) < 0)
+        return err_set(err, ENOMEM, "set snapshot %s aside: out of memory", hex);
+    int r = osfs_rename(final, tmp);
+    if (r < 0) {
+        free(tmp);
+        if (r == -ENOENT)
+            return 0;
+        return err_errno(err, -r, "set snapshot %s aside: rename %s", hex, final);
+    }
+    *aside = tmp;
+    return 0;
+}
+
+int
 snapshot_remove(struct snapshot_store *s, const char *chain_id, struct err *err)
 {
     const char *hex = digest_hex(chain_id);
     if (!hex)
         return err_set(err, EINVAL, "remove snapshot: invalid chain id %s",
                        chain_id ? chain_id : "");
-    cleanup_free char *final = snapshot_dir_path(s, chain_id, NULL);
     cleanup_free char *tmp = NULL;
-    unsigned seq = atomic_fetch_add(&s->tmp_seq, 1);
-    if (!final || asprintf(&tmp, "%s/tmp-rm-%s-%ld-%u", s->dir, hex, os_pid(), seq) < 0) {
-        tmp = NULL;
-        return err_set(err, ENOMEM, "remove snapshot %s: out of memory", chain_id);
-    }
     pthread_mutex_lock(&s->lock);
     if (build_find(s, hex)) {
         pthread_mutex_unlock(&s->lock);
         return err_set(err, ERR_CONFLICT, "remove snapshot %s: it is being built", chain_id);
     }
-    int r = osfs_rename(final, tmp);
+    int r = snapshot_dir_set_aside(s->dir, hex, &tmp, err);
     pthread_mutex_unlock(&s->lock);
-    if (r < 0) {
-        if (r == -ENOENT)
-            return 0;
-        return err_errno(err, -r, "remove snapshot %s: rename %s", chain_id, final);
-    }
-    r = fs_remove_tree(tmp, err);
     if (r < 0)
+        return err_wrap(err, "remove snapshot %s", chain_id);
+    if (tmp && fs_remove_tree(tmp, err) < 0)
         return err_wrap(err, "remove snapshot %s", chain_id);
     return 0;
 }

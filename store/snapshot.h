@@ -104,4 +104,14 @@ char *snapshot_path(const struct snapshot_store *s, const char *chain_id);
  */
 int snapshot_remove(struct snapshot_store *s, const char *chain_id, struct err *err);
 
+/*
+ * Renames <dir>/<hex> (dir: <root>/snapshots) to a tmp-rm- name in dir
+ * that no look-up finds and snapshot_store_clean removes at the next
+ * start; *aside is that path (caller frees and removes it), NULL when
+ * there was nothing at <hex>. For whoever removes a snapshot without the
+ * store's claims (garbage collection, which holds the metadata lock so no
+ * build of that chain can begin). Blocks on disk.
+ */
+int snapshot_dir_set_aside(const char *dir, const char *hex, char **aside, struct err *err);
+
 #endif
