@@ -3,9 +3,10 @@
  * bounded upload pipe, with progress events carried back to the loop as
  * fixed-size records through a second pipe; registry pulls handed to
  * daemon/svc_pull.c; the other operations as short jobs on the store;
- * the --store-max-bytes policy after an import; garbage collection after
+ * the --store-max-bytes policy once an import stored a new image (from the
+ * import's hook, under its lease); garbage collection after
  * a delete, a prune, and once at start-up. Loop thread, except the *_work
- * functions, which call store/ only.
+ * functions and the hook an import calls, which call store/ only.
  */
 #include "daemon/svc_images.h"
 
@@ -110,7 +111,16 @@ progress_event(void *ctx, const struct import_event *ev)
         bpipe_write(op->progress, &rec, sizeof(rec));
 }
 
-/* --store-max-bytes: prunes least recently used unused images, never the one just stored. */
+/*
+ * --store-max-bytes: prunes least recently used unused images until all
+ * images together are at most the limit (or at most img, when img alone is
+ * larger), then collects their blobs and snapshots. Never img: the caller
+ * still holds the lease of the import or pull that stored it (the import
+ * calls this from its on_created hook, the pull before pull_plan_free), and
+ * meta_prune_images passes over an image whose manifest is leased, whatever
+ * the order of last uses. Images in use stay, even when they alone are past
+ * the limit. Pool thread; blocks.
+ */
 void
 images_size_policy(struct daemon *d, const struct meta_image *img, bool created)
 {
@@ -134,6 +144,14 @@ images_size_policy(struct daemon *d, const struct meta_image *img, bool created)
     for (size_t i = 0; i < n_removed; i++)
         free(removed[i]);
     free(removed);
+}
+
+/* store_image_import's hook for a new image: its lease still holds it. */
+static void
+import_created(void *ctx, const struct meta_image *img)
+{
+    struct image_load *op = ctx;
+    images_size_policy(op->d, img, true);
 }
 
 static void
@@ -172,6 +190,8 @@ import_work(void *ctx)
         .platform = op->has_platform ? &op->platform : NULL,
         .progress = op->progress ? progress_event : NULL,
         .progress_ctx = op,
+        .on_created = import_created,
+        .on_created_ctx = op,
     };
     op->rc = store_image_import(op->d->store, &r, &op->image, &op->created, &op->err);
     if (volume_fd >= 0) {
@@ -182,8 +202,6 @@ import_work(void *ctx)
     /* Stop the uploader: whatever still comes is not needed. */
     if (op->upload && op->rc < 0)
         bpipe_abort(op->upload, ECANCELED);
-    if (op->rc == 0)
-        images_size_policy(op->d, op->image, op->created);
     if (op->progress)
         bpipe_close_job(op->progress);
 }

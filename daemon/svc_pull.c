@@ -108,6 +108,8 @@ finish_work(void *ctx)
         op->rc = -op->local_err.code;
     } else {
         op->rc = pull_plan_commit(op->plan, &op->image, &op->created, &op->err);
+        /* Before pull_plan_free: the plan's lease keeps the image just
+         * stored out of the policy's prune. */
         if (op->rc == 0)
             images_size_policy(op->ps->d, op->image, op->created);
     }

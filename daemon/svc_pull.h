@@ -63,7 +63,8 @@ int pull_join(struct daemon *d, const struct image_source *o, image_loaded_cb do
 void pull_waiter_detach(struct pull_waiter *w);
 
 /* Shared by the image service's two files (svc_images.c). */
-/* --store-max-bytes after an image was stored; pool thread. */
+/* --store-max-bytes after an image was stored (nothing when !created), while
+ * the lease that stored img still holds it; pool thread. */
 void images_size_policy(struct daemon *d, const struct meta_image *img, bool created);
 /* The plain copy of a store event; any thread. */
 void image_progress_set(struct image_progress *rec, const struct import_event *ev);

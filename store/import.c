@@ -118,6 +118,12 @@ store_image_import(struct store *st, const struct import_request *req, struct me
                               .status = *created ? "created" : "present",
                               .digest = imp.b.manifest_digest};
     emit(&imp, &ev);
+    /* Another import of this image need not wait for the hook. */
+    store_inflight_end(st, imp.b.manifest_digest);
+    inflight = false;
+    /* Before import_cleanup drops the lease on what was just stored. */
+    if (*created && req->on_created)
+        req->on_created(req->on_created_ctx, *out);
 out:
     if (inflight)
         store_inflight_end(st, imp.b.manifest_digest);

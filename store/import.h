@@ -8,7 +8,9 @@
  * directory and are moved into the content store only when the whole
  * image was good, and the image record is written last, in one
  * transaction. An import holds a lease so garbage collection never takes
- * what it is writing.
+ * what it is writing, nor a prune the image it stored, until it returns:
+ * its caller's hook for a new image (import_request.on_created) runs
+ * under that lease too.
  *
  * Blocking: runs on a pool thread. The progress callback is called on
  * that thread.
@@ -43,6 +45,10 @@ typedef void (*import_progress_fn)(void *ctx, const struct import_event *ev);
 /* Reads the next bytes of an upload: >0 bytes, 0 at the end, <0 -errno. */
 typedef ssize_t (*import_read_fn)(void *ctx, void *buf, size_t len);
 
+/* Told that the import stored img as a new image; img is borrowed for the
+ * call. */
+typedef void (*import_created_fn)(void *ctx, const struct meta_image *img);
+
 struct import_request {
     const char *layout_dir; /* an OCI layout directory on the host, or NULL */
     /* How errors name the layout, in the client's terms (a volume's is
@@ -55,6 +61,13 @@ struct import_request {
     const struct oci_platform *platform; /* NULL: this host's */
     import_progress_fn progress;         /* may be NULL */
     void *progress_ctx;
+    /* May be NULL. Called on the import's thread once the image is
+     * committed as new (never when it was already stored), while the
+     * import still holds its lease: no prune takes img, and no garbage
+     * collection its blobs and snapshots, until the call returns (the
+     * daemon runs its --store-max-bytes policy here). */
+    import_created_fn on_created;
+    void *on_created_ctx;
 };
 
 /*

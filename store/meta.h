@@ -142,11 +142,14 @@ int meta_image_delete(struct meta *m, const char *ref, char digest_out[DIGEST_ST
  * An image whose manifest digest is leased is not a candidate: an import
  * or pull in flight stores it or answers with it (it committed the record
  * and reads it back, or found it stored and adds a name), and a prune in
- * between would make that import answer "not found".
+ * between would make that import answer "not found". The daemon's
+ * --store-max-bytes policy runs before the import's or pull's lease goes,
+ * so the image just stored is never its candidate either.
  * unused_for_s >= 0 restricts the candidates to those unused for longer
  * than that; keep_bytes >= 0 stops as soon as the total size of all
- * images (size_bytes + unpacked_bytes) is at most keep_bytes. With both
- * -1 every image without users goes. now is the current time (0: now).
+ * images (size_bytes + unpacked_bytes, those in use or leased included)
+ * is at most keep_bytes. With both -1 every image without users goes.
+ * now is the current time (0: now).
  * *removed gets the removed digests (array and strings owned by the
  * caller: free each and the array; NULL when none), *n_removed their
  * number. One transaction. Run gc_run afterwards to free the space.
