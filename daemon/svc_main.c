@@ -198,7 +198,52 @@ struct start_op {
     struct container *c; /* a reference */
     struct svc_call *inner;
     enum ctr_change_kind event; /* START, or RESTART after a restart's stop */
+    struct err failure;         /* the start's error, answered after an auto-remove */
 };
+
+static void
+start_op_end(struct start_op *op)
+{
+    container_unref(op->c);
+    free(op);
+}
+
+/* The auto-remove of a container whose program could not start ended:
+ * now the start is answered, with the start's own error. */
+static void
+start_answer_after_remove(void *arg, const struct err *err)
+{
+    struct start_op *op = arg;
+    if (err)
+        log_warn("container %s: auto-remove: %s", op->c->p->handle, err->msg);
+    if (!op->call.detached)
+        op->cb(op->arg, &op->failure);
+    start_op_end(op);
+}
+
+/*
+ * An auto-remove container whose program could not start goes before the
+ * start is answered, as the engine does: a client that stops waiting for
+ * the removal once the start failed (docker 20.10's CLI cancels that wait
+ * with its attach) finds it gone, not "removing". False when the delete
+ * could not begin: the caller answers at once.
+ */
+static bool
+auto_remove_then_answer(struct start_op *op, const struct err *failure)
+{
+    struct container *c = op->c;
+    struct err err = {0};
+    struct svc_call *call = NULL;
+    err_copy(&op->failure, failure);
+    log_info("container %s: its main process could not start; removing it (auto-remove)",
+             c->p->handle);
+    if (container_delete_grace(c->reg->d, c->p->handle, 0, start_answer_after_remove, op, &call,
+                               &err) < 0) {
+        log_warn("container %s: auto-remove: %s", c->p->handle, err.msg);
+        return false;
+    }
+    return true;
+}
 
 static void
 start_done(void *arg, const struct err *err, struct ctr_proc *pr)
@@ -230,13 +275,12 @@ start_done(void *arg, const struct err *err, struct ctr_proc *pr)
             ctr_main_exited(c);
     }
     waiters_after_start(c, !err);
+    if (failed && c->registered && !c->deleting && c->state == CTR_RUNNING &&
+        c->p->main->auto_remove && !c->spawning && auto_remove_then_answer(op, err))
+        return;
     if (!op->call.detached)
         op->cb(op->arg, err);
-    if (failed && c->registered && !c->deleting && c->state == CTR_RUNNING &&
-        c->p->main->auto_remove && !c->spawning)
-        auto_remove(c, "its main process could not start");
-    container_unref(c);
-    free(op);
+    start_op_end(op);
 }
 
 static int
