@@ -81,6 +81,9 @@ typedef unsigned int gid_t;
 #ifndef ENODATA
 #define ENODATA 120
 #endif
+#ifndef ESTALE
+#define ESTALE 141 /* past mingw's last (EWOULDBLOCK 140) */
+#endif
 char *strndup(const char *s, size_t n);
 char *strchrnul(const char *s, int c);
 void explicit_bzero(void *p, size_t n);

@@ -1,11 +1,13 @@
-/* The volume TTL timer and its sweep job (see volume_ttl.h). */
+/* The volume TTL timer (loop thread) and its sweep job (pool thread); see volume_ttl.h. */
 #include "daemon/volume_ttl.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 #include <uv.h>
 
 #include "common/log.h"
+#include "common/os.h" /* ESTALE on Windows */
 #include "daemon/daemon.h"
 #include "store/store.h"
 
@@ -39,38 +41,51 @@ ttl_closed_cb(uv_handle_t *h)
     ttl_maybe_free(t);
 }
 
+int64_t
+volume_ttl_delete_listed(struct store *st, const struct volume_expiry *listed, size_t n,
+                         int64_t now)
+{
+    int64_t retry = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *handle = listed[i].handle;
+        char **gone = NULL;
+        size_t ngone = 0;
+        struct err derr = {0};
+        if (volume_delete_expired(st->volumes, &listed[i], now, &gone, &ngone, &derr) == 0) {
+            log_info("volume %s: expired and deleted", handle);
+        } else if (derr.code == ENOENT || derr.code == ESTALE) {
+            /* Deleted, re-created or renewed since the listing: not ours to delete. */
+            log_debug("volume expiry: %s", derr.msg);
+        } else {
+            log_info("volume %s: expired but kept for now: %s", handle, derr.msg);
+            retry = now + TTL_RETRY_S;
+        }
+        for (size_t k = 0; k < ngone; k++)
+            free(gone[k]);
+        free(gone);
+    }
+    return retry;
+}
+
 static void
 sweep_work(void *ctx)
 {
     struct volume_ttl *t = ctx;
     struct store *st = t->d->store;
     int64_t now = (int64_t)time(NULL);
-    char **handles = NULL;
+    struct volume_expiry *listed = NULL;
     size_t n = 0;
     int64_t next = 0;
     struct err err = {0};
-    if (vmeta_expired(st->meta, now, &handles, &n, &next, &err) < 0) {
+    if (vmeta_expired(st->meta, now, &listed, &n, &next, &err) < 0) {
         log_warn("volume expiry: %s", err.msg);
         t->sweep_next = now + TTL_RETRY_S;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        char **gone = NULL;
-        size_t ngone = 0;
-        struct err derr = {0};
-        if (volume_delete(st->volumes, handles[i], false, &gone, &ngone, &derr) == 0) {
-            log_info("volume %s: expired and deleted", handles[i]);
-        } else if (derr.code != ENOENT) {
-            log_info("volume %s: expired but kept for now: %s", handles[i], derr.msg);
-            if (!next || now + TTL_RETRY_S < next)
-                next = now + TTL_RETRY_S;
-        }
-        for (size_t k = 0; k < ngone; k++)
-            free(gone[k]);
-        free(gone);
-        free(handles[i]);
-    }
-    free(handles);
+    int64_t retry = volume_ttl_delete_listed(st, listed, n, now);
+    free(listed);
+    if (retry && (!next || retry < next))
+        next = retry;
     t->sweep_next = next;
 }
 

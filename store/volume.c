@@ -659,10 +659,29 @@ volume_create(struct volume_store *vs, const struct volume_create_opts *o, struc
 
 /* ---- delete ---------------------------------------------------------------- */
 
-int
-volume_delete(struct volume_store *vs, const char *handle, bool force, char ***deleted, size_t *n,
+/* What volume_delete and volume_delete_expired delete: a handle (with or
+ * without force), or an expired volume if it still is. */
+struct delete_what {
+    const char *handle;
+    bool force;
+    const struct volume_expiry *expiry; /* not NULL: vmeta_delete_expired at now */
+    int64_t now;
+};
+
+static int
+delete_records(struct volume_store *vs, const struct delete_what *w, char ***gone, size_t *ngone,
+               struct err *err)
+{
+    if (w->expiry)
+        return vmeta_delete_expired(vs->meta, w->expiry, w->now, gone, ngone, err);
+    return vmeta_delete(vs->meta, w->handle, w->force, gone, ngone, err);
+}
+
+static int
+delete_volume(struct volume_store *vs, const struct delete_what *w, char ***deleted, size_t *n,
               struct err *err)
 {
+    const char *handle = w->handle;
     char **gone = NULL;
     size_t ngone = 0;
     pthread_mutex_lock(&vs->mu);
@@ -670,7 +689,7 @@ volume_delete(struct volume_store *vs, const char *handle, bool force, char ***d
     if (writers_locked(vs, handle) > 0)
         ret = err_set(err, ERR_CONFLICT, "volume %s: an upload into it is in progress", handle);
     if (ret == 0)
-        ret = vmeta_delete(vs->meta, handle, force, &gone, &ngone, err);
+        ret = delete_records(vs, w, &gone, &ngone, err);
     char **trash = ret == 0 ? calloc(ngone + 1, sizeof(char *)) : NULL;
     for (size_t i = 0; ret == 0 && i < ngone; i++) {
         cleanup_free char *fs = vpath(vs, gone[i], "fs");
@@ -707,6 +726,22 @@ volume_delete(struct volume_store *vs, const char *handle, bool force, char ***d
     *deleted = gone;
     *n = ngone;
     return 0;
+}
+
+int
+volume_delete(struct volume_store *vs, const char *handle, bool force, char ***deleted, size_t *n,
+              struct err *err)
+{
+    struct delete_what w = {.handle = handle, .force = force};
+    return delete_volume(vs, &w, deleted, n, err);
+}
+
+int
+volume_delete_expired(struct volume_store *vs, const struct volume_expiry *e, int64_t now,
+                      char ***deleted, size_t *n, struct err *err)
+{
+    struct delete_what w = {.handle = e->handle, .expiry = e, .now = now};
+    return delete_volume(vs, &w, deleted, n, err);
 }
 
 /* ---- mounts ---------------------------------------------------------------- */

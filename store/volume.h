@@ -88,6 +88,16 @@ int volume_create(struct volume_store *vs, const struct volume_create_opts *o,
 int volume_delete(struct volume_store *vs, const char *handle, bool force, char ***deleted,
                   size_t *n, struct err *err);
 
+/*
+ * As volume_delete without force, for the TTL sweep: deletes e's volume
+ * (as vmeta_expired listed it at now) only if, at the delete itself, it
+ * is still that volume and still expired. ENOENT when it is gone, ESTALE
+ * when its handle names a volume created since or its TTL was renewed or
+ * removed (vmeta_delete_expired); nothing is deleted then.
+ */
+int volume_delete_expired(struct volume_store *vs, const struct volume_expiry *e, int64_t now,
+                          char ***deleted, size_t *n, struct err *err);
+
 /* The host path of a volume's data (whether or not it exists); caller frees. */
 char *volume_data_path(const struct volume_store *vs, const char *handle);
 

@@ -425,6 +425,8 @@ handles_free(struct handles *hs)
 struct delete_ctx {
     const char *handle;
     bool force;
+    const struct volume_expiry *expiry; /* NULL: delete whatever the handle names */
+    int64_t now;                        /* with expiry: when it was found expired */
     struct handles out;
 };
 
@@ -451,6 +453,18 @@ collect_tree(sqlite3 *db, const char *handle, struct handles *out, int depth, st
     return ret;
 }
 
+/* For the TTL sweep: ESTALE unless v is the volume it listed and still expired. */
+static int
+check_still_expired(const struct volume_rec *v, const struct delete_ctx *c, struct err *err)
+{
+    if (v->created_at != c->expiry->created_at)
+        return err_set(err, ESTALE, "volume %s: created again since it expired", v->handle);
+    if (v->expires_at <= 0 || v->expires_at > c->now)
+        return err_set(err, ESTALE, "volume %s: its ttl was renewed or removed since it expired",
+                       v->handle);
+    return 0;
+}
+
 static int
 delete_fn(struct sqlite3 *db, void *ctx, struct err *err)
 {
@@ -459,6 +473,10 @@ delete_fn(struct sqlite3 *db, void *ctx, struct err *err)
     int ret = load_locked(db, c->handle, &v, err);
     if (ret < 0)
         return ret;
+    if (c->expiry && (ret = check_still_expired(v, c, err)) < 0) {
+        volume_rec_free(v);
+        return ret;
+    }
     if (!c->force && (v->mounts > 0 || v->children > 0)) {
         ret = v->mounts > 0
                   ? err_set(err, ERR_CONFLICT,
@@ -477,19 +495,33 @@ delete_fn(struct sqlite3 *db, void *ctx, struct err *err)
     return ret;
 }
 
+static int
+delete_run(struct meta *m, struct delete_ctx *c, char ***deleted, size_t *n, struct err *err)
+{
+    int ret = meta_run_locked(m, delete_fn, c, err);
+    if (ret < 0) {
+        handles_free(&c->out);
+        return ret;
+    }
+    *deleted = c->out.h;
+    *n = c->out.n;
+    return 0;
+}
+
 int
 vmeta_delete(struct meta *m, const char *handle, bool force, char ***deleted, size_t *n,
              struct err *err)
 {
     struct delete_ctx c = {.handle = handle, .force = force};
-    int ret = meta_run_locked(m, delete_fn, &c, err);
-    if (ret < 0) {
-        handles_free(&c.out);
-        return ret;
-    }
-    *deleted = c.out.h;
-    *n = c.out.n;
-    return 0;
+    return delete_run(m, &c, deleted, n, err);
+}
+
+int
+vmeta_delete_expired(struct meta *m, const struct volume_expiry *e, int64_t now, char ***deleted,
+                     size_t *n, struct err *err)
+{
+    struct delete_ctx c = {.handle = e->handle, .expiry = e, .now = now};
+    return delete_run(m, &c, deleted, n, err);
 }
 
 struct mount_ctx {
@@ -541,8 +573,26 @@ vmeta_mount_remove(struct meta *m, const char *handle, const char *user_id, stru
 
 struct expired_ctx {
     int64_t now, next;
-    struct handles out;
+    struct volume_expiry *out;
+    size_t n, cap;
 };
+
+static int
+expiry_add(struct expired_ctx *c, const char *handle, int64_t created_at)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        struct volume_expiry *no = realloc(c->out, cap * sizeof(*no));
+        if (!no)
+            return -ENOMEM;
+        c->out = no;
+        c->cap = cap;
+    }
+    struct volume_expiry *e = &c->out[c->n++];
+    snprintf(e->handle, sizeof(e->handle), "%s", handle);
+    e->created_at = created_at;
+    return 0;
+}
 
 static int
 expired_fn(struct sqlite3 *db, void *ctx, struct err *err)
@@ -550,13 +600,15 @@ expired_fn(struct sqlite3 *db, void *ctx, struct err *err)
     struct expired_ctx *c = ctx;
     cleanup_stmt sqlite3_stmt *st = NULL;
     int ret = db_prepare(db, &st, err,
-                         "SELECT handle FROM volumes WHERE expires_at > 0 AND expires_at <= ?"
-                         " ORDER BY expires_at",
+                         "SELECT handle, created_at FROM volumes"
+                         " WHERE expires_at > 0 AND expires_at <= ? ORDER BY expires_at",
                          "i", c->now);
     int rc;
-    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (handles_add(&c->out, (const char *)sqlite3_column_text(st, 0)) < 0)
+    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *handle = (const char *)sqlite3_column_text(st, 0);
+        if (expiry_add(c, handle, sqlite3_column_int64(st, 1)) < 0)
             ret = err_set(err, ENOMEM, "expired volumes: out of memory");
+    }
     if (ret == 0 && rc != SQLITE_DONE)
         ret = db_err(db, rc, err, "expired volumes");
     if (ret == 0)
@@ -567,17 +619,17 @@ expired_fn(struct sqlite3 *db, void *ctx, struct err *err)
 }
 
 int
-vmeta_expired(struct meta *m, int64_t now, char ***handles, size_t *n, int64_t *next,
+vmeta_expired(struct meta *m, int64_t now, struct volume_expiry **out, size_t *n, int64_t *next,
               struct err *err)
 {
     struct expired_ctx c = {.now = now};
     int ret = meta_run_locked(m, expired_fn, &c, err);
     if (ret < 0) {
-        handles_free(&c.out);
+        free(c.out);
         return ret;
     }
-    *handles = c.out.h;
-    *n = c.out.n;
+    *out = c.out;
+    *n = c.n;
     *next = c.next;
     return 0;
 }

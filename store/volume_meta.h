@@ -84,15 +84,32 @@ int vmeta_patch(struct meta *m, const char *handle, const struct volume_prop *pr
 int vmeta_delete(struct meta *m, const char *handle, bool force, char ***deleted, size_t *n,
                  struct err *err);
 
+/* A volume vmeta_expired found expired: its handle, and its creation time
+ * to tell it from a volume that took the same handle since. */
+struct volume_expiry {
+    char handle[VOLUME_HANDLE_MAX + 1];
+    int64_t created_at;
+};
+
+/*
+ * As vmeta_delete without force, for the TTL sweep: deletes e's volume
+ * only if, in the same transaction, it is still the one listed (same
+ * creation time) and still expired at now. ENOENT when the handle is
+ * gone, ESTALE when it names a volume created since or one whose TTL was
+ * renewed or removed; either way nothing is deleted.
+ */
+int vmeta_delete_expired(struct meta *m, const struct volume_expiry *e, int64_t now,
+                         char ***deleted, size_t *n, struct err *err);
+
 /* Mount records (a container id per mount). add: ENOENT if the volume is
  * unknown; adding twice is a no-op. remove: ENOENT if not recorded. */
 int vmeta_mount_add(struct meta *m, const char *handle, const char *user_id, bool readonly,
                     struct err *err);
 int vmeta_mount_remove(struct meta *m, const char *handle, const char *user_id, struct err *err);
 
-/* Handles of volumes expired at now (caller frees), and the earliest
- * expiry still ahead (0: none). */
-int vmeta_expired(struct meta *m, int64_t now, char ***handles, size_t *n, int64_t *next,
+/* The volumes expired at now, soonest expired first (*out: caller frees;
+ * NULL when none), and the earliest expiry still ahead (0: none). */
+int vmeta_expired(struct meta *m, int64_t now, struct volume_expiry **out, size_t *n, int64_t *next,
                   struct err *err);
 
 #endif
