@@ -305,6 +305,7 @@ set(BERTH_WIN_SUITES
     test_store_cim_format
     test_store_db
     test_store_meta
+    test_volume_ttl
     test_runtime_hcs_admit
     test_runtime_hcs_cmdline
     test_runtime_hcs_doc_network
