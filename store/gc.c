@@ -162,50 +162,74 @@ sweep_blobs(sqlite3 *db, struct gc_ctx *ctx, struct err *err)
     return db_exec(db, "DELETE FROM blobs WHERE digest NOT IN (SELECT d FROM gc_live_blobs)", err);
 }
 
+/* What became of a snapshot the sweep removes. */
+enum snap_removal {
+    SNAP_KEPT,       /* still whole at its name (busy, or the removal could not begin) */
+    SNAP_GONE,       /* name and tree gone */
+    SNAP_LEFT_ASIDE, /* name gone; part of the tree stays in a tmp-rm- directory */
+};
+
 /*
  * Removes <root>/snapshots/<hex>. Refuses (EBUSY) when the directory is
  * itself a mount point: fs_remove_tree only notices mounts below it.
  * It is set aside first (snapshot_dir_set_aside), so a removal cut short
  * by a crash or a failed unlink never leaves part of a snapshot at its
  * name, where the next import of that chain would find it "cached" and
- * record an image over it; what such a removal leaves goes at the next
- * start. On Windows the layer goes at its own path, as HcsDestroyLayer
- * is given it (layer_folder_remove).
+ * record an image over it; what such a removal leaves is tried again by
+ * every later sweep and at start-up. On Windows the layer goes at its own
+ * path, as HcsDestroyLayer is given it (layer_folder_remove).
  */
-static int
-snapshot_dir_remove(const char *snap_root, const char *hex, struct err *err)
+static enum snap_removal
+snapshot_dir_remove(struct gc_ctx *ctx, const char *snap_root, const char *hex, struct err *err)
 {
     cleanup_free char *path = fs_path_join(snap_root, hex);
-    if (!path)
-        return err_set(err, ENOMEM, "gc: out of memory");
+    if (!path) {
+        err_set(err, ENOMEM, "gc: out of memory");
+        return SNAP_KEPT;
+    }
     struct os_stat parent, st;
     int r = osfs_lstat(path, &st);
-    if (r < 0)
-        return r == -ENOENT ? 0 : err_errno(err, -r, "stat %s", path);
-    if ((r = osfs_stat(snap_root, &parent)) < 0)
-        return err_errno(err, -r, "stat %s", snap_root);
-    if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev)
-        return err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
+    if (r < 0) {
+        if (r == -ENOENT)
+            return SNAP_GONE;
+        err_errno(err, -r, "stat %s", path);
+        return SNAP_KEPT;
+    }
+    if ((r = osfs_stat(snap_root, &parent)) < 0) {
+        err_errno(err, -r, "stat %s", snap_root);
+        return SNAP_KEPT;
+    }
+    if (S_ISDIR(st.st_mode) && st.st_dev != parent.st_dev) {
+        err_set(err, EBUSY, "remove %s: a filesystem is mounted there", path);
+        return SNAP_KEPT;
+    }
 #ifdef _WIN32
-    return layer_folder_remove(path, err); /* HcsDestroyLayer first */
+    (void)ctx;
+    return layer_folder_remove(path, err) < 0 ? SNAP_KEPT : SNAP_GONE; /* HcsDestroyLayer first */
 #else
     cleanup_free char *aside = NULL;
-    if ((r = snapshot_dir_set_aside(snap_root, hex, &aside, err)) < 0 || !aside)
-        return r;
+    if (snapshot_dir_set_aside(snap_root, hex, &aside, err) < 0)
+        return SNAP_KEPT;
     struct err rerr = {0};
-    if (layer_folder_remove(aside, &rerr) < 0)
-        log_warn("gc: snapshot sha256:%s set aside as %s, which stays until the next start: %s",
-                 hex, aside, rerr.msg);
-    return 0;
+    if (aside && layer_folder_remove(aside, &rerr) < 0) {
+        log_warn("gc: snapshot sha256:%s set aside as %s, which stays for a later run: %s", hex,
+                 aside, rerr.msg);
+        ctx->res->errors++;
+        return SNAP_LEFT_ASIDE;
+    }
+    return SNAP_GONE;
 #endif
 }
 
-/* Removes one snapshot's directory; true when it is gone, counting failures. */
+/* Removes one snapshot's directory, counting failures; false when it is
+ * still at its name (its row stays). *whole: all of it went. */
 static bool
-snapshot_remove_counted(struct gc_ctx *ctx, const char *snap_root, const char *hex)
+snapshot_remove_counted(struct gc_ctx *ctx, const char *snap_root, const char *hex, bool *whole)
 {
     struct err e = {0};
-    if (snapshot_dir_remove(snap_root, hex, &e) == 0)
+    enum snap_removal what = snapshot_dir_remove(ctx, snap_root, hex, &e);
+    *whole = what == SNAP_GONE;
+    if (what != SNAP_KEPT)
         return true;
     if (e.code == EBUSY) {
         log_warn("gc: snapshot sha256:%s is unreferenced but busy, kept: %s", hex, e.msg);
@@ -250,7 +274,8 @@ sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
     for (size_t i = 0; ret == 0 && i < dead.n; i++) {
         const char *chain = dead.items[i];
         const char *hex = digest_hex(chain);
-        if (hex && !snapshot_remove_counted(ctx, snap_root, hex))
+        bool whole = true;
+        if (hex && !snapshot_remove_counted(ctx, snap_root, hex, &whole))
             continue;
         ret = db_run(db, NULL, err, "DELETE FROM snapshots WHERE chain_id = ?", "t", chain);
         if (ret < 0) {
@@ -258,14 +283,27 @@ sweep_snapshot_rows(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
             break;
         }
         ctx->res->snapshots_removed++;
-        ctx->res->snapshot_bytes_freed += sizes[i] > 0 ? (uint64_t)sizes[i] : 0;
+        if (whole)
+            ctx->res->snapshot_bytes_freed += sizes[i] > 0 ? (uint64_t)sizes[i] : 0;
     }
     free(dead.items);
     free(sizes);
     return ret < 0 ? ret : 0;
 }
 
-/* Directories with no row at all (a crash between unpack and commit). */
+/* What an earlier removal set aside and could not remove: nothing looks
+ * such a name up, so it goes whenever it can (already logged once). */
+static void
+aside_retry(const char *snap_root, const char *name)
+{
+    cleanup_free char *path = fs_path_join(snap_root, name);
+    struct err e = {0};
+    if (path && layer_folder_remove(path, &e) < 0)
+        log_debug("gc: %s stays: %s", path, e.msg);
+}
+
+/* Directories with no row at all (a crash between unpack and commit), and
+ * what earlier removals set aside. */
 static int
 sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, struct err *err)
 {
@@ -278,6 +316,10 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
     }
     const char *name;
     while ((name = osfs_dir_next(dir, NULL)) != NULL) {
+        if (strncmp(name, SNAPSHOT_ASIDE_PREFIX, strlen(SNAPSHOT_ASIDE_PREFIX)) == 0) {
+            aside_retry(snap_root, name);
+            continue;
+        }
         if (strlen(name) != DIGEST_HEX_LEN || !digest_hex_valid(name, DIGEST_HEX_LEN))
             continue;
         char chain[DIGEST_STR_LEN];
@@ -292,7 +334,8 @@ sweep_snapshot_dirs(sqlite3 *db, struct gc_ctx *ctx, const char *snap_root, stru
             break;
         if (has_row)
             continue; /* an unreferenced row kept because it was busy */
-        if (snapshot_remove_counted(ctx, snap_root, name))
+        bool whole;
+        if (snapshot_remove_counted(ctx, snap_root, name, &whole))
             ctx->res->snapshots_removed++;
     }
     osfs_dir_close(dir);

@@ -33,8 +33,13 @@ struct gc_result {
  * the snapshot directories <root>/snapshots/<chain hex>, and on Windows
  * the CIMs of <root>/cims (store/cim_chain.h). Entries whose
  * names are not 64 hex digits (temporaries of a writer) are never
- * touched. A snapshot that cannot be removed (EBUSY: mounted) keeps its
- * row and is counted in snapshots_busy; other per-entry failures are
+ * touched, but for the tmp-rm- trees earlier removals set aside
+ * (store/snapshot.h), tried again. A snapshot that is itself a mount
+ * point (EBUSY) keeps its row and is counted in snapshots_busy. Elsewhere
+ * than Windows a snapshot is set aside before its tree goes: one whose
+ * tree then will not go completely loses its name and row all the same
+ * (counted in snapshots_removed and in errors, not in the bytes freed).
+ * Other per-entry failures keep the snapshot whole with its row and are
  * logged and counted in errors, and the run goes on. Fills *res; returns
  * 0 or a negative errno for a failure of the database or of listing.
  */

@@ -24,6 +24,10 @@
 #include "common/rootdir.h"
 #include "store/digest.h"
 
+/* Tries of a temporary name: pid and sequence repeat across restarts (a
+ * daemon that is pid 1 in its container), and a leftover may hold one. */
+#define TMP_NAME_TRIES 64
+
 struct snapshot_build {
     struct snapshot_build *next;
     char hex[DIGEST_HEX_LEN + 1];
@@ -230,20 +234,27 @@ snapshot_acquire(struct snapshot_store *s, const char *chain_id, struct snapshot
     c->s = s;
     c->build = b;
 
-    unsigned seq = atomic_fetch_add(&s->tmp_seq, 1);
     int r;
-    if (asprintf(&c->tmp, "%s/tmp-%s-%ld-%u", s->dir, hex, os_pid(), seq) < 0) {
-        c->tmp = NULL;
-        r = err_set(err, ENOMEM, "snapshot %s: out of memory", chain_id);
-        goto fail;
+    for (int tries = 1;; tries++) {
+        unsigned seq = atomic_fetch_add(&s->tmp_seq, 1);
+        free(c->tmp);
+        if (asprintf(&c->tmp, "%s/tmp-%s-%ld-%u", s->dir, hex, os_pid(), seq) < 0) {
+            c->tmp = NULL;
+            r = err_set(err, ENOMEM, "snapshot %s: out of memory", chain_id);
+            goto fail;
+        }
+        if ((r = osfs_mkdir(c->tmp, 0700)) == 0)
+            break;
+        if (r != -EEXIST || tries == TMP_NAME_TRIES) {
+            r = err_errno(err, -r, "snapshot %s: mkdir %s", chain_id, c->tmp);
+            free(c->tmp); /* not ours: the abort must not remove it */
+            c->tmp = NULL;
+            goto fail;
+        }
     }
     c->fs = fs_path_join(c->tmp, "fs");
     if (!c->fs) {
         r = err_set(err, ENOMEM, "snapshot %s: out of memory", chain_id);
-        goto fail;
-    }
-    if ((r = osfs_mkdir(c->tmp, 0700)) < 0) {
-        r = err_errno(err, -r, "snapshot %s: mkdir %s", chain_id, c->tmp);
         goto fail;
     }
     /* The layer's root: 0755 like any rootfs unless the layer says else. */
@@ -328,19 +339,28 @@ snapshot_dir_set_aside(const char *dir, const char *hex, char **aside, struct er
     static atomic_uint aside_seq;
     *aside = NULL;
     cleanup_free char *final = fs_path_join(dir, hex);
-    char *tmp = NULL;
-    unsigned seq = atomic_fetch_add(&aside_seq, 1);
-    if (!final || asprintf(&tmp, "%s/tmp-rm-%s-%ld-%u", dir, hex, os_pid(), seq) < 0)
+    if (!final)
         return err_set(err, ENOMEM, "set snapshot %s aside: out of memory", hex);
-    int r = osfs_rename(final, tmp);
-    if (r < 0) {
+    for (int tries = 1;; tries++) {
+        char *tmp = NULL;
+        unsigned seq = atomic_fetch_add(&aside_seq, 1);
+        if (asprintf(&tmp, "%s/" SNAPSHOT_ASIDE_PREFIX "%s-%ld-%u", dir, hex, os_pid(), seq) < 0)
+            return err_set(err, ENOMEM, "set snapshot %s aside: out of memory", hex);
+        int r = osfs_rename(final, tmp);
+        if (r == 0) {
+            /* The new name on disk before any of the tree goes. */
+            struct err sync_err = {0};
+            if (fs_fsync_dir(dir, &sync_err) < 0)
+                log_warn("set snapshot %s aside: %s", hex, sync_err.msg);
+            *aside = tmp;
+            return 0;
+        }
         free(tmp);
         if (r == -ENOENT)
             return 0;
-        return err_errno(err, -r, "set snapshot %s aside: rename %s", hex, final);
+        if ((r != -EEXIST && r != -ENOTEMPTY) || tries == TMP_NAME_TRIES)
+            return err_errno(err, -r, "set snapshot %s aside: rename %s", hex, final);
     }
-    *aside = tmp;
-    return 0;
 }
 
 int

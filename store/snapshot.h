@@ -104,13 +104,17 @@ char *snapshot_path(const struct snapshot_store *s, const char *chain_id);
  */
 int snapshot_remove(struct snapshot_store *s, const char *chain_id, struct err *err);
 
+/* The names snapshot_dir_set_aside gives. */
+#define SNAPSHOT_ASIDE_PREFIX "tmp-rm-"
+
 /*
  * Renames <dir>/<hex> (dir: <root>/snapshots) to a tmp-rm- name in dir
  * that no look-up finds and snapshot_store_clean removes at the next
- * start; *aside is that path (caller frees and removes it), NULL when
- * there was nothing at <hex>. For whoever removes a snapshot without the
- * store's claims (garbage collection, which holds the metadata lock so no
- * build of that chain can begin). Blocks on disk.
+ * start, and syncs dir; *aside is that path (caller frees and removes
+ * it), NULL when there was nothing at <hex>. For whoever removes a
+ * snapshot without the store's claims: garbage collection, which takes
+ * only chains nothing leases, and a build leases its chain before it
+ * claims it (store/gc.h). Blocks on disk.
  */
 int snapshot_dir_set_aside(const char *dir, const char *hex, char **aside, struct err *err);
 

@@ -94,6 +94,45 @@ START_TEST(snapshot_commit_renames_into_place)
 }
 END_TEST
 
+/* <root>/snapshots/<prefix><hex of CHAIN_A>-<pid>-<seq>/stuck for seq 0..n-1. */
+static void
+leftovers(const char *prefix, unsigned n)
+{
+    char path[1024];
+    for (unsigned seq = 0; seq < n; seq++) {
+        snprintf(path, sizeof(path), "%s/snapshots/%s%s-%ld-%u/stuck", root, prefix, CHAIN_A + 7,
+                 (long)getpid(), seq);
+        tu_write(path, "x", 1);
+    }
+}
+
+/*
+ * A daemon that is pid 1 in its container names its temporaries the same
+ * way at every start, and the store now opens past a leftover that will
+ * not go: a build and a set-aside pick the next free name instead of
+ * failing on it (each test runs in a process of its own, so the names
+ * this one picks first are those with sequence 0 and up).
+ */
+START_TEST(temporaries_of_an_earlier_run_with_the_same_names_are_passed_over)
+{
+    struct snapshot_store *s = store_open(2);
+    struct snapshot_claim *c = NULL;
+    struct err err = {0};
+    leftovers("tmp-", 4);
+    ck_assert_msg(snapshot_acquire(s, CHAIN_A, &c, &err) == SNAPSHOT_CLAIMED, "%s", err.msg);
+    ck_assert_msg(snapshot_commit(c, &err) == 0, "%s", err.msg);
+    ck_assert(snapshot_exists(s, CHAIN_A));
+    leftovers(SNAPSHOT_ASIDE_PREFIX, 4);
+    char *dir = fs_path_join(root, "snapshots"), *aside = NULL;
+    ck_assert_msg(snapshot_dir_set_aside(dir, CHAIN_A + 7, &aside, &err) == 0, "%s", err.msg);
+    ck_assert_ptr_nonnull(aside);
+    ck_assert(!snapshot_exists(s, CHAIN_A));
+    free(aside);
+    free(dir);
+    snapshot_store_free(s);
+}
+END_TEST
+
 struct waiter {
     struct snapshot_store *s;
     const char *chain;
@@ -267,6 +306,7 @@ snapshot_suite(void)
     tcase_add_test(tc, snapshot_abort_hands_the_build_to_a_waiter);
     tcase_add_test(tc, snapshot_slots_limit_concurrent_builds);
     tcase_add_test(tc, snapshot_store_clean_removes_tmp_dirs);
+    tcase_add_test(tc, temporaries_of_an_earlier_run_with_the_same_names_are_passed_over);
     tcase_add_test(tc, snapshot_remove_refuses_while_building);
     tcase_add_test(tc, snapshot_store_marks_its_directory_as_a_top_directory);
     suite_add_tcase(s, tc);
