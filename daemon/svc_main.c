@@ -87,14 +87,25 @@ kill_the_rest(struct container *c)
     }
 }
 
-static void
-auto_remove(struct container *c, const char *why)
+/* Deletes c at once (no grace); done (arg) when the delete ended. False,
+ * logged, when it could not begin: done is not called then. */
+static bool
+auto_remove_then(struct container *c, const char *why, container_delete_cb done, void *arg)
 {
     struct err err = {0};
     struct svc_call *call = NULL;
     log_info("container %s: %s; removing it (auto-remove)", c->p->handle, why);
-    if (container_delete_grace(c->reg->d, c->p->handle, 0, noop_done_cb, NULL, &call, &err) < 0)
+    if (container_delete_grace(c->reg->d, c->p->handle, 0, done, arg, &call, &err) < 0) {
         log_warn("container %s: auto-remove: %s", c->p->handle, err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void
+auto_remove(struct container *c, const char *why)
+{
+    auto_remove_then(c, why, noop_done_cb, NULL);
 }
 
 void
@@ -231,18 +242,9 @@ start_answer_after_remove(void *arg, const struct err *err)
 static bool
 auto_remove_then_answer(struct start_op *op, const struct err *failure)
 {
-    struct container *c = op->c;
-    struct err err = {0};
-    struct svc_call *call = NULL;
     err_copy(&op->failure, failure);
-    log_info("container %s: its main process could not start; removing it (auto-remove)",
-             c->p->handle);
-    if (container_delete_grace(c->reg->d, c->p->handle, 0, start_answer_after_remove, op, &call,
-                               &err) < 0) {
-        log_warn("container %s: auto-remove: %s", c->p->handle, err.msg);
-        return false;
-    }
-    return true;
+    return auto_remove_then(op->c, "its main process could not start", start_answer_after_remove,
+                            op);
 }
 
 static void
